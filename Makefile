@@ -1,0 +1,59 @@
+# Herald's build, test and lab entry points. `make test` and `make lab` are the
+# README's two commands: each installs and builds what it uses.
+SHELL := /bin/bash
+ROOT := $(CURDIR)
+BIN := $(ROOT)/bin
+export KUBEBUILDER_ASSETS := $(BIN)/k8s
+GO_TEST_FLAGS ?=
+
+.PHONY: all build test unit deps test-assets tools generate verify-generated lab lab-down e2e bench fuzz clean
+
+all: build
+
+build:
+	go build -o $(BIN)/ ./controller ./speaker
+
+deps:
+	hack/install-deps.sh
+
+test-assets:
+	hack/test-assets.sh
+
+tools: $(BIN)/controller-gen $(BIN)/helm
+
+$(BIN)/controller-gen: hack/tools/gen/go.mod hack/tools/gen/go.sum
+	cd hack/tools/gen && go build -o $(BIN)/controller-gen sigs.k8s.io/controller-tools/cmd/controller-gen
+
+$(BIN)/helm: hack/tools/helm/go.mod hack/tools/helm/go.sum
+	cd hack/tools/helm && go build -o $(BIN)/helm helm.sh/helm/v3/cmd/helm
+
+# generate rewrites the deepcopy code and CRD YAML from the markers in api/.
+generate: $(BIN)/controller-gen
+	hack/generate.sh
+
+# test is the README's test command and what CI runs: everything, from a fresh machine.
+test: deps test-assets tools
+	go vet ./...
+	go test $(GO_TEST_FLAGS) -count=1 ./...
+
+# unit runs only the tests that need no API server and no namespaces.
+unit:
+	go test -short -count=1 ./...
+
+lab: deps test-assets build
+	hack/lab.sh up
+
+lab-down:
+	hack/lab.sh down
+
+e2e: deps test-assets tools build
+	go test -count=1 -timeout 40m ./e2e/...
+
+bench:
+	go test -run '^$$' -bench . -benchmem ./internal/...
+
+fuzz:
+	go test -run '^$$' -fuzz FuzzBuild -fuzztime 60s ./internal/config
+
+clean:
+	rm -rf $(BIN)
