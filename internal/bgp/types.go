@@ -1,0 +1,301 @@
+package bgp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"slices"
+	"strconv"
+	"time"
+)
+
+// DefaultPort is the BGP TCP port (RFC 4271 §8.2.1) used when PeerConfig.Port is 0.
+const DefaultPort = 179
+
+// ReservedLargeCommunityASN is the Global Administrator value (AS 4294967295,
+// reserved by RFC 7300) that the gobgp implementation uses for internal
+// per-peer markers. Paths must not carry large communities with this Global
+// Administrator; Path.Validate rejects them with ErrReservedCommunity.
+const ReservedLargeCommunityASN = 4294967295
+
+// Sentinel errors returned (wrapped) by validation and by Speaker implementations.
+var (
+	// ErrInvalidPeer means a PeerConfig field is missing or out of range.
+	ErrInvalidPeer = errors.New("invalid BGP peer")
+	// ErrDuplicatePeer means two peers share a name or a neighbor address.
+	ErrDuplicatePeer = errors.New("duplicate BGP peer")
+	// ErrInvalidPath means a Path field is invalid.
+	ErrInvalidPath = errors.New("invalid BGP path")
+	// ErrReservedCommunity means a path carries a large community with the
+	// Global Administrator ReservedLargeCommunityASN.
+	ErrReservedCommunity = errors.New("reserved large community")
+	// ErrRouterIDConflict means the peers ask for different router IDs but the
+	// implementation supports one router ID per speaker.
+	ErrRouterIDConflict = errors.New("conflicting router IDs")
+	// ErrUnsupported means the implementation cannot honour a configured feature.
+	ErrUnsupported = errors.New("unsupported BGP feature")
+	// ErrClosed is returned by calls on a closed Speaker.
+	ErrClosed = errors.New("BGP speaker closed")
+)
+
+// PeerConfig is one BGP session as the speaker core wants it. Name is the
+// identity (the BGPPeer object name); every other field is compared by value
+// and a change recreates that one session.
+type PeerConfig struct {
+	// Name identifies the peer; Path.Peers refers to it. Required, unique.
+	Name string
+	// Address is the neighbor IP. Exactly one of Address and Interface is set.
+	Address netip.Addr
+	// Interface is the node interface for unnumbered BGP (RFC 5549 style,
+	// neighbor discovered by IPv6 link-local). Exactly one of Address and Interface is set.
+	Interface string
+	// Port is the neighbor's TCP port; 0 means DefaultPort (179).
+	Port uint16
+	// MyASN is the local ASN announced in OPEN (RFC 4271 §4.2, 4-byte per RFC 6793). Required, non-zero.
+	MyASN uint32
+	// PeerASN is the expected remote ASN. Required, non-zero. MyASN == PeerASN is iBGP.
+	PeerASN uint32
+	// LocalASN, if non-zero, replaces MyASN on this session (FRR "local-as X
+	// no-prepend replace-as"). The session is iBGP when LocalASN == PeerASN.
+	LocalASN uint32
+	// RouterID is the BGP identifier (RFC 4271 §4.2); must be IPv4 if set.
+	// Implementations with one router ID per speaker reject differing values
+	// with ErrRouterIDConflict; unset means the speaker's default.
+	RouterID netip.Addr
+	// SourceAddress, if set, is the local address the session is opened from.
+	SourceAddress netip.Addr
+	// HoldTime in whole seconds, 0 or >= 3 s (RFC 4271 §4.2). 0 means the
+	// implementation default (90 s for gobgp; gobgp cannot disable keepalives).
+	HoldTime time.Duration
+	// KeepaliveTime in whole seconds; 0 means HoldTime/3 (RFC 4271 §10).
+	KeepaliveTime time.Duration
+	// ConnectTime is the ConnectRetry timer (RFC 4271 §10) in whole seconds; 0 means default (120 s for gobgp).
+	ConnectTime time.Duration
+	// Password is the TCP-MD5 key (RFC 2385), already resolved from a Secret; "" = none.
+	Password string
+	// EBGPMultiHop is the IP TTL for eBGP sessions to non-adjacent peers; 0
+	// means directly connected (TTL 1 for eBGP). Must be 0 for iBGP.
+	EBGPMultiHop uint8
+	// GracefulRestart enables RFC 4724 graceful restart for every enabled family.
+	GracefulRestart bool
+	// GracefulRestartTime is the restart time announced in the capability
+	// (RFC 4724 §3, 12 bits, max 4095 s); 0 means 120 s.
+	GracefulRestartTime time.Duration
+	// VRF, if set, binds the session to that host VRF device.
+	VRF string
+	// DualStack also enables the other address family (IPv4 unicast over an
+	// IPv6 session or vice versa, RFC 4760). Interface peers always get both.
+	DualStack bool
+}
+
+// Key is the neighbor identity inside one speaker: the address, or "%"+Interface.
+func (p PeerConfig) Key() string {
+	if p.Interface != "" {
+		return "%" + p.Interface
+	}
+	return p.Address.String()
+}
+
+// PortOrDefault returns Port, or DefaultPort when Port is 0.
+func (p PeerConfig) PortOrDefault() uint16 {
+	if p.Port == 0 {
+		return DefaultPort
+	}
+	return p.Port
+}
+
+// MetricLabel is the MetalLB "peer" metric label: "IP:port" (or "iface:port").
+func (p PeerConfig) MetricLabel() string {
+	host := p.Interface
+	if host == "" {
+		host = p.Address.String()
+	}
+	return netipJoin(host, p.PortOrDefault())
+}
+
+func netipJoin(host string, port uint16) string {
+	if a, err := netip.ParseAddr(host); err == nil {
+		return netip.AddrPortFrom(a, port).String()
+	}
+	return host + ":" + strconv.Itoa(int(port))
+}
+
+// EffectiveASN is the ASN the session presents: LocalASN if set, else MyASN.
+func (p PeerConfig) EffectiveASN() uint32 {
+	if p.LocalASN != 0 {
+		return p.LocalASN
+	}
+	return p.MyASN
+}
+
+// IsIBGP reports whether the session is internal (same ASN both sides).
+func (p PeerConfig) IsIBGP() bool { return p.EffectiveASN() == p.PeerASN }
+
+// Validate checks one peer. Errors wrap ErrInvalidPeer and name the field.
+func (p PeerConfig) Validate() error {
+	bad := func(field, format string, args ...any) error {
+		return fmt.Errorf("peer %q: %s: %s: %w", p.Name, field, fmt.Sprintf(format, args...), ErrInvalidPeer)
+	}
+	switch {
+	case p.Name == "":
+		return bad("name", "required")
+	case p.Address.IsValid() == (p.Interface != ""):
+		return bad("address", "exactly one of address and interface must be set")
+	case p.Address.IsValid() && (p.Address.IsUnspecified() || p.Address.Zone() != ""):
+		return bad("address", "%s is not a usable neighbor address", p.Address)
+	case p.MyASN == 0:
+		return bad("myASN", "must be non-zero")
+	case p.PeerASN == 0:
+		return bad("peerASN", "must be non-zero")
+	case p.RouterID.IsValid() && !p.RouterID.Is4():
+		return bad("routerID", "%s is not an IPv4 address", p.RouterID)
+	case p.HoldTime != 0 && p.HoldTime < 3*time.Second:
+		return bad("holdTime", "%s: must be 0 or >= 3s (RFC 4271 §4.2)", p.HoldTime)
+	case p.HoldTime%time.Second != 0 || p.KeepaliveTime%time.Second != 0 || p.ConnectTime%time.Second != 0:
+		return bad("timers", "must be whole seconds")
+	case p.HoldTime > 65535*time.Second || p.ConnectTime > 65535*time.Second:
+		return bad("timers", "must be <= 65535s")
+	case p.KeepaliveTime < 0 || p.HoldTime < 0 || p.ConnectTime < 0:
+		return bad("timers", "must not be negative")
+	case p.HoldTime != 0 && p.KeepaliveTime > p.HoldTime:
+		return bad("keepaliveTime", "%s exceeds holdTime %s", p.KeepaliveTime, p.HoldTime)
+	case p.EBGPMultiHop != 0 && p.IsIBGP():
+		return bad("ebgpMultiHop", "not allowed on an iBGP session")
+	case p.GracefulRestartTime < 0 || p.GracefulRestartTime > 4095*time.Second:
+		return bad("gracefulRestartTime", "%s: must be 0..4095s (RFC 4724 §3)", p.GracefulRestartTime)
+	}
+	return nil
+}
+
+// ValidatePeers validates every peer and rejects duplicate names and
+// neighbor keys (ErrDuplicatePeer). All problems are joined.
+func ValidatePeers(peers []PeerConfig) error {
+	var errs []error
+	names := make(map[string]bool, len(peers))
+	keys := make(map[string]string, len(peers))
+	for _, p := range peers {
+		if err := p.Validate(); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if names[p.Name] {
+			errs = append(errs, fmt.Errorf("peer %q: name: %w", p.Name, ErrDuplicatePeer))
+		}
+		names[p.Name] = true
+		k := p.VRF + "/" + p.Key()
+		if other, ok := keys[k]; ok {
+			errs = append(errs, fmt.Errorf("peer %q: address %s already used by peer %q: %w", p.Name, p.Key(), other, ErrDuplicatePeer))
+		}
+		keys[k] = p.Name
+	}
+	return errors.Join(errs...)
+}
+
+// Path is one prefix to announce with its attributes.
+type Path struct {
+	// Prefix is the announced NLRI; MergePaths masks it (Prefix.Masked()).
+	Prefix netip.Prefix
+	// Communities are RFC 1997 communities (high 16 bits ASN, low 16 bits value).
+	Communities []uint32
+	// LargeCommunities are RFC 8092 large communities (global admin, data1, data2).
+	LargeCommunities [][3]uint32
+	// LocalPref is LOCAL_PREF (RFC 4271 §5.1.5); nil means unset (gobgp sends
+	// its default 100 to iBGP peers). Never sent to eBGP peers.
+	LocalPref *uint32
+	// Peers are the PeerConfig names that receive the path; empty means all peers.
+	Peers []string
+}
+
+// Validate checks one path. Errors wrap ErrInvalidPath or ErrReservedCommunity.
+func (p Path) Validate() error {
+	if !p.Prefix.IsValid() {
+		return fmt.Errorf("path %v: prefix: invalid: %w", p.Prefix, ErrInvalidPath)
+	}
+	if p.Prefix.Addr().Zone() != "" || p.Prefix.Addr().Is4In6() {
+		return fmt.Errorf("path %v: prefix: zoned or IPv4-mapped: %w", p.Prefix, ErrInvalidPath)
+	}
+	for _, lc := range p.LargeCommunities {
+		if lc[0] == ReservedLargeCommunityASN {
+			return fmt.Errorf("path %v: large community %d:%d:%d: %w", p.Prefix, lc[0], lc[1], lc[2], ErrReservedCommunity)
+		}
+	}
+	if slices.Contains(p.Peers, "") {
+		return fmt.Errorf("path %v: peers: empty name: %w", p.Prefix, ErrInvalidPath)
+	}
+	return nil
+}
+
+// SendsTo reports whether the path goes to the named peer.
+func (p Path) SendsTo(peer string) bool {
+	return len(p.Peers) == 0 || slices.Contains(p.Peers, peer)
+}
+
+// SessionState is the BGP FSM state (RFC 4271 §8.2.2).
+type SessionState int
+
+// FSM states.
+const (
+	StateUnknown SessionState = iota
+	StateIdle
+	StateConnect
+	StateActive
+	StateOpenSent
+	StateOpenConfirm
+	StateEstablished
+)
+
+func (s SessionState) String() string {
+	switch s {
+	case StateIdle:
+		return "Idle"
+	case StateConnect:
+		return "Connect"
+	case StateActive:
+		return "Active"
+	case StateOpenSent:
+		return "OpenSent"
+	case StateOpenConfirm:
+		return "OpenConfirm"
+	case StateEstablished:
+		return "Established"
+	}
+	return "Unknown"
+}
+
+// PeerState is a snapshot of one session.
+type PeerState struct {
+	// Name is the PeerConfig name.
+	Name string
+	// Peer is the "IP:port" label (PeerConfig.MetricLabel).
+	Peer string
+	// State is the FSM state.
+	State SessionState
+	// Since is when the session last became Established (zero if never).
+	Since time.Time
+	// EstablishedCount counts transitions to Established for this session
+	// object (reset when the peer is recreated).
+	EstablishedCount uint32
+	// Advertised is the number of prefixes currently sent to the peer.
+	Advertised uint64
+	// UpdatesSent counts UPDATE messages sent in this session object.
+	UpdatesSent uint64
+}
+
+// Speaker is a BGP speaker driven by declarative desired state. All methods
+// are safe for concurrent use; SetPeers and SetPaths are idempotent and apply
+// only the difference to what is already applied.
+type Speaker interface {
+	// SetPeers makes the set of sessions equal to peers (validated with
+	// ValidatePeers). A changed peer is recreated without touching others.
+	SetPeers(ctx context.Context, peers []PeerConfig) error
+	// SetPaths makes the announced set equal to paths (already merged with
+	// MergePaths: one entry per prefix). Paths are withdrawn only when they
+	// disappear from the set.
+	SetPaths(ctx context.Context, paths []Path) error
+	// PeerStates returns a snapshot of every configured session, sorted by name.
+	PeerStates() []PeerState
+	// Close withdraws everything, closes all sessions (with a Cease
+	// NOTIFICATION) and releases resources. Further calls return ErrClosed.
+	Close() error
+}
