@@ -1,0 +1,25 @@
+// Package config turns Herald's custom resources into one immutable, validated
+// configuration snapshot.
+//
+// Build takes every metallb.io object (IPAddressPool, L2Advertisement,
+// BGPAdvertisement, BGPPeer, Community, BFDProfile) together with the Secrets,
+// Namespaces and Nodes they reference, and returns either a *Snapshot or an
+// error that names the object, the field and the broken rule. The same
+// function backs the admission webhook (Options.IgnoreTransient) and every
+// reconcile in the controller and the speakers (Options.NodeName), so what the
+// webhook admits is exactly what the runtime accepts.
+//
+// Two classes of failure are distinguished:
+//
+//   - *ValidationError: the configuration is wrong and will stay wrong until a
+//     user edits it (bad CIDR, overlapping pools, holdTime of 2s, ...).
+//   - *TransientError: an object references another object that does not
+//     exist yet (a password Secret, a Community alias); the caller should
+//     retry when the referenced object appears. IsTransient reports this case.
+//
+// The package is pure: no client, no I/O, no goroutines. Addresses are
+// net/netip values, timers time.Duration, label selectors labels.Selector.
+// Behaviour follows the MetalLB API contract (metallb.io v1beta1/v1beta2)
+// with Herald's backend rules on top: the embedded gobgp v3 has no BFD, so a
+// BGPPeer naming a bfdProfile is rejected.
+package config
