@@ -1,0 +1,223 @@
+package members
+
+import (
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"net/netip"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// DefaultBindPort is memberlist's default port, used for both TCP and UDP.
+const DefaultBindPort = 7946
+
+// ErrInvalidConfig is wrapped by every error [New] returns for a bad [Config].
+var ErrInvalidConfig = errors.New("invalid memberlist config")
+
+// Config configures a [List].
+type Config struct {
+	// NodeName is this speaker's Kubernetes node name (spec.nodeName); it is
+	// the memberlist member name and the key in [List.Live]. Required.
+	NodeName string
+	// BindAddr is the address to bind and advertise: the speaker pod's IP
+	// (status.podIP, the node IP under hostNetwork). Required; an
+	// unspecified address (0.0.0.0, ::) is rejected because memberlist would
+	// then guess an advertise address from the interfaces.
+	BindAddr netip.Addr
+	// BindPort is the TCP and UDP port, 0..65535; 0 picks a free port
+	// (tests). Peers are expected to use the same port.
+	BindPort int
+	// Secret is the raw content of the memberlist Secret's `secretkey` value
+	// (as mounted, not base64-decoded). The gossip key is DeriveKey(Secret).
+	// Empty means unencrypted gossip; New logs a warning.
+	Secret []byte
+	// Timings are the protocol timings; start from [DefaultTimings].
+	Timings Timings
+	// Registerer receives the package's metrics; nil registers none.
+	Registerer prometheus.Registerer
+}
+
+// Timings are the memberlist protocol timings plus this package's own join
+// and leave timings. Zero values are invalid; start from [DefaultTimings] or
+// [WANTimings].
+type Timings struct {
+	// ProbeInterval is how often each member probes one other member
+	// (round robin over a shuffled member list).
+	ProbeInterval time.Duration
+	// ProbeTimeout is how long a direct UDP ping waits for its ack before
+	// indirect pings and the TCP fallback are tried; must be < ProbeInterval.
+	ProbeTimeout time.Duration
+	// SuspicionMult scales how long a suspect member has to refute before it
+	// is declared failed: SuspicionMult * max(1, log10(members)) *
+	// ProbeInterval. With SuspicionMult >= 3, memberlist (Lifeguard) waits
+	// for SuspicionMult-2 independent confirmations and otherwise for up to
+	// SuspicionMaxTimeoutMult times that long.
+	SuspicionMult int
+	// SuspicionMaxTimeoutMult bounds the unconfirmed suspicion timeout (see
+	// SuspicionMult).
+	SuspicionMaxTimeoutMult int
+	// IndirectChecks is how many other members ping a member on our behalf
+	// when the direct ping fails.
+	IndirectChecks int
+	// AwarenessMaxMultiplier bounds how far a member that notices it is
+	// itself unhealthy (missed acks/nacks) stretches its probe timings;
+	// this is what keeps an overloaded prober from declaring healthy peers
+	// dead.
+	AwarenessMaxMultiplier int
+	// GossipInterval is how often queued state changes are sent to
+	// GossipNodes random members.
+	GossipInterval time.Duration
+	// GossipNodes is the gossip fan-out per GossipInterval.
+	GossipNodes int
+	// RetransmitMult: each state change is retransmitted RetransmitMult *
+	// ceil(log10(members+1)) times.
+	RetransmitMult int
+	// PushPullInterval is how often full state is exchanged with one random
+	// member over TCP (anti-entropy, heals partitions).
+	PushPullInterval time.Duration
+	// TCPTimeout bounds TCP operations: join, push/pull. It also bounds how
+	// long a join attempt to an unreachable peer blocks.
+	TCPTimeout time.Duration
+	// RejoinInterval is how often missing peers from the last SetPeers are
+	// joined again (MetalLB: 1 min).
+	RejoinInterval time.Duration
+	// LeaveTimeout bounds the graceful leave broadcast on shutdown
+	// (MetalLB: 1 s).
+	LeaveTimeout time.Duration
+}
+
+// DefaultTimings returns timings tuned for fast failover on a LAN.
+//
+// Target (issue): a killed speaker or cut link is replaced within 1 s p50 and
+// 2 s p99, including the announcer's reaction; a graceful stop within 300 ms.
+// Failure detection is probe wait + probe + suspicion + gossip:
+//
+//   - ProbeInterval 200 ms (memberlist LAN: 1 s): a dead member is probed
+//     within about one interval (every other member probes one member per
+//     interval).
+//   - ProbeTimeout 100 ms (LAN: 500 ms): LAN RTTs are well under 1 ms, so
+//     100 ms tolerates heavy scheduling delay and still leaves 100 ms of the
+//     interval for 3 indirect pings and the TCP fallback.
+//   - SuspicionMult 2 (LAN: 4): the suspect has 2 * max(1, log10(n)) * 200 ms
+//     to refute, i.e. 400 ms up to 10 nodes, 800 ms at 100 nodes. With a
+//     multiplier of 2 memberlist asks for no extra confirmations, so the
+//     timeout is deterministic instead of growing to
+//     SuspicionMaxTimeoutMult times that when confirmations are slow.
+//   - GossipInterval 100 ms (LAN: 200 ms): the failure (or a graceful leave)
+//     reaches the member that takes over within one or two gossip rounds.
+//
+// Expected detection is therefore ~0.5-0.9 s up to 10 nodes. False failovers
+// are guarded by Lifeguard: a live member refutes the suspicion as soon as it
+// hears it (the suspect message is gossiped to it and piggybacked on the next
+// probe), and a prober that misses acks itself stretches its own timings up
+// to AwarenessMaxMultiplier (8) times. A member stalled for more than ~0.5 s
+// (e.g. a long CPU-starved pause) can still be declared failed; it rejoins by
+// refuting and the address moves back. Raise SuspicionMult (and lower
+// failover speed) if that happens in practice.
+func DefaultTimings() Timings {
+	return Timings{
+		ProbeInterval:           200 * time.Millisecond,
+		ProbeTimeout:            100 * time.Millisecond,
+		SuspicionMult:           2,
+		SuspicionMaxTimeoutMult: 6,
+		IndirectChecks:          3,
+		AwarenessMaxMultiplier:  8,
+		GossipInterval:          100 * time.Millisecond,
+		GossipNodes:             3,
+		RetransmitMult:          4,
+		PushPullInterval:        30 * time.Second,
+		TCPTimeout:              5 * time.Second,
+		RejoinInterval:          time.Minute,
+		LeaveTimeout:            time.Second,
+	}
+}
+
+// WANTimings returns memberlist's own WAN defaults (--ml-wan-config), which
+// detect a failure in tens of seconds.
+func WANTimings() Timings {
+	return Timings{
+		ProbeInterval:           5 * time.Second,
+		ProbeTimeout:            3 * time.Second,
+		SuspicionMult:           6,
+		SuspicionMaxTimeoutMult: 6,
+		IndirectChecks:          3,
+		AwarenessMaxMultiplier:  8,
+		GossipInterval:          500 * time.Millisecond,
+		GossipNodes:             4,
+		RetransmitMult:          4,
+		PushPullInterval:        60 * time.Second,
+		TCPTimeout:              30 * time.Second,
+		RejoinInterval:          time.Minute,
+		LeaveTimeout:            time.Second,
+	}
+}
+
+// DeriveKey returns the 32-byte AES-256 gossip key for a memberlist secret:
+//
+//	key = SHA-256(secret bytes as stored in the Secret's `secretkey` value)
+//
+// The bytes are used exactly as mounted (the controller writes 22 characters
+// of unpadded base64; they are not decoded and not trimmed).
+//
+// MetalLB computes sha256.New().Sum(secret)[:32]; hash.Hash.Sum appends the
+// digest of the empty input to its argument, so MetalLB's key is the secret
+// bytes followed by a prefix of SHA-256("") (metallb/metallb#3102), i.e. most
+// of the key is public. Herald does not reproduce that defect, so Herald and
+// MetalLB speakers cannot decrypt each other's gossip: during a mixed
+// MetalLB -> Herald rollout the two groups do not see each other as members,
+// and each treats the other's nodes as absent for layer 2 election.
+func DeriveKey(secret []byte) []byte {
+	sum := sha256.Sum256(secret)
+	return sum[:]
+}
+
+func (c Config) validate() error {
+	var errs []error
+	if c.NodeName == "" {
+		errs = append(errs, errors.New("NodeName is empty"))
+	}
+	if !c.BindAddr.IsValid() || c.BindAddr.IsUnspecified() {
+		errs = append(errs, fmt.Errorf("BindAddr %q must be a specific address (the pod IP)", c.BindAddr))
+	}
+	if c.BindPort < 0 || c.BindPort > 65535 {
+		errs = append(errs, fmt.Errorf("BindPort %d out of range 0..65535", c.BindPort))
+	}
+	errs = append(errs, c.Timings.validate()...)
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+	}
+	return nil
+}
+
+func (t Timings) validate() []error {
+	var errs []error
+	pos := func(name string, d time.Duration) {
+		if d <= 0 {
+			errs = append(errs, fmt.Errorf("%s %v must be > 0", name, d))
+		}
+	}
+	pos("ProbeInterval", t.ProbeInterval)
+	pos("ProbeTimeout", t.ProbeTimeout)
+	pos("GossipInterval", t.GossipInterval)
+	pos("PushPullInterval", t.PushPullInterval)
+	pos("TCPTimeout", t.TCPTimeout)
+	pos("RejoinInterval", t.RejoinInterval)
+	pos("LeaveTimeout", t.LeaveTimeout)
+	if t.ProbeTimeout >= t.ProbeInterval {
+		errs = append(errs, fmt.Errorf("ProbeTimeout %v must be < ProbeInterval %v", t.ProbeTimeout, t.ProbeInterval))
+	}
+	atLeast := func(name string, v, min int) {
+		if v < min {
+			errs = append(errs, fmt.Errorf("%s %d must be >= %d", name, v, min))
+		}
+	}
+	atLeast("SuspicionMult", t.SuspicionMult, 1)
+	atLeast("SuspicionMaxTimeoutMult", t.SuspicionMaxTimeoutMult, 1)
+	atLeast("IndirectChecks", t.IndirectChecks, 0)
+	atLeast("AwarenessMaxMultiplier", t.AwarenessMaxMultiplier, 1)
+	atLeast("GossipNodes", t.GossipNodes, 1)
+	atLeast("RetransmitMult", t.RetransmitMult, 1)
+	return errs
+}

@@ -1,0 +1,22 @@
+// Package members tracks which speakers are alive, so that layer 2 election
+// can fail an address over to another node quickly.
+//
+// It wraps github.com/hashicorp/memberlist (SWIM with Lifeguard): every
+// speaker runs one [List] bound to its node's IP (hostNetwork pod IP) on
+// --ml-bindport (7946 TCP+UDP by default), named after its Kubernetes node.
+// Peers are discovered through the API by the caller (the speaker pods' IPs,
+// selected by --ml-labels) and handed over with [List.SetPeers]; gossip is
+// encrypted with AES-256-GCM under the key [DeriveKey] computes from the
+// memberlist Secret. [List.Live] reports the node names that are alive and
+// [List.Changes] signals when that set changes.
+//
+// The default timings ([DefaultTimings]) are tuned for sub-second failure
+// detection on a LAN; see that function for the reasoning and the expected
+// detection time.
+//
+// When memberlist is disabled (no --ml-bindaddr or no --ml-labels, as in
+// MetalLB), [LiveFromNodeConditions] derives liveness from Node conditions
+// and taints instead.
+//
+// This package imports no client-go; it does open sockets.
+package members

@@ -1,0 +1,286 @@
+package members
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"maps"
+	"net/netip"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/memberlist"
+	"golang.org/x/sync/errgroup"
+)
+
+// maxParallelJoins bounds concurrent join attempts; each may block for
+// TCPTimeout on an unreachable peer.
+const maxParallelJoins = 8
+
+// List is this speaker's membership in the speakers' memberlist. Create it
+// with [New], start it with [List.Run]; all other methods are safe for
+// concurrent use before, during and after Run.
+type List struct {
+	cfg     Config
+	log     *slog.Logger
+	metrics *metrics
+
+	ready   chan struct{} // closed once Run has bound its sockets
+	changes chan struct{} // capacity 1, coalesced
+	peersCh chan struct{} // capacity 1, "SetPeers was called"
+
+	mu    sync.Mutex
+	ml    *memberlist.Memberlist // set by Run
+	live  map[string]bool        // node name -> alive (alive or suspect)
+	peers []netip.AddrPort       // last SetPeers
+}
+
+// New validates cfg and returns a List that is not yet running; it opens no
+// sockets (Run does). Errors wrap [ErrInvalidConfig], or report a metrics
+// registration failure.
+func New(cfg Config, logger *slog.Logger) (*List, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	l := &List{
+		cfg:     cfg,
+		log:     logger.With("component", "memberlist", "node", cfg.NodeName),
+		ready:   make(chan struct{}),
+		changes: make(chan struct{}, 1),
+		peersCh: make(chan struct{}, 1),
+		live:    map[string]bool{cfg.NodeName: true},
+	}
+	if cfg.Registerer != nil {
+		m, err := newMetrics(cfg.Registerer, l)
+		if err != nil {
+			return nil, fmt.Errorf("register memberlist metrics: %w", err)
+		}
+		l.metrics = m
+	}
+	return l, nil
+}
+
+// Run binds BindAddr:BindPort (TCP and UDP), joins the peers given to
+// SetPeers (immediately, on every SetPeers and every RejoinInterval) and
+// blocks until ctx is cancelled. It then leaves the cluster gracefully
+// (waiting up to LeaveTimeout for the leave to be gossiped, so that another
+// node takes over at once), shuts memberlist down and returns nil. A bind
+// failure is returned at once. Run must be called at most once.
+func (l *List) Run(ctx context.Context) error {
+	ml, err := memberlist.Create(l.memberlistConfig())
+	if err != nil {
+		return fmt.Errorf("start memberlist on %s: %w",
+			netip.AddrPortFrom(l.cfg.BindAddr, uint16(l.cfg.BindPort)), err)
+	}
+	l.mu.Lock()
+	l.ml = ml
+	l.mu.Unlock()
+	close(l.ready)
+	if len(l.cfg.Secret) == 0 {
+		l.log.Warn("memberlist gossip is not encrypted: no secret configured")
+	}
+	l.log.Info("memberlist started", "addr", l.Addr())
+
+	joinCtx, stopJoins := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() { l.joinLoop(joinCtx, ml) })
+
+	<-ctx.Done()
+	stopJoins()
+
+	start := time.Now()
+	if err := ml.Leave(l.cfg.Timings.LeaveTimeout); err != nil {
+		l.log.Warn("memberlist leave incomplete; peers will detect the failure instead", "error", err)
+	} else {
+		l.log.Info("memberlist left", "duration", time.Since(start))
+	}
+	if err := ml.Shutdown(); err != nil {
+		l.log.Warn("memberlist shutdown", "error", err)
+	}
+	wg.Wait()
+	return nil
+}
+
+// Ready is closed once Run has bound its sockets; Addr is valid from then on.
+func (l *List) Ready() <-chan struct{} { return l.ready }
+
+// Addr returns the address memberlist advertises (BindAddr and the bound
+// port), or the zero AddrPort before Run has bound.
+func (l *List) Addr() netip.AddrPort {
+	l.mu.Lock()
+	ml := l.ml
+	l.mu.Unlock()
+	if ml == nil {
+		return netip.AddrPort{}
+	}
+	n := ml.LocalNode()
+	ap, _ := nodeAddr(n)
+	return ap
+}
+
+// SetPeers replaces the set of speaker addresses (pod IP and memberlist
+// port) to keep joined. It never blocks: Run joins every address that is not
+// already a live member, in the background. The caller calls it whenever the
+// speaker pods change; this node's own address may be included.
+func (l *List) SetPeers(addrs []netip.AddrPort) {
+	l.mu.Lock()
+	l.peers = slices.Clone(addrs)
+	l.mu.Unlock()
+	select {
+	case l.peersCh <- struct{}{}:
+	default:
+	}
+}
+
+// Live returns node name -> alive for every member this node has heard of.
+// Suspected members count as alive until they are declared failed; members
+// that failed or left are false. This node is always present and true.
+// The map is a copy.
+func (l *List) Live() map[string]bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := maps.Clone(l.live)
+	out[l.cfg.NodeName] = true
+	return out
+}
+
+// Changes returns a channel that receives a value after the set of live
+// members changed (join, graceful leave, failure). Notifications are
+// coalesced (capacity 1) and never block memberlist; read Live after
+// receiving.
+func (l *List) Changes() <-chan struct{} { return l.changes }
+
+func (l *List) memberlistConfig() *memberlist.Config {
+	c := memberlist.DefaultLANConfig()
+	t := l.cfg.Timings
+	c.Name = l.cfg.NodeName
+	c.BindAddr = l.cfg.BindAddr.String()
+	c.BindPort = l.cfg.BindPort
+	c.AdvertiseAddr = l.cfg.BindAddr.String()
+	c.AdvertisePort = l.cfg.BindPort
+	c.ProbeInterval = t.ProbeInterval
+	c.ProbeTimeout = t.ProbeTimeout
+	c.SuspicionMult = t.SuspicionMult
+	c.SuspicionMaxTimeoutMult = t.SuspicionMaxTimeoutMult
+	c.IndirectChecks = t.IndirectChecks
+	c.AwarenessMaxMultiplier = t.AwarenessMaxMultiplier
+	c.GossipInterval = t.GossipInterval
+	c.GossipNodes = t.GossipNodes
+	c.RetransmitMult = t.RetransmitMult
+	c.PushPullInterval = t.PushPullInterval
+	c.TCPTimeout = t.TCPTimeout
+	if len(l.cfg.Secret) > 0 {
+		c.SecretKey = DeriveKey(l.cfg.Secret)
+		c.GossipVerifyIncoming = true
+		c.GossipVerifyOutgoing = true
+	}
+	c.Events = (*events)(l)
+	c.Logger = newStdLogger(l.log)
+	c.LogOutput = nil
+	return c
+}
+
+// joinLoop joins missing peers when SetPeers is called and every
+// RejoinInterval, until ctx is done.
+func (l *List) joinLoop(ctx context.Context, ml *memberlist.Memberlist) {
+	tick := time.NewTicker(l.cfg.Timings.RejoinInterval)
+	defer tick.Stop()
+	for {
+		l.joinMissing(ctx, ml)
+		select {
+		case <-ctx.Done():
+			return
+		case <-l.peersCh:
+		case <-tick.C:
+		}
+	}
+}
+
+func (l *List) joinMissing(ctx context.Context, ml *memberlist.Memberlist) {
+	l.mu.Lock()
+	peers := l.peers
+	l.mu.Unlock()
+	if len(peers) == 0 {
+		return
+	}
+	known := map[netip.AddrPort]bool{}
+	for _, n := range ml.Members() { // alive and suspect, includes self
+		if ap, ok := nodeAddr(n); ok {
+			known[ap] = true
+		}
+	}
+	g, ctx := errgroup.WithContext(ctx)
+	g.SetLimit(maxParallelJoins)
+	for _, p := range peers {
+		p = netip.AddrPortFrom(p.Addr().Unmap(), p.Port())
+		if known[p] {
+			continue
+		}
+		known[p] = true // de-duplicate
+		g.Go(func() error {
+			if ctx.Err() != nil {
+				return nil
+			}
+			if _, err := ml.Join([]string{p.String()}); err != nil {
+				l.log.Debug("memberlist join failed; retrying later", "peer", p, "error", err)
+				return nil
+			}
+			l.log.Debug("memberlist joined", "peer", p)
+			return nil
+		})
+	}
+	_ = g.Wait()
+}
+
+func nodeAddr(n *memberlist.Node) (netip.AddrPort, bool) {
+	if n == nil {
+		return netip.AddrPort{}, false
+	}
+	a, ok := netip.AddrFromSlice(n.Addr)
+	if !ok {
+		return netip.AddrPort{}, false
+	}
+	return netip.AddrPortFrom(a.Unmap(), n.Port), true
+}
+
+// events is the memberlist.EventDelegate. memberlist calls it with its node
+// lock held, so it must not call back into memberlist.
+type events List
+
+func (e *events) NotifyJoin(n *memberlist.Node)   { (*List)(e).setLive(n, true, "join") }
+func (e *events) NotifyUpdate(n *memberlist.Node) { (*List)(e).setLive(n, true, "") }
+func (e *events) NotifyLeave(n *memberlist.Node) {
+	ev := "failed"
+	if n.State == memberlist.StateLeft {
+		ev = "leave"
+	}
+	(*List)(e).setLive(n, false, ev)
+}
+
+func (l *List) setLive(n *memberlist.Node, alive bool, event string) {
+	if n.Name == l.cfg.NodeName {
+		return
+	}
+	l.mu.Lock()
+	was, known := l.live[n.Name]
+	l.live[n.Name] = alive
+	l.mu.Unlock()
+	if event != "" {
+		addr, _ := nodeAddr(n)
+		l.log.Debug("memberlist member "+event, "member", n.Name, "addr", addr)
+		if l.metrics != nil {
+			l.metrics.events.WithLabelValues(event).Inc()
+		}
+	}
+	if known && was == alive {
+		return
+	}
+	select {
+	case l.changes <- struct{}{}:
+	default:
+	}
+}
