@@ -1,0 +1,400 @@
+package layer2
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/netip"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
+)
+
+// ErrInvalidIP is returned for an IP that cannot be announced (invalid,
+// unspecified, loopback or multicast).
+var ErrInvalidIP = errors.New("IP cannot be announced")
+
+// tentativeRetry is how soon the interfaces are scanned again when a link
+// waits for duplicate address detection of its IPv6 link-local address.
+const tentativeRetry = time.Second
+
+// Announcer answers ARP and NDP for the IPs it is told to announce and sends
+// the gratuitous burst on takeover. Create it with [New], start it with
+// [Announcer.Run]; the announce methods may be called before and while Run
+// runs, from any goroutine.
+type Announcer struct {
+	log  *slog.Logger
+	opts resolved
+	m    *metrics
+	tbl  *table
+	wake chan struct{}
+
+	running atomic.Bool
+
+	mu    sync.Mutex // guards links and each link's active set
+	links map[string]*link
+}
+
+// link is one interface with its responders and the IPs active on it.
+type link struct {
+	info    linkInfo
+	elig    eligibility
+	failed  bool // a responder could not be opened; reopen on next scan
+	arp     *arpResponder
+	ndp     *ndpResponder
+	closers []io.Closer
+	cancel  context.CancelFunc
+	ctx     context.Context
+	// active maps each IP answered on this link to the cancel function of
+	// its gratuitous burst.
+	active map[netip.Addr]context.CancelFunc
+}
+
+// New returns an Announcer. log receives the announcer's logs; reg, when not
+// nil, receives the metallb_layer2_* counters (labelled by ip). It returns an
+// error for invalid options or when the metrics cannot be registered.
+func New(log *slog.Logger, reg prometheus.Registerer, opts Options) (*Announcer, error) {
+	r, err := opts.resolve()
+	if err != nil {
+		return nil, err
+	}
+	m, err := newMetrics(reg)
+	if err != nil {
+		return nil, err
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Announcer{
+		log:   log.With("component", "layer2"),
+		opts:  r,
+		m:     m,
+		tbl:   newTable(),
+		wake:  make(chan struct{}, 1),
+		links: map[string]*link{},
+	}, nil
+}
+
+func (a *Announcer) poke() {
+	select {
+	case a.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Announce makes owner (a Service key) announce ip on interfaces (empty: every
+// eligible interface), replacing owner's previous interface list for ip. It is
+// idempotent. When ip was not announced on an interface before, the responder
+// starts answering and a gratuitous burst is sent there. It returns
+// ErrInvalidIP for an IP that cannot be announced.
+func (a *Announcer) Announce(owner string, ip netip.Addr, interfaces []string) error {
+	n, ok := normalize(ip)
+	if !ok {
+		return fmt.Errorf("announce %s for %s: %w", ip, owner, ErrInvalidIP)
+	}
+	if a.tbl.announce(owner, n, interfaces) {
+		a.poke()
+	}
+	return nil
+}
+
+// Withdraw drops owner's claim on ip. When it was the last owner, the IP is no
+// longer answered from the next received request on. Withdrawing an IP the
+// owner does not announce is a no-op.
+func (a *Announcer) Withdraw(owner string, ip netip.Addr) {
+	n, _ := normalize(ip)
+	if a.tbl.withdraw(owner, n) {
+		a.poke()
+	}
+}
+
+// SetOwner declares the complete set of owner's announcements: IPs not in
+// targets are withdrawn for owner, the others announced as by Announce.
+// Targets with the same IP are merged (union of interfaces; an empty list
+// means every interface). An empty targets withdraws everything of owner. It
+// returns ErrInvalidIP (and changes nothing) if a target's IP cannot be
+// announced.
+func (a *Announcer) SetOwner(owner string, targets []Target) error {
+	want := make(map[netip.Addr][]string, len(targets))
+	all := map[netip.Addr]bool{}
+	for i, t := range targets {
+		n, ok := normalize(t.IP)
+		if !ok {
+			return fmt.Errorf("set announcements of %s: targets[%d].IP %s: %w", owner, i, t.IP, ErrInvalidIP)
+		}
+		if len(t.Interfaces) == 0 {
+			all[n] = true
+		}
+		want[n] = append(want[n], t.Interfaces...)
+	}
+	for ip := range all {
+		want[ip] = nil
+	}
+	if a.tbl.setOwner(owner, want) {
+		a.poke()
+	}
+	return nil
+}
+
+// Owners returns the sorted owners announcing ip.
+func (a *Announcer) Owners(ip netip.Addr) []string {
+	n, _ := normalize(ip)
+	return a.tbl.owners(n)
+}
+
+// Interfaces returns the sorted names of the interfaces on which ip is
+// currently answered (empty before Run has opened the responders, or when no
+// eligible interface matches). Useful for status reporting.
+func (a *Announcer) Interfaces(ip netip.Addr) []string {
+	n, _ := normalize(ip)
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var out []string
+	for name, l := range a.links {
+		if _, ok := l.active[n]; ok {
+			out = append(out, name)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// Run scans the interfaces, runs one ARP and one NDP responder per eligible
+// interface and applies announcement changes until ctx is cancelled. It then
+// closes every socket, waits for its goroutines and returns nil. It returns
+// an error if the network namespace or netlink cannot be opened, or if Run
+// is called twice.
+func (a *Announcer) Run(ctx context.Context) error {
+	if !a.running.CompareAndSwap(false, true) {
+		return errors.New("layer2: Run called twice")
+	}
+	ns := netns.None()
+	var (
+		h   *netlink.Handle
+		err error
+	)
+	if a.opts.netns != "" {
+		ns, err = netns.GetFromPath(a.opts.netns)
+		if err != nil {
+			return fmt.Errorf("open network namespace %s: %w", a.opts.netns, err)
+		}
+		defer ns.Close()
+		h, err = netlink.NewHandleAt(ns)
+	} else {
+		h, err = netlink.NewHandle()
+	}
+	if err != nil {
+		return fmt.Errorf("open netlink: %w", err)
+	}
+	defer h.Close()
+
+	ctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	defer func() {
+		cancel()
+		a.mu.Lock()
+		for name, l := range a.links {
+			a.closeLink(l)
+			delete(a.links, name)
+		}
+		a.mu.Unlock()
+		wg.Wait()
+	}()
+
+	ticker := time.NewTicker(a.opts.rescan)
+	defer ticker.Stop()
+	retry := time.NewTimer(0)
+	defer retry.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-ticker.C:
+			if a.scan(ctx, &wg, h, ns) {
+				retry.Reset(tentativeRetry)
+			}
+		case <-retry.C:
+			if a.scan(ctx, &wg, h, ns) {
+				retry.Reset(tentativeRetry)
+			}
+		case <-a.wake:
+			a.mu.Lock()
+			a.reconcile(&wg, a.tbl.takeDirty())
+			a.mu.Unlock()
+		}
+	}
+}
+
+// scan lists the links, opens responders on new eligible links, closes them
+// on links that went away or changed, and re-applies every announcement. It
+// reports whether a link waits for its IPv6 link-local address.
+func (a *Announcer) scan(ctx context.Context, wg *sync.WaitGroup, h *netlink.Handle, ns netns.NsHandle) (pending bool) {
+	infos, err := listLinks(h)
+	if err != nil {
+		a.log.Error("interface scan", "error", err)
+		return false
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	seen := map[string]bool{}
+	for _, info := range infos {
+		e := eligible(info, a.opts.exclude)
+		if e.ARP && info.TentativeLinkLocal {
+			pending = true
+		}
+		if !e.ARP && !e.NDP {
+			continue
+		}
+		seen[info.Name] = true
+		if l, ok := a.links[info.Name]; ok {
+			if !l.failed && l.elig == e && l.info.Index == info.Index &&
+				string(l.info.MAC) == string(info.MAC) && l.info.LinkLocal == info.LinkLocal {
+				continue
+			}
+			a.closeLink(l)
+			delete(a.links, info.Name)
+		}
+		a.links[info.Name] = a.openLink(ctx, wg, ns, info, e)
+	}
+	for name, l := range a.links {
+		if !seen[name] {
+			a.log.Info("interface no longer used", "interface", name)
+			a.closeLink(l)
+			delete(a.links, name)
+		}
+	}
+	ips := a.tbl.takeDirty()
+	ips = append(ips, a.tbl.all()...)
+	a.reconcile(wg, ips)
+	return pending
+}
+
+// openLink opens the responders allowed by e on the link. Callers hold a.mu.
+func (a *Announcer) openLink(ctx context.Context, wg *sync.WaitGroup, ns netns.NsHandle, info linkInfo, e eligibility) *link {
+	lctx, cancel := context.WithCancel(ctx)
+	l := &link{info: info, elig: e, ctx: lctx, cancel: cancel, active: map[netip.Addr]context.CancelFunc{}}
+	view := ifaceView{Name: info.Name, MAC: info.MAC}
+	log := a.log.With("interface", info.Name)
+	ifi := info.netInterface()
+	err := inNetNS(ns, func() error {
+		var errs []error
+		if e.ARP {
+			c, err := listenARP(ifi)
+			if err == nil {
+				l.arp = &arpResponder{ifc: view, conn: c, log: log, lookup: a.tbl.lookup, m: a.m}
+				l.closers = append(l.closers, c)
+			}
+			errs = append(errs, err)
+		}
+		if e.NDP {
+			c, err := listenNDP(ifi)
+			if err == nil {
+				l.ndp = &ndpResponder{ifc: view, conn: c, log: log, lookup: a.tbl.lookup, m: a.m, groups: map[netip.Addr]int{}}
+				l.closers = append(l.closers, c)
+			}
+			errs = append(errs, err)
+		}
+		return errors.Join(errs...)
+	})
+	if err != nil {
+		l.failed = true
+		log.Warn("open responders", "error", err)
+	}
+	if l.arp != nil {
+		wg.Go(func() { l.arp.run(lctx) })
+	}
+	if l.ndp != nil {
+		wg.Go(func() { l.ndp.run(lctx) })
+	}
+	log.Info("interface used", "arp", l.arp != nil, "ndp", l.ndp != nil, "mac", info.MAC.String())
+	return l
+}
+
+// closeLink stops the bursts and closes the sockets of l. Callers hold a.mu.
+func (a *Announcer) closeLink(l *link) {
+	l.cancel()
+	for _, c := range l.closers {
+		if err := c.Close(); err != nil {
+			a.log.Debug("close responder", "interface", l.info.Name, "error", err)
+		}
+	}
+	clear(l.active)
+}
+
+// reconcile brings the active set of every link in line with the table for
+// the given IPs: it starts answering (and a gratuitous burst) where an IP
+// became announced and stops where it was withdrawn. Callers hold a.mu.
+func (a *Announcer) reconcile(wg *sync.WaitGroup, ips []netip.Addr) {
+	done := map[netip.Addr]bool{}
+	for _, ip := range ips {
+		if done[ip] {
+			continue
+		}
+		done[ip] = true
+		announced := false
+		for _, l := range a.links {
+			_, onIface := a.tbl.lookup(ip, l.info.Name)
+			want := onIface && ((ip.Is4() && l.arp != nil) || (ip.Is6() && l.ndp != nil))
+			_, active := l.active[ip]
+			switch {
+			case want && !active:
+				a.activate(wg, l, ip)
+			case !want && active:
+				a.deactivate(l, ip)
+			}
+			announced = announced || want
+		}
+		if ok, _ := a.tbl.lookup(ip, ""); !ok && !announced {
+			a.m.forget(ip)
+		}
+	}
+}
+
+// activate starts answering ip on l and sends the gratuitous burst.
+func (a *Announcer) activate(wg *sync.WaitGroup, l *link, ip netip.Addr) {
+	send := func(ip netip.Addr) error { return l.arp.gratuitous(ip) }
+	if ip.Is6() {
+		if err := l.ndp.join(ip); err != nil {
+			a.log.Warn("join solicited-node group", "interface", l.info.Name, "ip", ip, "error", err)
+		}
+		send = l.ndp.gratuitous
+	}
+	bctx, cancel := context.WithCancel(l.ctx)
+	l.active[ip] = cancel
+	a.log.Info("announcing", "interface", l.info.Name, "ip", ip)
+	if a.opts.count == 0 {
+		return
+	}
+	wg.Go(func() {
+		for i := range a.opts.count {
+			if i > 0 && !sleepCtx(bctx, a.opts.interval) {
+				return
+			}
+			if bctx.Err() != nil {
+				return
+			}
+			if err := send(ip); err != nil {
+				a.log.Warn("gratuitous announcement", "interface", l.info.Name, "ip", ip, "error", err)
+			}
+		}
+	})
+}
+
+// deactivate stops the burst of ip on l and leaves its NDP group.
+func (a *Announcer) deactivate(l *link, ip netip.Addr) {
+	l.active[ip]()
+	delete(l.active, ip)
+	if ip.Is6() && l.ndp != nil {
+		if err := l.ndp.leave(ip); err != nil {
+			a.log.Warn("leave solicited-node group", "interface", l.info.Name, "ip", ip, "error", err)
+		}
+	}
+	a.log.Info("withdrawn", "interface", l.info.Name, "ip", ip)
+}

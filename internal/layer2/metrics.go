@@ -1,0 +1,51 @@
+package layer2
+
+import (
+	"fmt"
+	"net/netip"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// metrics holds the layer 2 counters under MetalLB's names
+// (metallb_layer2_*), labelled by the announced IP.
+type metrics struct {
+	requests   *prometheus.CounterVec
+	responses  *prometheus.CounterVec
+	gratuitous *prometheus.CounterVec
+}
+
+func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+	m := &metrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "metallb", Subsystem: "layer2", Name: "requests_received",
+			Help: "Number of ARP requests and neighbor solicitations received for an announced IP.",
+		}, []string{"ip"}),
+		responses: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "metallb", Subsystem: "layer2", Name: "responses_sent",
+			Help: "Number of ARP replies and neighbor advertisements sent in answer to a request for an announced IP.",
+		}, []string{"ip"}),
+		gratuitous: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "metallb", Subsystem: "layer2", Name: "gratuitous_sent",
+			Help: "Number of gratuitous ARP packets and unsolicited neighbor advertisements sent for an announced IP.",
+		}, []string{"ip"}),
+	}
+	if reg == nil {
+		return m, nil
+	}
+	for _, c := range []prometheus.Collector{m.requests, m.responses, m.gratuitous} {
+		if err := reg.Register(c); err != nil {
+			return nil, fmt.Errorf("register layer2 metrics: %w", err)
+		}
+	}
+	return m, nil
+}
+
+// forget drops the series of an IP that is no longer announced, so that the
+// label set does not grow with every IP the node ever announced.
+func (m *metrics) forget(ip netip.Addr) {
+	l := prometheus.Labels{"ip": ip.String()}
+	m.requests.Delete(l)
+	m.responses.Delete(l)
+	m.gratuitous.Delete(l)
+}

@@ -1,0 +1,99 @@
+package layer2
+
+import (
+	"fmt"
+	"regexp"
+	"time"
+)
+
+// Default option values. The gratuitous burst is tuned for fast failover: the
+// first packet leaves as soon as the announcement is applied, and the repeats
+// cover packet loss and an old announcer that answers for a few more
+// milliseconds. MetalLB instead repeats every 1.1 s for 5 s.
+const (
+	// DefaultGratuitousCount is the number of gratuitous ARP packets (each a
+	// request plus a reply) or unsolicited neighbor advertisements per burst.
+	DefaultGratuitousCount = 5
+	// DefaultGratuitousInterval is the pause between two packets of a burst.
+	DefaultGratuitousInterval = 200 * time.Millisecond
+	// DefaultRescanInterval is how often the interfaces are listed again
+	// (MetalLB: 10 s). Link changes reported by netlink also trigger a scan.
+	DefaultRescanInterval = 10 * time.Second
+)
+
+// DefaultExcludeInterfaces are MetalLB's interface name patterns that are
+// never used for layer 2 announcements (container, CNI and virtual devices).
+var DefaultExcludeInterfaces = []string{
+	`^docker.*`, `^cbr.*`, `^dummy.*`, `^virbr.*`, `^lxcbr.*`, `^veth.*`, `^lo$`,
+	`^cali.*`, `^tunl.*`, `^flannel.*`, `^kube-ipvs.*`, `^cni.*`,
+	`^nodelocaldns.*`, `^lxc.*`,
+}
+
+// Options configures an [Announcer]. The zero value selects the defaults.
+type Options struct {
+	// GratuitousCount is the number of packets per takeover burst; 0 selects
+	// DefaultGratuitousCount, a negative value disables the burst.
+	GratuitousCount int
+	// GratuitousInterval is the pause between packets of a burst; 0 selects
+	// DefaultGratuitousInterval.
+	GratuitousInterval time.Duration
+	// ExcludeInterfaces are regular expressions (RE2) matched against interface
+	// names; a matching interface is never used. nil selects
+	// DefaultExcludeInterfaces; an empty non-nil slice excludes nothing.
+	ExcludeInterfaces []string
+	// RescanInterval is the period of the interface scan; 0 selects
+	// DefaultRescanInterval.
+	RescanInterval time.Duration
+	// NetNSPath, when set, is the path of a network namespace (for example
+	// /run/netns/name) in which the announcer lists interfaces and opens its
+	// sockets. Empty means the namespace of the process.
+	NetNSPath string
+}
+
+// resolved is Options after defaults and regex compilation.
+type resolved struct {
+	count    int
+	interval time.Duration
+	exclude  []*regexp.Regexp
+	rescan   time.Duration
+	netns    string
+}
+
+func (o Options) resolve() (resolved, error) {
+	r := resolved{
+		count:    o.GratuitousCount,
+		interval: o.GratuitousInterval,
+		rescan:   o.RescanInterval,
+		netns:    o.NetNSPath,
+	}
+	if r.count == 0 {
+		r.count = DefaultGratuitousCount
+	}
+	if r.count < 0 {
+		r.count = 0
+	}
+	if r.interval < 0 {
+		return r, fmt.Errorf("layer2 options: GratuitousInterval %s is negative", r.interval)
+	}
+	if r.interval == 0 {
+		r.interval = DefaultGratuitousInterval
+	}
+	if r.rescan < 0 {
+		return r, fmt.Errorf("layer2 options: RescanInterval %s is negative", r.rescan)
+	}
+	if r.rescan == 0 {
+		r.rescan = DefaultRescanInterval
+	}
+	pats := o.ExcludeInterfaces
+	if pats == nil {
+		pats = DefaultExcludeInterfaces
+	}
+	for i, p := range pats {
+		re, err := regexp.Compile(p)
+		if err != nil {
+			return r, fmt.Errorf("layer2 options: ExcludeInterfaces[%d] %q: %w", i, p, err)
+		}
+		r.exclude = append(r.exclude, re)
+	}
+	return r, nil
+}
