@@ -1,0 +1,100 @@
+package layer2
+
+import (
+	"bytes"
+	"net"
+	"net/netip"
+	"testing"
+
+	"github.com/mdlayher/ndp"
+)
+
+var (
+	vip6  = netip.MustParseAddr("2001:db8::10")
+	peer6 = netip.MustParseAddr("fe80::2")
+)
+
+// rawNS builds an ICMPv6 Neighbor Solicitation byte by byte (RFC 4861 §4.3),
+// with a source link-layer address option when sll is not nil.
+func rawNS(target netip.Addr, sll net.HardwareAddr) []byte {
+	b := []byte{135, 0, 0, 0, 0, 0, 0, 0}
+	b = append(b, target.AsSlice()...)
+	if sll != nil {
+		b = append(b, 1, 1)
+		b = append(b, sll...)
+	}
+	return b
+}
+
+func TestHandleNDP(t *testing.T) {
+	unspec := netip.IPv6Unspecified()
+	na, err := ndp.MarshalMessage(unsolicitedNA(peerMAC, vip6))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name   string
+		msg    []byte
+		hop    int
+		src    netip.Addr
+		reason DropReason
+	}{
+		{"solicitation for announced IP", rawNS(vip6, peerMAC), 255, peer6, DropNone},
+		{"hop limit unknown", rawNS(vip6, peerMAC), -1, peer6, DropNone},
+		{"advertisement is not a solicitation", na, 255, peer6, DropNotRequest},
+		{"hop limit below 255", rawNS(vip6, peerMAC), 64, peer6, DropBadHopLimit},
+		{"DAD probe without source link-layer option", rawNS(vip6, nil), 255, unspec, DropNoSourceLinkLayer},
+		{"unspecified source with source link-layer option", rawNS(vip6, peerMAC), 255, unspec, DropMalformed},
+		{"our own solicitation", rawNS(vip6, ourMAC), 255, peer6, DropFromUs},
+		{"unknown target", rawNS(netip.MustParseAddr("2001:db8::99"), peerMAC), 255, peer6, DropUnknownTarget},
+		{"announced on another interface", rawNS(netip.MustParseAddr("2001:db8::11"), peerMAC), 255, peer6, DropWrongInterface},
+		{"multicast target", rawNS(netip.MustParseAddr("ff02::1"), peerMAC), 255, peer6, DropMalformed},
+		{"truncated", rawNS(vip6, peerMAC)[:12], 255, peer6, DropMalformed},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			adv, dst, _, reason := handleNDP(tt.msg, tt.hop, tt.src, eth0, fakeLookup)
+			if reason != tt.reason {
+				t.Fatalf("reason = %s, want %s", reason, tt.reason)
+			}
+			if (adv != nil) != (reason == DropNone) {
+				t.Fatalf("advertisement %v with reason %s", adv, reason)
+			}
+			if adv != nil && dst != tt.src {
+				t.Fatalf("advertisement sent to %s, want the solicitation source %s", dst, tt.src)
+			}
+		})
+	}
+}
+
+func TestHandleNDPReplyBytes(t *testing.T) {
+	adv, dst, target, reason := handleNDP(rawNS(vip6, peerMAC), 255, peer6, eth0, fakeLookup)
+	if reason != DropNone || dst != peer6 || target != vip6 {
+		t.Fatalf("reason %s dst %s target %s", reason, dst, target)
+	}
+	got, err := ndp.MarshalMessage(adv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Type 136, code 0, checksum (left to the kernel), flags S|O = 0x60,
+	// target, target link-layer address option (type 2, length 1).
+	want := unhex(t, "88 00 0000 | 60000000 | 20010db8000000000000000000000010 | 02 01 020000000001")
+	if !bytes.Equal(got, want) {
+		t.Fatalf("solicited advertisement\n got %x\nwant %x", got, want)
+	}
+}
+
+func TestUnsolicitedNAGolden(t *testing.T) {
+	got, err := ndp.MarshalMessage(unsolicitedNA(ourMAC, vip6))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Flags: Override only (0x20); R=0, S=0 (RFC 4861 §7.2.6).
+	want := unhex(t, "88 00 0000 | 20000000 | 20010db8000000000000000000000010 | 02 01 020000000001")
+	if !bytes.Equal(got, want) {
+		t.Fatalf("unsolicited advertisement\n got %x\nwant %x", got, want)
+	}
+	if allNodes.String() != "ff02::1" {
+		t.Fatalf("unsolicited advertisements go to %s", allNodes)
+	}
+}
