@@ -1,0 +1,355 @@
+package config
+
+import (
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/herald-lb/herald/api/v1beta2"
+)
+
+// DefaultBGPPort is the BGP TCP port (RFC 4271 §8.2.1) used when
+// spec.peerPort is unset.
+const DefaultBGPPort = 179
+
+// maxMD5KeyLen is the longest TCP-MD5 key Linux accepts
+// (TCP_MD5SIG_MAXKEYLEN; RFC 2385).
+const maxMD5KeyLen = 80
+
+// DynamicASN is BGPPeer spec.dynamicASN.
+type DynamicASN string
+
+// DynamicASN values. With either, the peer's ASN is not configured: gobgp
+// accepts the ASN in the peer's OPEN (PeerAs 0); the BGP backend must close
+// sessions whose ASN does not match the class (internal: equal to MyASN,
+// external: different).
+const (
+	DynamicASNNone     DynamicASN = ""
+	DynamicASNInternal DynamicASN = "internal"
+	DynamicASNExternal DynamicASN = "external"
+)
+
+// Secret is a password. Its String method redacts it so it does not end up
+// in logs via %v; use Reveal to read it.
+type Secret string
+
+// String returns "[redacted]" or "" for an empty secret.
+func (s Secret) String() string {
+	if s == "" {
+		return ""
+	}
+	return "[redacted]"
+}
+
+// Reveal returns the password itself.
+func (s Secret) Reveal() string { return string(s) }
+
+// Peer is one parsed BGPPeer (v1beta2). Read-only.
+type Peer struct {
+	Name string
+
+	MyASN      uint32     // local ASN, non-zero
+	PeerASN    uint32     // remote ASN; 0 when DynamicASN is set
+	DynamicASN DynamicASN // "" when PeerASN is set
+	LocalASN   uint32     // spec.localASN (ASN presented to this peer), 0 when unset
+
+	// Exactly one of Address (zone kept for link-local) and Interface
+	// (unnumbered BGP) is set.
+	Address   netip.Addr
+	Interface string
+	Port      uint16 // TCP port, default 179
+
+	SourceAddress netip.Addr // zero when unset
+	RouterID      netip.Addr // IPv4 BGP Identifier; zero when unset (backend picks)
+
+	// Timers, whole seconds. HoldTime 0 disables keepalives (RFC 4271 §4.2).
+	HoldTime      time.Duration
+	KeepaliveTime time.Duration
+	ConnectTime   time.Duration // 0 when unset (backend default)
+
+	NodeSelectors []labels.Selector // empty: every node
+
+	Password       Secret // TCP-MD5 key (RFC 2385), from spec.password or the Secret
+	PasswordSecret string // "namespace/name" of the Secret it came from, or ""
+
+	EBGPMultiHop    bool
+	GracefulRestart bool // RFC 4724
+	VRF             string
+	DualStack       bool // spec.dualStackAddressFamily
+}
+
+// IBGP reports whether the session is internal BGP: the remote ASN equals the
+// ASN presented to the peer (LocalASN if set, else MyASN), or dynamicASN is
+// "internal".
+func (p *Peer) IBGP() bool {
+	if p.DynamicASN != DynamicASNNone {
+		return p.DynamicASN == DynamicASNInternal
+	}
+	return p.PeerASN == p.effectiveLocalASN()
+}
+
+func (p *Peer) effectiveLocalASN() uint32 {
+	if p.LocalASN != 0 {
+		return p.LocalASN
+	}
+	return p.MyASN
+}
+
+// MatchesNode reports whether a node with these labels opens this session.
+func (p *Peer) MatchesNode(node labels.Labels) bool { return matchesAny(p.NodeSelectors, node) }
+
+// Endpoint renders the peer's address or interface, for messages.
+func (p *Peer) Endpoint() string {
+	if p.Interface != "" {
+		return "interface " + p.Interface
+	}
+	return p.Address.String()
+}
+
+// peerEnv is what peer parsing needs besides the object.
+type peerEnv struct {
+	namespace string // Herald's namespace ("" = the peer's own namespace)
+	secrets   map[string]*corev1.Secret
+}
+
+func buildPeer(obj *v1beta2.BGPPeer, env peerEnv, p *problems) *Peer {
+	ref := objRef{KindBGPPeer, obj.Namespace, obj.Name}
+	s := &obj.Spec
+	n := len(p.invalid)
+	peer := &Peer{
+		Name:            obj.Name,
+		MyASN:           s.MyASN,
+		PeerASN:         s.PeerASN,
+		LocalASN:        s.LocalASN,
+		Port:            s.PeerPort,
+		EBGPMultiHop:    s.EBGPMultiHop,
+		GracefulRestart: s.EnableGracefulRestart,
+		VRF:             s.VRF,
+		DualStack:       s.DualStackAddressFamily,
+	}
+	if peer.Port == 0 {
+		peer.Port = DefaultBGPPort
+	}
+	if s.MyASN == 0 {
+		p.add(ref.invalid("spec.myASN", "", "is required and must not be 0"))
+	}
+
+	switch {
+	case s.PeerASN != 0 && s.DynamicASN != "":
+		p.add(ref.invalid("spec.dynamicASN", string(s.DynamicASN), "set exactly one of peerASN and dynamicASN, not both"))
+	case s.PeerASN == 0 && s.DynamicASN == "":
+		p.add(ref.invalid("spec.peerASN", "", "set exactly one of peerASN and dynamicASN"))
+	case s.DynamicASN != "":
+		switch d := DynamicASN(s.DynamicASN); d {
+		case DynamicASNInternal, DynamicASNExternal:
+			peer.DynamicASN = d
+		default:
+			p.add(ref.invalid("spec.dynamicASN", string(s.DynamicASN), "must be %q or %q", DynamicASNInternal, DynamicASNExternal))
+		}
+	}
+
+	switch {
+	case s.PeerAddress != "" && s.Interface != "":
+		p.add(ref.invalid("spec.interface", s.Interface, "set exactly one of peerAddress and interface, not both"))
+	case s.PeerAddress == "" && s.Interface == "":
+		p.add(ref.invalid("spec.peerAddress", "", "set exactly one of peerAddress and interface"))
+	case s.Interface != "":
+		if strings.TrimSpace(s.Interface) != s.Interface || strings.ContainsAny(s.Interface, "/ \t") || len(s.Interface) > 15 {
+			p.add(ref.invalid("spec.interface", s.Interface, "not a valid network interface name"))
+		}
+		peer.Interface = s.Interface
+	default:
+		a, err := parseUnicast(s.PeerAddress)
+		if err != "" {
+			p.add(ref.invalid("spec.peerAddress", s.PeerAddress, "%s", err))
+		}
+		peer.Address = a
+	}
+	if s.SourceAddress != "" {
+		a, err := parseUnicast(s.SourceAddress)
+		switch {
+		case err != "":
+			p.add(ref.invalid("spec.sourceAddress", s.SourceAddress, "%s", err))
+		case peer.Address.IsValid() && a.Is4() != peer.Address.Is4():
+			p.add(ref.invalid("spec.sourceAddress", s.SourceAddress, "must be of the same IP family as peerAddress %s", peer.Address))
+		}
+		peer.SourceAddress = a
+	}
+	if s.RouterID != "" {
+		a, err := netip.ParseAddr(s.RouterID)
+		switch {
+		case err != nil:
+			p.add(ref.invalid("spec.routerID", s.RouterID, "not an IP address"))
+		case !a.Is4() || a.IsUnspecified():
+			p.add(ref.invalid("spec.routerID", s.RouterID, "must be a non-zero IPv4 address: the BGP Identifier is 4 octets (RFC 4271 §4.2)"))
+		}
+		peer.RouterID = a
+	}
+
+	var hold, keep, conn *time.Duration
+	if s.HoldTime != nil {
+		hold = &s.HoldTime.Duration
+	}
+	if s.KeepaliveTime != nil {
+		keep = &s.KeepaliveTime.Duration
+	}
+	if s.ConnectTime != nil {
+		conn = &s.ConnectTime.Duration
+	}
+	h, k, terr := resolveTimers(hold, keep)
+	if terr != nil {
+		p.add(ref.invalid(terr.field, terr.value, "%s", terr.rule))
+	}
+	peer.HoldTime, peer.KeepaliveTime = h, k
+	c, terr := checkConnectTime(conn)
+	if terr != nil {
+		p.add(ref.invalid(terr.field, terr.value, "%s", terr.rule))
+	}
+	peer.ConnectTime = c
+
+	peer.NodeSelectors = convertSelectors(ref, "spec.nodeSelectors", s.NodeSelectors, p)
+
+	switch {
+	case s.Password != "" && s.PasswordSecret != nil:
+		p.add(ref.invalid("spec.passwordSecret", "", "password and passwordSecret are mutually exclusive"))
+	case s.Password != "":
+		if len(s.Password) > maxMD5KeyLen {
+			p.add(ref.invalid("spec.password", "", "longer than %d bytes, the TCP-MD5 key limit (RFC 2385, Linux TCP_MD5SIG_MAXKEYLEN)", maxMD5KeyLen))
+		}
+		peer.Password = Secret(s.Password)
+	case s.PasswordSecret != nil:
+		peer.Password, peer.PasswordSecret = resolvePasswordSecret(ref, s.PasswordSecret, env, p)
+	}
+
+	if s.BFDProfile != "" {
+		p.add(ref.invalid("spec.bfdProfile", s.BFDProfile, "BFD is not supported by Herald's BGP backend (gobgp has no BFD); remove the field"))
+	}
+	if s.EBGPMultiHop && peer.MyASN != 0 && (peer.PeerASN != 0 || peer.DynamicASN != "") && peer.IBGP() {
+		p.add(ref.invalid("spec.ebgpMultiHop", "", "cannot be set on an iBGP session (peer ASN equals the local ASN)"))
+	}
+	if s.DisableMP {
+		p.warn(ref, "spec.disableMP", "deprecated and ignored: Herald always negotiates multiprotocol BGP (RFC 4760)")
+	}
+	if len(p.invalid) != n {
+		return nil
+	}
+	return peer
+}
+
+// parseUnicast parses an IP address that can identify a BGP endpoint. An
+// IPv4-mapped IPv6 address is unmapped; a zone is kept. It returns a rule
+// text on failure.
+func parseUnicast(s string) (netip.Addr, string) {
+	a, err := netip.ParseAddr(s)
+	if err != nil {
+		return netip.Addr{}, "not an IP address"
+	}
+	a = a.Unmap()
+	if a.IsUnspecified() || a.IsMulticast() {
+		return a, "must be a unicast address"
+	}
+	return a, ""
+}
+
+// resolvePasswordSecret reads key "password" of a kubernetes.io/basic-auth
+// Secret in Herald's namespace. A missing Secret is transient.
+func resolvePasswordSecret(ref objRef, sr *corev1.SecretReference, env peerEnv, p *problems) (Secret, string) {
+	ns := sr.Namespace
+	home := env.namespace
+	if home == "" {
+		home = ref.ns
+	}
+	if ns == "" {
+		ns = home
+	}
+	if sr.Name == "" {
+		p.add(ref.invalid("spec.passwordSecret.name", "", "must not be empty"))
+		return "", ""
+	}
+	if ns != home {
+		p.add(ref.invalid("spec.passwordSecret.namespace", sr.Namespace, "the Secret must be in Herald's namespace %q", home))
+		return "", ""
+	}
+	key := ns + "/" + sr.Name
+	sec, ok := env.secrets[key]
+	if !ok {
+		p.addTransient(ref.transient("spec.passwordSecret", key, "Secret not found"))
+		return "", key
+	}
+	if sec.Type != corev1.SecretTypeBasicAuth {
+		p.add(ref.invalid("spec.passwordSecret", key, "Secret has type %q; it must be %q", sec.Type, corev1.SecretTypeBasicAuth))
+		return "", key
+	}
+	pw, ok := sec.Data[corev1.BasicAuthPasswordKey]
+	if !ok {
+		if s, ok2 := sec.StringData[corev1.BasicAuthPasswordKey]; ok2 {
+			pw, ok = []byte(s), true
+		}
+	}
+	switch {
+	case !ok:
+		p.add(ref.invalid("spec.passwordSecret", key, "Secret has no key %q", corev1.BasicAuthPasswordKey))
+	case len(pw) == 0:
+		p.add(ref.invalid("spec.passwordSecret", key, "Secret key %q is empty", corev1.BasicAuthPasswordKey))
+	case len(pw) > maxMD5KeyLen:
+		p.add(ref.invalid("spec.passwordSecret", key, "password is longer than %d bytes, the TCP-MD5 key limit (RFC 2385)", maxMD5KeyLen))
+	default:
+		return Secret(pw), key
+	}
+	return "", key
+}
+
+// peerKey renders everything of a parsed peer except its name, to find
+// duplicate peers.
+func peerKey(p *Peer) string {
+	return fmt.Sprintf("my=%d peer=%d dyn=%s local=%d addr=%v if=%s port=%d src=%v rid=%v t=%v/%v/%v nodes=%q pw=%q gr=%v mh=%v vrf=%s ds=%v",
+		p.MyASN, p.PeerASN, p.DynamicASN, p.LocalASN, p.Address, p.Interface, p.Port, p.SourceAddress, p.RouterID,
+		p.HoldTime, p.KeepaliveTime, p.ConnectTime, selectorStrings(p.NodeSelectors), p.Password.Reveal(),
+		p.GracefulRestart, p.EBGPMultiHop, p.VRF, p.DualStack)
+}
+
+// checkPeersPerNode enforces what one embedded gobgp server per speaker
+// requires of the peers a node opens: one router ID (the non-empty routerIDs
+// must agree), one local ASN (myASN), and no two sessions to the same address
+// or interface (gobgp keys neighbors by address). Two peers meet on a node
+// when both select every node, or some node in nodes matches both.
+// peers must be sorted by name; the later one of a pair is reported.
+func checkPeersPerNode(objs map[string]objRef, peers []*Peer, nodes []labels.Set, p *problems) {
+	overlap := nodesOverlapFunc(nodes)
+	reported := map[[2]string]bool{}
+	for i, a := range peers {
+		for _, b := range peers[i+1:] {
+			if !overlap(a.NodeSelectors, b.NodeSelectors) {
+				continue
+			}
+			key := [2]string{a.Name, b.Name}
+			if reported[key] {
+				continue
+			}
+			ref := objs[b.Name]
+			switch {
+			case a.MyASN != b.MyASN:
+				p.add(ref.invalid("spec.myASN", fmt.Sprint(b.MyASN), "BGPPeer %s selects the same node with myASN %d: peers on one node must share myASN (one BGP speaker per node; use localASN to present another ASN)", a.Name, a.MyASN))
+			case a.RouterID.IsValid() && b.RouterID.IsValid() && a.RouterID != b.RouterID:
+				p.add(ref.invalid("spec.routerID", b.RouterID.String(), "BGPPeer %s selects the same node with routerID %s: peers on one node must share the router ID", a.Name, a.RouterID))
+			case a.Interface == "" && b.Interface == "" && a.Address == b.Address:
+				p.add(ref.invalid("spec.peerAddress", b.Address.String(), "BGPPeer %s selects the same node with the same peerAddress: one node can have only one session per neighbor address", a.Name))
+			case a.Interface != "" && a.Interface == b.Interface:
+				p.add(ref.invalid("spec.interface", b.Interface, "BGPPeer %s selects the same node with the same interface: one node can have only one unnumbered session per interface", a.Name))
+			default:
+				continue
+			}
+			reported[key] = true
+		}
+	}
+}
+
+// sortPeers orders peers by name.
+func sortPeers(peers []*Peer) {
+	slices.SortFunc(peers, func(a, b *Peer) int { return strings.Compare(a.Name, b.Name) })
+}
