@@ -1,0 +1,188 @@
+package v1beta2
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// DynamicASNMode says which remote ASNs a peer configured without peerASN
+// accepts.
+// +kubebuilder:validation:Enum=internal;external
+type DynamicASNMode string
+
+// Values of BGPPeerSpec.DynamicASN.
+const (
+	// InternalASNMode accepts a remote ASN equal to myASN (iBGP).
+	InternalASNMode DynamicASNMode = "internal"
+	// ExternalASNMode accepts any remote ASN other than myASN (eBGP).
+	ExternalASNMode DynamicASNMode = "external"
+)
+
+// BGPPeerSpec describes a BGP-4 session (RFC 4271) that speakers open to a
+// router.
+//
+// Fields marked "not supported by Herald" are accepted by the API server so
+// MetalLB YAML applies, but Herald's configuration validation rejects a peer
+// that sets them to a non-zero value (they are FRR features of MetalLB).
+//
+// +kubebuilder:validation:XValidation:rule="(has(self.enableGracefulRestart) && self.enableGracefulRestart) == (has(oldSelf.enableGracefulRestart) && oldSelf.enableGracefulRestart)",message="enableGracefulRestart cannot be changed after creation"
+type BGPPeerSpec struct {
+	// MyASN is the local autonomous system number, 1..4294967295 (4-octet
+	// ASNs, RFC 6793).
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=4294967295
+	MyASN uint32 `json:"myASN"`
+
+	// PeerASN is the remote autonomous system number, 1..4294967295.
+	// Exactly one of peerASN and dynamicASN must be set. A peer with
+	// peerASN == myASN is iBGP, otherwise eBGP.
+	// +optional
+	// +kubebuilder:validation:Maximum=4294967295
+	PeerASN uint32 `json:"peerASN,omitempty"`
+
+	// DynamicASN accepts any remote ASN equal to myASN ("internal") or
+	// different from it ("external") instead of a fixed peerASN.
+	// Not supported by Herald.
+	// +optional
+	DynamicASN DynamicASNMode `json:"dynamicASN,omitempty"`
+
+	// LocalASN is the ASN presented to the peer instead of myASN
+	// (FRR "local-as X no-prepend replace-as"), 1..4294967295.
+	// Not supported by Herald.
+	// +optional
+	// +kubebuilder:validation:Maximum=4294967295
+	LocalASN uint32 `json:"localASN,omitempty"`
+
+	// PeerAddress is the IPv4 or IPv6 address of the router. Exactly one of
+	// peerAddress and interface must be set.
+	// +optional
+	PeerAddress string `json:"peerAddress,omitempty"`
+
+	// Interface is a node interface to run unnumbered BGP over (the peer is
+	// found through IPv6 link-local neighbor discovery).
+	// Not supported by Herald.
+	// +optional
+	Interface string `json:"interface,omitempty"`
+
+	// SourceAddress is the local IP address the session is opened from. It
+	// must be assigned to an interface of the node, otherwise the connection
+	// fails. Empty lets the kernel choose.
+	// +optional
+	SourceAddress string `json:"sourceAddress,omitempty"`
+
+	// PeerPort is the router's TCP port, 1..16384, default 179.
+	// +optional
+	// +kubebuilder:default:=179
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=16384
+	PeerPort uint16 `json:"peerPort,omitempty"`
+
+	// HoldTime is the proposed BGP hold time (RFC 4271 §4.2), e.g. "90s". It
+	// is truncated to whole seconds and must then be 0 (no keepalives) or at
+	// least 3s. When only holdTime is set, the keepalive interval is a third
+	// of it. Default 90s.
+	// +optional
+	HoldTime *metav1.Duration `json:"holdTime,omitempty"`
+
+	// KeepaliveTime is the interval between KEEPALIVE messages; it must not
+	// exceed holdTime. When only keepaliveTime is set, holdTime is three
+	// times it. Not supported by Herald (gobgp derives it from holdTime).
+	// +optional
+	KeepaliveTime *metav1.Duration `json:"keepaliveTime,omitempty"`
+
+	// ConnectTime is the delay between attempts to open the TCP connection,
+	// whole seconds from 1s to 65535s. Not supported by Herald.
+	// +optional
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1s') && duration(self) <= duration('65535s')",message="connectTime must be between 1s and 65535s"
+	// +kubebuilder:validation:XValidation:rule="duration(self) == duration(string(duration(self).getSeconds()) + 's')",message="connectTime must be a whole number of seconds"
+	ConnectTime *metav1.Duration `json:"connectTime,omitempty"`
+
+	// RouterID is the BGP identifier sent in OPEN, written as an IPv4
+	// address. Empty uses an IPv4 address of the node.
+	// +optional
+	RouterID string `json:"routerID,omitempty"`
+
+	// NodeSelectors limits the nodes that open this session to those
+	// matching at least one selector. Empty means all nodes. Duplicate
+	// selectors are rejected.
+	// +optional
+	NodeSelectors []metav1.LabelSelector `json:"nodeSelectors,omitempty"`
+
+	// Password is the TCP MD5 signature key of the session (RFC 2385).
+	// Mutually exclusive with passwordSecret.
+	// +optional
+	Password string `json:"password,omitempty"`
+
+	// PasswordSecret refers to a Secret of type kubernetes.io/basic-auth in
+	// Herald's namespace whose "password" key holds the TCP MD5 key.
+	// Mutually exclusive with password. A missing Secret is a transient
+	// error: the peer is configured once it appears.
+	// +optional
+	PasswordSecret *corev1.SecretReference `json:"passwordSecret,omitempty"`
+
+	// BFDProfile is the name of a BFDProfile enabling BFD on the session.
+	// Not supported by Herald: its gobgp backend has no BFD.
+	// +optional
+	BFDProfile string `json:"bfdProfile,omitempty"`
+
+	// EnableGracefulRestart enables BGP graceful restart (RFC 4724) on the
+	// session. It cannot be changed after creation.
+	// Not supported by Herald yet.
+	// +optional
+	EnableGracefulRestart bool `json:"enableGracefulRestart,omitempty"`
+
+	// EBGPMultiHop allows an eBGP peer that is more than one hop away. It is
+	// rejected when peerASN == myASN. Herald accepts it; it has no effect.
+	// +optional
+	EBGPMultiHop bool `json:"ebgpMultiHop,omitempty"`
+
+	// VRF is the host VRF the session is opened from. Empty is the default
+	// VRF. Not supported by Herald.
+	// +optional
+	VRF string `json:"vrf,omitempty"`
+
+	// DisableMP is deprecated and has no effect.
+	// Not supported by Herald (rejected when true).
+	// +optional
+	DisableMP bool `json:"disableMP,omitempty"`
+
+	// DualStackAddressFamily also negotiates the other address family on the
+	// session (IPv4 routes over an IPv6 session and vice versa,
+	// RFC 4760). Default false. Not supported by Herald.
+	// +optional
+	DualStackAddressFamily bool `json:"dualStackAddressFamily,omitempty"`
+}
+
+// BGPPeerStatus is empty; it exists so MetalLB objects carrying a status
+// apply unchanged.
+type BGPPeerStatus struct{}
+
+// BGPPeer is a BGP router that speakers peer with. This is the storage
+// version and the conversion hub of BGPPeer.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:storageversion
+// +kubebuilder:printcolumn:name="Address",type=string,JSONPath=`.spec.peerAddress`
+// +kubebuilder:printcolumn:name="ASN",type=string,JSONPath=`.spec.peerASN`
+// +kubebuilder:printcolumn:name="BFD Profile",type=string,JSONPath=`.spec.bfdProfile`
+// +kubebuilder:printcolumn:name="Multi Hops",type=string,JSONPath=`.spec.ebgpMultiHop`
+type BGPPeer struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   BGPPeerSpec   `json:"spec,omitempty"`
+	Status BGPPeerStatus `json:"status,omitempty"`
+}
+
+// Hub marks v1beta2 as the version BGPPeer is converted through
+// (sigs.k8s.io/controller-runtime/pkg/conversion.Hub).
+func (*BGPPeer) Hub() {}
+
+// BGPPeerList is a list of BGPPeer.
+//
+// +kubebuilder:object:root=true
+type BGPPeerList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []BGPPeer `json:"items"`
+}
