@@ -18,6 +18,9 @@ import (
 // TCPTimeout on an unreachable peer.
 const maxParallelJoins = 8
 
+// deadNodeReclaimTime: see memberlistConfig.
+const deadNodeReclaimTime = time.Second
+
 // List is this speaker's membership in the speakers' memberlist. Create it
 // with [New], start it with [List.Run]; all other methods are safe for
 // concurrent use before, during and after Run.
@@ -30,10 +33,12 @@ type List struct {
 	changes chan struct{} // capacity 1, coalesced
 	peersCh chan struct{} // capacity 1, "SetPeers was called"
 
-	mu    sync.Mutex
-	ml    *memberlist.Memberlist // set by Run
-	live  map[string]bool        // node name -> alive (alive or suspect)
-	peers []netip.AddrPort       // last SetPeers
+	mu   sync.Mutex
+	ml   *memberlist.Memberlist // set by Run
+	live map[string]bool        // node name -> alive (alive or suspect)
+	// leaving: members that announced a graceful leave, and when.
+	leaving map[string]time.Time
+	peers   []netip.AddrPort // last SetPeers
 }
 
 // New validates cfg and returns a List that is not yet running; it opens no
@@ -53,6 +58,7 @@ func New(cfg Config, logger *slog.Logger) (*List, error) {
 		changes: make(chan struct{}, 1),
 		peersCh: make(chan struct{}, 1),
 		live:    map[string]bool{cfg.NodeName: true},
+		leaving: map[string]time.Time{},
 	}
 	if cfg.Registerer != nil {
 		m, err := newMetrics(cfg.Registerer, l)
@@ -93,6 +99,7 @@ func (l *List) Run(ctx context.Context) error {
 	stopJoins()
 
 	start := time.Now()
+	l.announceLeaving(ml)
 	if err := ml.Leave(l.cfg.Timings.LeaveTimeout); err != nil {
 		l.log.Warn("memberlist leave incomplete; peers will detect the failure instead", "error", err)
 	} else {
@@ -173,12 +180,19 @@ func (l *List) memberlistConfig() *memberlist.Config {
 	c.RetransmitMult = t.RetransmitMult
 	c.PushPullInterval = t.PushPullInterval
 	c.TCPTimeout = t.TCPTimeout
+	// Member names are Kubernetes node names, unique in the cluster, so a
+	// failed member that comes back from another address (node IP changed
+	// while the speaker was down) is the same node: let it reclaim its name
+	// soon instead of being rejected as a name conflict until the dead entry
+	// is reaped (GossipToTheDeadTime, 30 s).
+	c.DeadNodeReclaimTime = deadNodeReclaimTime
 	if len(l.cfg.Secret) > 0 {
 		c.SecretKey = DeriveKey(l.cfg.Secret)
 		c.GossipVerifyIncoming = true
 		c.GossipVerifyOutgoing = true
 	}
 	c.Events = (*events)(l)
+	c.Delegate = (*delegate)(l)
 	c.Logger = newStdLogger(l.log)
 	c.LogOutput = nil
 	return c
@@ -251,27 +265,53 @@ func nodeAddr(n *memberlist.Node) (netip.AddrPort, bool) {
 // lock held, so it must not call back into memberlist.
 type events List
 
-func (e *events) NotifyJoin(n *memberlist.Node)   { (*List)(e).setLive(n, true, "join") }
-func (e *events) NotifyUpdate(n *memberlist.Node) { (*List)(e).setLive(n, true, "") }
-func (e *events) NotifyLeave(n *memberlist.Node) {
-	ev := "failed"
-	if n.State == memberlist.StateLeft {
-		ev = "leave"
-	}
-	(*List)(e).setLive(n, false, ev)
+func (e *events) NotifyJoin(n *memberlist.Node) {
+	l := (*List)(e)
+	l.mu.Lock()
+	delete(l.leaving, n.Name) // back after leaving (restarted speaker)
+	l.mu.Unlock()
+	l.setLive(n.Name, true, "join", n)
 }
 
-func (l *List) setLive(n *memberlist.Node, alive bool, event string) {
-	if n.Name == l.cfg.NodeName {
+func (e *events) NotifyUpdate(n *memberlist.Node) {
+	l := (*List)(e)
+	l.mu.Lock()
+	_, leaving := l.leaving[n.Name]
+	l.mu.Unlock()
+	if !leaving {
+		l.setLive(n.Name, true, "", n)
+	}
+}
+
+// NotifyLeave reports a member that left or failed. memberlist v0.7.0 does
+// not say which (Node.State is never filled in): a member that announced its
+// leave (see leaving.go) was already marked and counted as "leave".
+func (e *events) NotifyLeave(n *memberlist.Node) {
+	l := (*List)(e)
+	l.mu.Lock()
+	_, leaving := l.leaving[n.Name]
+	delete(l.leaving, n.Name)
+	l.mu.Unlock()
+	ev := "failed"
+	if leaving {
+		ev = ""
+	}
+	l.setLive(n.Name, false, ev, n)
+}
+
+// setLive records name's liveness, counts event ("" = none) and signals
+// Changes if liveness changed. n may be nil.
+func (l *List) setLive(name string, alive bool, event string, n *memberlist.Node) {
+	if name == l.cfg.NodeName {
 		return
 	}
 	l.mu.Lock()
-	was, known := l.live[n.Name]
-	l.live[n.Name] = alive
+	was, known := l.live[name]
+	l.live[name] = alive
 	l.mu.Unlock()
 	if event != "" {
 		addr, _ := nodeAddr(n)
-		l.log.Debug("memberlist member "+event, "member", n.Name, "addr", addr)
+		l.log.Debug("memberlist member "+event, "member", name, "addr", addr)
 		if l.metrics != nil {
 			l.metrics.events.WithLabelValues(event).Inc()
 		}

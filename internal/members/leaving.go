@@ -1,0 +1,73 @@
+package members
+
+import (
+	"bytes"
+	"time"
+
+	"github.com/hashicorp/memberlist"
+)
+
+// Leaving announcements. A memberlist leave reaches the other members by
+// gossip, one GossipInterval tick or more after Leave is called, and the
+// EventDelegate cannot tell a leave from a failure (v0.7.0 never sets
+// Node.State). So a speaker that shuts down gracefully first sends every
+// other member a best-effort user message "herald-leaving:<node name>" (UDP,
+// encrypted like all gossip), then calls Leave. A receiver marks the sender
+// not live at once (graceful failover then costs one packet, not a gossip
+// round) and counts a "leave" event; memberlist's own leave follows and is
+// not counted again. If the announcement is lost, memberlist's leave still
+// arrives (counted as "failed"). A member that announced leaving stays not
+// live until memberlist reports it joining again.
+
+// leavingPrefix starts the leaving announcement.
+var leavingPrefix = []byte("herald-leaving:")
+
+// leavingMemory is how long an announcement is remembered when memberlist's
+// own leave never follows.
+const leavingMemory = time.Minute
+
+func (l *List) announceLeaving(ml *memberlist.Memberlist) {
+	msg := append(bytes.Clone(leavingPrefix), l.cfg.NodeName...)
+	for _, n := range ml.Members() {
+		if n.Name == l.cfg.NodeName {
+			continue
+		}
+		if err := ml.SendBestEffort(n, msg); err != nil {
+			l.log.Debug("memberlist leaving announcement not sent", "member", n.Name, "error", err)
+		}
+	}
+}
+
+// delegate is the memberlist.Delegate; it only receives leaving
+// announcements. memberlist calls NotifyMsg from its packet handler without
+// holding its node lock.
+type delegate List
+
+func (d *delegate) NotifyMsg(msg []byte) {
+	b, ok := bytes.CutPrefix(msg, leavingPrefix)
+	if !ok || len(b) == 0 {
+		return
+	}
+	name := string(b)
+	l := (*List)(d)
+	now := time.Now()
+	l.mu.Lock()
+	for n, at := range l.leaving {
+		if now.Sub(at) > leavingMemory {
+			delete(l.leaving, n)
+		}
+	}
+	alive := l.live[name]
+	if alive {
+		l.leaving[name] = now
+	}
+	l.mu.Unlock()
+	if alive {
+		l.setLive(name, false, "leave", nil)
+	}
+}
+
+func (d *delegate) NodeMeta(int) []byte             { return nil }
+func (d *delegate) GetBroadcasts(int, int) [][]byte { return nil }
+func (d *delegate) LocalState(bool) []byte          { return nil }
+func (d *delegate) MergeRemoteState([]byte, bool)   {}

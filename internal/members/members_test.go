@@ -1,0 +1,282 @@
+package members
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"math"
+	"net/netip"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/memberlist"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+)
+
+// sanityLimit bounds every wait: the tests measure, they do not assert speed.
+const sanityLimit = 10 * time.Second
+
+var loopback = netip.MustParseAddr("127.0.0.1")
+
+type testNode struct {
+	*List
+	cancel context.CancelFunc
+	done   chan error
+	once   sync.Once
+	err    error
+}
+
+func testConfig(name string, secret []byte) Config {
+	return Config{
+		NodeName: name,
+		BindAddr: loopback,
+		BindPort: 0, // a free port; memberlist binds TCP and UDP on the same one
+		Secret:   secret,
+		Timings:  DefaultTimings(),
+	}
+}
+
+// start runs a List on 127.0.0.1 with a free port; it is stopped gracefully
+// (Run's leave path) at the end of the test unless stopped before.
+func start(t *testing.T, cfg Config) *testNode {
+	t.Helper()
+	l, err := New(cfg, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatalf("New(%s): %v", cfg.NodeName, err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	n := &testNode{List: l, cancel: cancel, done: make(chan error, 1)}
+	go func() { n.done <- l.Run(ctx) }()
+	select {
+	case <-l.Ready():
+	case err := <-n.done:
+		t.Fatalf("Run(%s) returned early: %v", cfg.NodeName, err)
+	case <-time.After(sanityLimit):
+		t.Fatalf("Run(%s) did not bind within %v", cfg.NodeName, sanityLimit)
+	}
+	t.Cleanup(func() {
+		if err := n.stop(); err != nil {
+			t.Errorf("Run(%s): %v", cfg.NodeName, err)
+		}
+	})
+	return n
+}
+
+// stop cancels Run (graceful: leave, then shutdown) and waits for it.
+func (n *testNode) stop() error {
+	n.once.Do(func() {
+		n.cancel()
+		n.err = <-n.done
+	})
+	return n.err
+}
+
+// startRaw creates a bare memberlist with exactly the configuration a List
+// would use, without Run, so that it can be shut down without leaving: the
+// peers see what a SIGKILLed speaker looks like (sockets closed, no leave).
+func startRaw(t *testing.T, cfg Config) *memberlist.Memberlist {
+	t.Helper()
+	l, err := New(cfg, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ml, err := memberlist.Create(l.memberlistConfig())
+	if err != nil {
+		t.Fatalf("create %s: %v", cfg.NodeName, err)
+	}
+	t.Cleanup(func() { _ = ml.Shutdown() })
+	return ml
+}
+
+func rawAddr(ml *memberlist.Memberlist) netip.AddrPort {
+	ap, _ := nodeAddr(ml.LocalNode())
+	return ap
+}
+
+// waitFor polls cond every 2 ms and returns how long it took to become true;
+// it fails the test after sanityLimit.
+func waitFor(t *testing.T, what string, cond func() bool) time.Duration {
+	t.Helper()
+	start := time.Now()
+	for !cond() {
+		if time.Since(start) > sanityLimit {
+			t.Fatalf("%s: not within %v", what, sanityLimit)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	return time.Since(start)
+}
+
+func liveSet(l *List) []string {
+	var out []string
+	for name, alive := range l.Live() {
+		if alive {
+			out = append(out, name)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+func sees(l *List, want ...string) func() bool {
+	return func() bool { return slices.Equal(liveSet(l), want) }
+}
+
+func TestJoinLiveAndGracefulLeave(t *testing.T) {
+	t.Parallel()
+	secret := []byte("NvKGPsR2n7TlqVlGrA6ekw")
+	regA := prometheus.NewPedanticRegistry()
+	cfgA := testConfig("node-a", secret)
+	cfgA.Registerer = regA
+	a := start(t, cfgA)
+	b := start(t, testConfig("node-b", secret))
+	c := start(t, testConfig("node-c", secret))
+
+	if got := a.Live(); !slices.Equal(liveSet(a.List), []string{"node-a"}) {
+		t.Fatalf("before joining, Live() = %v, want only node-a", got)
+	}
+	// c is told about both others (and itself); a and b learn by gossip.
+	c.SetPeers([]netip.AddrPort{a.Addr(), b.Addr(), c.Addr()})
+	all := []string{"node-a", "node-b", "node-c"}
+	for _, n := range []*testNode{a, b, c} {
+		waitFor(t, n.cfg.NodeName+" sees all", sees(n.List, all...))
+	}
+	select {
+	case <-a.Changes():
+	default:
+		t.Error("a.Changes() has no notification after two members joined")
+	}
+	if got := testutil.ToFloat64(a.metrics.events.WithLabelValues("join")); got != 2 {
+		t.Errorf("a join events = %v, want 2", got)
+	}
+	if err := testutil.GatherAndCompare(regA, stringsReader(`
+# HELP herald_memberlist_members Speakers this speaker considers alive (alive or suspect), itself included.
+# TYPE herald_memberlist_members gauge
+herald_memberlist_members 3
+`), "herald_memberlist_members"); err != nil {
+		t.Error(err)
+	}
+
+	// Graceful stop of c: Run leaves before shutting down.
+	stopped := time.Now()
+	stopErr := make(chan error, 1)
+	var stopReturned time.Duration
+	go func() {
+		err := c.stop()
+		stopReturned = time.Since(stopped)
+		stopErr <- err
+	}()
+	took := waitFor(t, "a and b see c leave", func() bool {
+		return sees(a.List, "node-a", "node-b")() && sees(b.List, "node-a", "node-b")()
+	})
+	if err := <-stopErr; err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("graceful stop: both survivors saw c leave %v after cancel; Run returned after %v", took, stopReturned)
+	if live := a.Live(); live["node-c"] {
+		t.Errorf("a.Live()[node-c] = true after leave; map %v", live)
+	} else if _, known := live["node-c"]; !known {
+		t.Errorf("a.Live() forgot node-c instead of reporting it false: %v", live)
+	}
+	if got := testutil.ToFloat64(a.metrics.events.WithLabelValues("leave")); got != 1 {
+		t.Errorf("a leave events = %v, want 1", got)
+	}
+	if got := testutil.ToFloat64(a.metrics.events.WithLabelValues("failed")); got != 0 {
+		t.Errorf("a failed events = %v, want 0 (c left gracefully)", got)
+	}
+
+	// c comes back on the same address (a restarted speaker pod).
+	cfgC := testConfig("node-c", secret)
+	cfgC.BindPort = int(c.Addr().Port())
+	c2 := start(t, cfgC)
+	c2.SetPeers([]netip.AddrPort{a.Addr()})
+	waitFor(t, "a sees c again", sees(a.List, all...))
+}
+
+func TestKeys(t *testing.T) {
+	t.Parallel()
+	a := start(t, testConfig("key-a", []byte("secret-one")))
+	b := start(t, testConfig("key-b", []byte("secret-one")))
+	other := start(t, testConfig("key-other", []byte("secret-two")))
+	plain := start(t, testConfig("key-plain", nil))
+
+	b.SetPeers([]netip.AddrPort{a.Addr()})
+	other.SetPeers([]netip.AddrPort{a.Addr(), b.Addr()})
+	plain.SetPeers([]netip.AddrPort{a.Addr(), b.Addr()})
+	waitFor(t, "same secret joins", sees(a.List, "key-a", "key-b"))
+
+	// Give the mismatched members several probe and rejoin opportunities.
+	other.SetPeers([]netip.AddrPort{a.Addr(), b.Addr()})
+	plain.SetPeers([]netip.AddrPort{a.Addr(), b.Addr()})
+	time.Sleep(10 * a.cfg.Timings.ProbeInterval)
+	for _, n := range []*testNode{a, b} {
+		if got := liveSet(n.List); !slices.Equal(got, []string{"key-a", "key-b"}) {
+			t.Errorf("%s Live = %v, want only key-a and key-b", n.cfg.NodeName, got)
+		}
+	}
+	if got := liveSet(other.List); !slices.Equal(got, []string{"key-other"}) {
+		t.Errorf("member with another secret sees %v, want only itself", got)
+	}
+	if got := liveSet(plain.List); !slices.Equal(got, []string{"key-plain"}) {
+		t.Errorf("unencrypted member sees %v, want only itself", got)
+	}
+}
+
+// TestFailureDetection kills (shuts down without leaving) one of three
+// members, 20 times, and reports how long until both survivors declare it
+// failed, with DefaultTimings. It asserts only a sanity bound; the figures
+// are for the failover budget (issue: 1 s p50 / 2 s p99 end to end).
+func TestFailureDetection(t *testing.T) {
+	if testing.Short() {
+		t.Skip("20 failure-detection trials take ~20 s")
+	}
+	t.Parallel()
+	const trials = 20
+	var first, all []time.Duration
+	for i := range trials {
+		a := start(t, testConfig(fmt.Sprintf("t%d-a", i), []byte("s")))
+		b := start(t, testConfig(fmt.Sprintf("t%d-b", i), []byte("s")))
+		victimName := fmt.Sprintf("t%d-victim", i)
+		victim := startRaw(t, testConfig(victimName, []byte("s")))
+		b.SetPeers([]netip.AddrPort{a.Addr()})
+		if _, err := victim.Join([]string{a.Addr().String()}); err != nil {
+			t.Fatalf("trial %d: victim join: %v", i, err)
+		}
+		names := []string{a.cfg.NodeName, b.cfg.NodeName, victimName}
+		slices.Sort(names)
+		waitFor(t, "converge", func() bool { return sees(a.List, names...)() && sees(b.List, names...)() })
+		// Let the probe rotation include the victim for a random phase.
+		time.Sleep(time.Duration(i%5) * 50 * time.Millisecond)
+
+		dead := func(l *List) func() bool {
+			return func() bool { alive, ok := l.Live()[victimName]; return ok && !alive }
+		}
+		killed := time.Now()
+		_ = victim.Shutdown()
+		waitFor(t, "someone detects", func() bool { return dead(a.List)() || dead(b.List)() })
+		first = append(first, time.Since(killed))
+		waitFor(t, "both detect", func() bool { return dead(a.List)() && dead(b.List)() })
+		all = append(all, time.Since(killed))
+
+		for _, n := range []*testNode{a, b} {
+			if got := testutil.ToFloat64(n.metrics.events.WithLabelValues("failed")); n.metrics != nil && got != 1 {
+				t.Errorf("trial %d: %s failed events = %v, want 1", i, n.cfg.NodeName, got)
+			}
+		}
+		_ = a.stop()
+		_ = b.stop()
+	}
+	t.Logf("SIGKILL-like failure, %d trials, DefaultTimings %+v", trials, DefaultTimings())
+	t.Logf("  first survivor detects: p50 %v  p99 %v  max %v", pct(first, 50), pct(first, 99), pct(first, 100))
+	t.Logf("  both survivors detect:  p50 %v  p99 %v  max %v", pct(all, 50), pct(all, 99), pct(all, 100))
+}
+
+func pct(ds []time.Duration, p float64) time.Duration {
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	i := int(math.Ceil(p/100*float64(len(s)))) - 1
+	return s[max(0, min(i, len(s)-1))].Round(time.Millisecond)
+}
