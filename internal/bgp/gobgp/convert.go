@@ -1,0 +1,204 @@
+package gobgp
+
+import (
+	"fmt"
+	"hash/fnv"
+	"net/netip"
+	"time"
+
+	api "github.com/osrg/gobgp/v3/api"
+	"google.golang.org/protobuf/proto"
+	apb "google.golang.org/protobuf/types/known/anypb"
+
+	"github.com/herald-lb/herald/internal/bgp"
+)
+
+// defaultGracefulRestartTime is the RFC 4724 restart time announced when
+// PeerConfig.GracefulRestartTime is 0 (FRR and gobgp use the same default).
+const defaultGracefulRestartTime = 120 * time.Second
+
+var (
+	familyV4 = &api.Family{Afi: api.Family_AFI_IP, Safi: api.Family_SAFI_UNICAST}
+	familyV6 = &api.Family{Afi: api.Family_AFI_IP6, Safi: api.Family_SAFI_UNICAST}
+)
+
+// markerID is the per-peer value carried in the second field of the internal
+// marker large community (ReservedLargeCommunityASN:markerID:0). It is a
+// 32-bit FNV-1a hash of the peer name, so it is stable across restarts;
+// collisions among configured peers are rejected by SetPeers.
+func markerID(peerName string) uint32 {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(peerName))
+	return h.Sum32()
+}
+
+// seconds converts a validated whole-second duration.
+func seconds(d time.Duration) uint64 { return uint64(d / time.Second) }
+
+// familiesFor returns the AFI/SAFIs enabled on a session: the family of the
+// neighbor address, plus the other one with DualStack (RFC 4760); interface
+// (unnumbered) peers get both.
+func familiesFor(p bgp.PeerConfig) []*api.Family {
+	switch {
+	case p.Interface != "" || p.DualStack:
+		return []*api.Family{familyV4, familyV6}
+	case p.Address.Is4():
+		return []*api.Family{familyV4}
+	default:
+		return []*api.Family{familyV6}
+	}
+}
+
+// toAPIPeer translates a validated PeerConfig into a gobgp neighbor.
+func toAPIPeer(p bgp.PeerConfig) *api.Peer {
+	conf := &api.PeerConf{
+		Description: p.Name,
+		PeerAsn:     p.PeerASN,
+		// Per-session local ASN: gobgp uses it in OPEN, for the AS_PATH
+		// prepend and for the iBGP/eBGP decision, so one global ASN serves
+		// sessions with different myASN (and localASN).
+		LocalAsn:     p.EffectiveASN(),
+		AuthPassword: p.Password,
+	}
+	if p.Interface != "" {
+		conf.NeighborInterface = p.Interface
+	} else {
+		conf.NeighborAddress = p.Address.String()
+	}
+	transport := &api.Transport{
+		RemotePort:    uint32(p.PortOrDefault()),
+		BindInterface: p.VRF, // SO_BINDTODEVICE on the VRF master device selects the VRF.
+	}
+	if p.SourceAddress.IsValid() {
+		transport.LocalAddress = p.SourceAddress.String()
+	}
+	hold := seconds(p.HoldTime)
+	keepalive := seconds(p.KeepaliveTime)
+	if hold != 0 && keepalive == 0 {
+		keepalive = hold / 3 // RFC 4271 §10 suggested ratio; gobgp would otherwise default to 30 s.
+	}
+	timers := &api.Timers{Config: &api.TimersConfig{
+		HoldTime:          hold,
+		KeepaliveInterval: keepalive,
+		ConnectRetry:      seconds(p.ConnectTime),
+	}}
+	out := &api.Peer{Conf: conf, Transport: transport, Timers: timers}
+	if p.EBGPMultiHop > 0 {
+		out.EbgpMultihop = &api.EbgpMultihop{Enabled: true, MultihopTtl: uint32(p.EBGPMultiHop)}
+	}
+	if p.GracefulRestart {
+		rt := p.GracefulRestartTime
+		if rt == 0 {
+			rt = defaultGracefulRestartTime
+		}
+		out.GracefulRestart = &api.GracefulRestart{Enabled: true, RestartTime: uint32(rt / time.Second)}
+	}
+	for _, f := range familiesFor(p) {
+		as := &api.AfiSafi{Config: &api.AfiSafiConfig{Family: f, Enabled: true}}
+		if p.GracefulRestart {
+			// RFC 4724 §3: the capability lists each AFI/SAFI whose state is preserved.
+			as.MpGracefulRestart = &api.MpGracefulRestart{Config: &api.MpGracefulRestartConfig{Enabled: true}}
+		}
+		out.AfiSafis = append(out.AfiSafis, as)
+	}
+	return out
+}
+
+// onlyMultiHopChanged reports whether the two configs differ only in
+// EBGPMultiHop, the one change gobgp's UpdatePeer applies to a live session
+// (it re-sets the socket TTL). Every other change needs a new OPEN and is
+// applied by recreating that peer.
+func onlyMultiHopChanged(o, n bgp.PeerConfig) bool {
+	o.EBGPMultiHop = n.EBGPMultiHop
+	return o == n
+}
+
+// toAPIPath translates a merged Path into a gobgp path. IPv4 uses NEXT_HOP
+// 0.0.0.0 and IPv6 MP_REACH_NLRI with next hop "::" (RFC 4760); gobgp
+// replaces an unspecified next hop of a local path with the session's local
+// address for both eBGP and iBGP. peers restricts the path with marker
+// large communities (see policy.go); nil sends it everywhere.
+func toAPIPath(p bgp.Path) (*api.Path, error) {
+	addr := p.Prefix.Addr()
+	nlri, err := apb.New(&api.IPAddressPrefix{Prefix: addr.String(), PrefixLen: uint32(p.Prefix.Bits())})
+	if err != nil {
+		return nil, fmt.Errorf("encode NLRI %s: %w", p.Prefix, err)
+	}
+	attrs := make([]*apb.Any, 0, 5)
+	add := func(m proto.Message) error {
+		a, err := apb.New(m)
+		if err != nil {
+			return fmt.Errorf("encode attribute for %s: %w", p.Prefix, err)
+		}
+		attrs = append(attrs, a)
+		return nil
+	}
+	if err := add(&api.OriginAttribute{Origin: 0}); err != nil { // IGP
+		return nil, err
+	}
+	family := familyV4
+	if addr.Is4() {
+		if err := add(&api.NextHopAttribute{NextHop: "0.0.0.0"}); err != nil {
+			return nil, err
+		}
+	} else {
+		family = familyV6
+		if err := add(&api.MpReachNLRIAttribute{Family: familyV6, NextHops: []string{"::"}, Nlris: []*apb.Any{nlri}}); err != nil {
+			return nil, err
+		}
+	}
+	if len(p.Communities) > 0 {
+		if err := add(&api.CommunitiesAttribute{Communities: p.Communities}); err != nil {
+			return nil, err
+		}
+	}
+	large := make([]*api.LargeCommunity, 0, len(p.LargeCommunities)+len(p.Peers))
+	for _, c := range p.LargeCommunities {
+		large = append(large, &api.LargeCommunity{GlobalAdmin: c[0], LocalData1: c[1], LocalData2: c[2]})
+	}
+	for _, name := range p.Peers {
+		large = append(large, &api.LargeCommunity{GlobalAdmin: bgp.ReservedLargeCommunityASN, LocalData1: markerID(name)})
+	}
+	if len(large) > 0 {
+		if err := add(&api.LargeCommunitiesAttribute{Communities: large}); err != nil {
+			return nil, err
+		}
+	}
+	if p.LocalPref != nil {
+		if err := add(&api.LocalPrefAttribute{LocalPref: *p.LocalPref}); err != nil {
+			return nil, err
+		}
+	}
+	return &api.Path{Family: family, Nlri: nlri, Pattrs: attrs}, nil
+}
+
+// prefixOf decodes the NLRI of a gobgp path (as listed by ListPath).
+func prefixOf(p *api.Path) (netip.Prefix, error) {
+	var n api.IPAddressPrefix
+	if err := p.GetNlri().UnmarshalTo(&n); err != nil {
+		return netip.Prefix{}, err
+	}
+	a, err := netip.ParseAddr(n.Prefix)
+	if err != nil {
+		return netip.Prefix{}, err
+	}
+	return netip.PrefixFrom(a, int(n.PrefixLen)), nil
+}
+
+func sessionState(s api.PeerState_SessionState) bgp.SessionState {
+	switch s {
+	case api.PeerState_IDLE:
+		return bgp.StateIdle
+	case api.PeerState_CONNECT:
+		return bgp.StateConnect
+	case api.PeerState_ACTIVE:
+		return bgp.StateActive
+	case api.PeerState_OPENSENT:
+		return bgp.StateOpenSent
+	case api.PeerState_OPENCONFIRM:
+		return bgp.StateOpenConfirm
+	case api.PeerState_ESTABLISHED:
+		return bgp.StateEstablished
+	}
+	return bgp.StateUnknown
+}

@@ -1,0 +1,506 @@
+// Package gobgp implements bgp.Speaker with one embedded gobgp v3 server
+// (github.com/osrg/gobgp/v3). It is the only Herald package that imports
+// gobgp.
+//
+// The server never listens (ListenPort -1): every session is outbound,
+// like MetalLB's native speaker. Peers map one-to-one to gobgp neighbors
+// with a per-neighbor local ASN, so sessions with different myASN share one
+// gobgp instance; the instance is restarted only when the router ID changes
+// (gobgp has one router ID per server). Paths are announced from the global
+// RIB; per-peer restriction uses marker large communities and one global
+// export policy (policy.go). Nothing is imported from peers.
+//
+// Standards: RFC 4271, RFC 4760 (IPv6 unicast via MP_REACH_NLRI), RFC 1997,
+// RFC 8092, RFC 4724 (graceful restart), RFC 2385 (TCP-MD5, Linux).
+package gobgp
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	api "github.com/osrg/gobgp/v3/api"
+	"github.com/osrg/gobgp/v3/pkg/server"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/herald-lb/herald/internal/bgp"
+)
+
+// Options configures a Speaker.
+type Options struct {
+	// Logger receives Herald's and gobgp's logs. Required.
+	Logger *slog.Logger
+	// Registerer, if non-nil, gets the MetalLB BGP metrics (metrics.go).
+	Registerer prometheus.Registerer
+	// RouterID is used when no peer sets PeerConfig.RouterID (e.g. the
+	// node's IPv4 address). Must be IPv4 if set.
+	RouterID netip.Addr
+	// OnPeerState, if non-nil, is called on every session state change from
+	// a gobgp goroutine. It must not block (send non-blockingly to a channel).
+	OnPeerState func(bgp.PeerState)
+}
+
+// appliedPath is a path as announced to gobgp, with the UUID AddPath returned.
+type appliedPath struct {
+	path bgp.Path
+	uuid []byte
+}
+
+// peerRuntime is what WatchEvent learned about one neighbor.
+type peerRuntime struct {
+	state       bgp.SessionState
+	established uint32
+}
+
+// Speaker is the gobgp implementation of bgp.Speaker.
+type Speaker struct {
+	log  *slog.Logger
+	opts Options
+	srv  *server.BgpServer
+
+	mu           sync.Mutex // serialises SetPeers, SetPaths, Close
+	closed       bool
+	started      bool
+	routerID     netip.Addr
+	peers        map[string]bgp.PeerConfig // applied, by name
+	desiredPaths []bgp.Path                // merged
+	paths        map[netip.Prefix]appliedPath
+	watchCancel  context.CancelFunc
+
+	stateMu sync.Mutex
+	byKey   map[string]string // neighbor key -> peer name (applied peers)
+	runtime map[string]*peerRuntime
+}
+
+var _ bgp.Speaker = (*Speaker)(nil)
+
+// New creates the speaker and its gobgp server. gobgp's Serve loop starts
+// here; BGP itself starts on the first SetPeers that yields a router ID.
+// Note: gobgp v3's Serve never returns, so one idle goroutine per Speaker
+// outlives Close (a gobgp limitation).
+func New(opts Options) (*Speaker, error) {
+	if opts.Logger == nil {
+		return nil, errors.New("gobgp.New: Logger is required")
+	}
+	if opts.RouterID.IsValid() && !opts.RouterID.Is4() {
+		return nil, fmt.Errorf("gobgp.New: RouterID %s is not IPv4", opts.RouterID)
+	}
+	s := &Speaker{
+		log:     opts.Logger,
+		opts:    opts,
+		srv:     server.NewBgpServer(server.LoggerOption(newSlogAdapter(opts.Logger.With("component", "gobgp")))),
+		peers:   map[string]bgp.PeerConfig{},
+		paths:   map[netip.Prefix]appliedPath{},
+		byKey:   map[string]string{},
+		runtime: map[string]*peerRuntime{},
+	}
+	go s.srv.Serve()
+	if opts.Registerer != nil {
+		if err := opts.Registerer.Register(newCollector(s)); err != nil {
+			return nil, fmt.Errorf("gobgp.New: register metrics: %w", err)
+		}
+	}
+	return s, nil
+}
+
+// routerIDFor picks the one router ID for the peers: the common
+// PeerConfig.RouterID, else Options.RouterID.
+func (s *Speaker) routerIDFor(peers []bgp.PeerConfig) (netip.Addr, error) {
+	var id netip.Addr
+	var from string
+	for _, p := range peers {
+		if !p.RouterID.IsValid() {
+			continue
+		}
+		if id.IsValid() && id != p.RouterID {
+			return netip.Addr{}, fmt.Errorf("peer %q routerID %s, peer %q routerID %s: %w", from, id, p.Name, p.RouterID, bgp.ErrRouterIDConflict)
+		}
+		id, from = p.RouterID, p.Name
+	}
+	if !id.IsValid() {
+		id = s.opts.RouterID
+	}
+	return id, nil
+}
+
+// start runs StartBgp (never listening), the policy assignments and the
+// peer watch. asn is only gobgp's default: every neighbor sets its own
+// local ASN.
+func (s *Speaker) start(ctx context.Context, routerID netip.Addr, asn uint32) error {
+	err := s.srv.StartBgp(ctx, &api.StartBgpRequest{Global: &api.Global{
+		Asn: asn, RouterId: routerID.String(), ListenPort: -1,
+	}})
+	if err != nil {
+		return fmt.Errorf("start BGP (router ID %s): %w", routerID, err)
+	}
+	if err := s.srv.SetPolicies(ctx, exportPolicy(nil)); err != nil {
+		return fmt.Errorf("set policies: %w", err)
+	}
+	for _, a := range assignments() {
+		if err := s.srv.SetPolicyAssignment(ctx, &api.SetPolicyAssignmentRequest{Assignment: a}); err != nil {
+			return fmt.Errorf("set %s policy assignment: %w", a.Direction, err)
+		}
+	}
+	wctx, cancel := context.WithCancel(context.Background())
+	if err := s.srv.WatchEvent(wctx, &api.WatchEventRequest{Peer: &api.WatchEventRequest_Peer{}}, s.onEvent); err != nil {
+		cancel()
+		return fmt.Errorf("watch peer events: %w", err)
+	}
+	s.watchCancel = cancel
+	s.started, s.routerID = true, routerID
+	s.log.Info("BGP started", "routerID", routerID, "asn", asn)
+	return nil
+}
+
+// stop closes every session with a Cease NOTIFICATION and forgets all state.
+func (s *Speaker) stop(ctx context.Context) error {
+	if !s.started {
+		return nil
+	}
+	s.watchCancel()
+	err := s.srv.StopBgp(ctx, &api.StopBgpRequest{})
+	s.started = false
+	s.peers = map[string]bgp.PeerConfig{}
+	s.paths = map[netip.Prefix]appliedPath{}
+	s.stateMu.Lock()
+	s.byKey = map[string]string{}
+	s.runtime = map[string]*peerRuntime{}
+	s.stateMu.Unlock()
+	return err
+}
+
+// SetPeers implements bgp.Speaker. Peers are validated as a whole (nothing
+// is applied on a validation error). A router ID change restarts gobgp and
+// re-announces everything; otherwise removed peers are deleted, changed
+// peers recreated (or updated in place when only EBGPMultiHop changed) and
+// new peers added, leaving unchanged sessions alone. Errors of individual
+// peers are joined; the others are still applied.
+func (s *Speaker) SetPeers(ctx context.Context, peers []bgp.PeerConfig) error {
+	if err := bgp.ValidatePeers(peers); err != nil {
+		return fmt.Errorf("set peers: %w", err)
+	}
+	if err := checkMarkerCollisions(peers); err != nil {
+		return fmt.Errorf("set peers: %w", err)
+	}
+	routerID, err := s.routerIDFor(peers)
+	if err != nil {
+		return fmt.Errorf("set peers: %w", err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return bgp.ErrClosed
+	}
+	if len(peers) > 0 && !routerID.IsValid() {
+		return fmt.Errorf("set peers: routerID: not set on any peer and no default: %w", bgp.ErrInvalidPeer)
+	}
+	if s.started && len(peers) > 0 && routerID != s.routerID {
+		s.log.Info("router ID changed, restarting BGP", "old", s.routerID, "new", routerID)
+		if err := s.stop(ctx); err != nil {
+			return fmt.Errorf("set peers: restart: %w", err)
+		}
+	}
+	if !s.started {
+		if len(peers) == 0 {
+			return nil
+		}
+		if err := s.start(ctx, routerID, globalASN(peers)); err != nil {
+			return fmt.Errorf("set peers: %w", err)
+		}
+	}
+	applied := make([]bgp.PeerConfig, 0, len(s.peers))
+	for _, p := range s.peers {
+		applied = append(applied, p)
+	}
+	d := bgp.DiffPeers(peers, applied)
+	var errs []error
+	// 1. Remove deleted and recreated peers.
+	var toAdd []bgp.PeerConfig
+	for _, p := range d.Delete {
+		errs = append(errs, s.deletePeer(ctx, p))
+	}
+	for _, u := range d.Update {
+		if u.Old.Key() == u.New.Key() && onlyMultiHopChanged(u.Old, u.New) {
+			if _, err := s.srv.UpdatePeer(ctx, &api.UpdatePeerRequest{Peer: toAPIPeer(u.New)}); err != nil {
+				errs = append(errs, fmt.Errorf("update peer %q: %w", u.New.Name, err))
+				continue
+			}
+			s.peers[u.New.Name] = u.New
+			s.log.Info("BGP peer updated", "peer", u.New.Name, "ebgpMultiHop", u.New.EBGPMultiHop)
+			continue
+		}
+		if err := s.deletePeer(ctx, u.Old); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		toAdd = append(toAdd, u.New)
+	}
+	toAdd = append(toAdd, d.Add...)
+	// 2. The export policy for the desired peers, before any new session can send.
+	if !d.Empty() {
+		if err := s.srv.SetPolicies(ctx, exportPolicy(peers)); err != nil {
+			errs = append(errs, fmt.Errorf("set export policy: %w", err))
+		}
+	}
+	// 3. Add new and recreated peers.
+	for _, p := range toAdd {
+		if err := ctx.Err(); err != nil {
+			errs = append(errs, err)
+			break
+		}
+		s.stateMu.Lock()
+		s.byKey[p.Key()] = p.Name
+		s.runtime[p.Name] = &peerRuntime{state: bgp.StateIdle}
+		s.stateMu.Unlock()
+		if err := s.srv.AddPeer(ctx, &api.AddPeerRequest{Peer: toAPIPeer(p)}); err != nil {
+			s.forgetPeer(p)
+			errs = append(errs, fmt.Errorf("add peer %q (%s): %w", p.Name, p.Key(), err))
+			continue
+		}
+		s.peers[p.Name] = p
+		s.log.Info("BGP peer added", "peer", p.Name, "address", p.Key(), "port", p.PortOrDefault(), "myASN", p.EffectiveASN(), "peerASN", p.PeerASN)
+	}
+	// 4. After a (re)start, announce the desired paths.
+	if len(s.paths) == 0 && len(s.desiredPaths) > 0 {
+		errs = append(errs, s.applyPaths(ctx))
+	}
+	return errors.Join(errs...)
+}
+
+func globalASN(peers []bgp.PeerConfig) uint32 {
+	p := slices.MinFunc(peers, func(a, b bgp.PeerConfig) int { return strings.Compare(a.Name, b.Name) })
+	return p.EffectiveASN()
+}
+
+func (s *Speaker) deletePeer(ctx context.Context, p bgp.PeerConfig) error {
+	req := &api.DeletePeerRequest{Address: p.Address.String()}
+	if p.Interface != "" {
+		req = &api.DeletePeerRequest{Interface: p.Interface}
+	}
+	if err := s.srv.DeletePeer(ctx, req); err != nil {
+		return fmt.Errorf("delete peer %q (%s): %w", p.Name, p.Key(), err)
+	}
+	delete(s.peers, p.Name)
+	s.forgetPeer(p)
+	s.log.Info("BGP peer removed", "peer", p.Name, "address", p.Key())
+	return nil
+}
+
+func (s *Speaker) forgetPeer(p bgp.PeerConfig) {
+	s.stateMu.Lock()
+	defer s.stateMu.Unlock()
+	if s.byKey[p.Key()] == p.Name {
+		delete(s.byKey, p.Key())
+	}
+	delete(s.runtime, p.Name)
+}
+
+// SetPaths implements bgp.Speaker. paths are merged with bgp.MergePaths
+// (callers may pass unmerged reasons); a local-pref conflict is logged.
+// Before BGP has started the paths are kept and announced on start.
+// Add and update use AddPath (an update replaces the previous path for the
+// prefix); withdrawal uses DeletePath with the stored UUID, never an empty
+// request (which would withdraw every path).
+func (s *Speaker) SetPaths(ctx context.Context, paths []bgp.Path) error {
+	var errs []error
+	for _, p := range paths {
+		if err := p.Validate(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("set paths: %w", err)
+	}
+	merged, conflicts := bgp.MergePaths(paths)
+	for _, c := range conflicts {
+		s.log.Warn("conflicting local-pref for prefix, using the highest", "prefix", c)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return bgp.ErrClosed
+	}
+	s.desiredPaths = merged
+	if !s.started {
+		return nil
+	}
+	return s.applyPaths(ctx)
+}
+
+// applyPaths makes gobgp's local paths equal s.desiredPaths. s.mu is held.
+func (s *Speaker) applyPaths(ctx context.Context) error {
+	applied := make([]bgp.Path, 0, len(s.paths))
+	for _, p := range s.paths {
+		applied = append(applied, p.path)
+	}
+	d := bgp.DiffPaths(s.desiredPaths, applied)
+	var errs []error
+	for _, p := range d.Delete {
+		errs = append(errs, s.withdraw(ctx, p.Prefix))
+	}
+	for _, p := range slices.Concat(d.Update, d.Add) {
+		if err := ctx.Err(); err != nil {
+			errs = append(errs, err)
+			break
+		}
+		ap, err := toAPIPath(p)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		resp, err := s.srv.AddPath(ctx, &api.AddPathRequest{TableType: api.TableType_GLOBAL, Path: ap})
+		if err != nil {
+			errs = append(errs, fmt.Errorf("announce %s: %w", p.Prefix, err))
+			continue
+		}
+		s.paths[p.Prefix] = appliedPath{path: p, uuid: resp.GetUuid()}
+	}
+	if n := len(d.Add) + len(d.Update) + len(d.Delete); n > 0 {
+		s.log.Debug("BGP paths applied", "added", len(d.Add), "updated", len(d.Update), "withdrawn", len(d.Delete))
+	}
+	return errors.Join(errs...)
+}
+
+func (s *Speaker) withdraw(ctx context.Context, prefix netip.Prefix) error {
+	ap, ok := s.paths[prefix]
+	if !ok || len(ap.uuid) == 0 || bytes.Equal(ap.uuid, make([]byte, len(ap.uuid))) {
+		// Never call DeletePath without a UUID: gobgp would withdraw everything.
+		return fmt.Errorf("withdraw %s: no UUID recorded", prefix)
+	}
+	if err := s.srv.DeletePath(ctx, &api.DeletePathRequest{TableType: api.TableType_GLOBAL, Uuid: ap.uuid}); err != nil {
+		return fmt.Errorf("withdraw %s: %w", prefix, err)
+	}
+	delete(s.paths, prefix)
+	return nil
+}
+
+// onEvent is gobgp's WatchEvent callback (gobgp goroutine). It only updates
+// small maps under stateMu and calls OnPeerState.
+func (s *Speaker) onEvent(r *api.WatchEventResponse) {
+	pe := r.GetPeer()
+	if pe == nil || pe.Type != api.WatchEventResponse_PeerEvent_STATE || pe.Peer == nil {
+		return
+	}
+	conf, st := pe.Peer.GetConf(), pe.Peer.GetState()
+	key := conf.GetNeighborAddress()
+	if conf.GetNeighborInterface() != "" {
+		key = "%" + conf.GetNeighborInterface()
+	}
+	if a, err := netip.ParseAddr(key); err == nil {
+		key = a.String()
+	}
+	state := sessionState(st.GetSessionState())
+	s.stateMu.Lock()
+	name, ok := s.byKey[key]
+	rt := s.runtime[name]
+	if !ok || rt == nil {
+		s.stateMu.Unlock()
+		return
+	}
+	if state == bgp.StateEstablished && rt.state != bgp.StateEstablished {
+		rt.established++
+	}
+	prev := rt.state
+	rt.state = state
+	snap := bgp.PeerState{Name: name, State: state, EstablishedCount: rt.established}
+	s.stateMu.Unlock()
+	if prev != state {
+		s.log.Info("BGP session state", "peer", name, "address", key, "state", state.String(), "previous", prev.String())
+	}
+	if s.opts.OnPeerState != nil {
+		s.opts.OnPeerState(snap)
+	}
+}
+
+// PeerStates implements bgp.Speaker: one entry per applied peer, sorted by
+// name, from gobgp's ListPeer (with advertised counts) and the event counts.
+func (s *Speaker) PeerStates() []bgp.PeerState {
+	s.mu.Lock()
+	peers := make(map[string]bgp.PeerConfig, len(s.peers))
+	for n, p := range s.peers {
+		peers[n] = p
+	}
+	started := s.started
+	s.mu.Unlock()
+	out := make([]bgp.PeerState, 0, len(peers))
+	live := map[string]*api.Peer{}
+	if started {
+		_ = s.srv.ListPeer(context.Background(), &api.ListPeerRequest{EnableAdvertised: true}, func(p *api.Peer) {
+			k := p.GetConf().GetNeighborAddress()
+			if i := p.GetConf().GetNeighborInterface(); i != "" {
+				k = "%" + i
+			}
+			if a, err := netip.ParseAddr(k); err == nil {
+				k = a.String()
+			}
+			live[k] = p
+		})
+	}
+	s.stateMu.Lock()
+	defer s.stateMu.Unlock()
+	for name, cfg := range peers {
+		ps := bgp.PeerState{Name: name, Peer: cfg.MetricLabel(), State: bgp.StateUnknown}
+		if rt := s.runtime[name]; rt != nil {
+			ps.EstablishedCount = rt.established
+		}
+		if p := live[cfg.Key()]; p != nil {
+			ps.State = sessionState(p.GetState().GetSessionState())
+			ps.UpdatesSent = p.GetState().GetMessages().GetSent().GetUpdate()
+			if up := p.GetTimers().GetState().GetUptime(); up != nil && ps.State == bgp.StateEstablished {
+				ps.Since = up.AsTime()
+			}
+			for _, as := range p.GetAfiSafis() {
+				ps.Advertised += as.GetState().GetAdvertised()
+			}
+		}
+		out = append(out, ps)
+	}
+	slices.SortFunc(out, func(a, b bgp.PeerState) int { return strings.Compare(a.Name, b.Name) })
+	return out
+}
+
+// pathsPerPeer counts the desired paths each applied peer should receive.
+func (s *Speaker) pathsPerPeer() map[string]int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := make(map[string]int, len(s.peers))
+	for _, p := range s.desiredPaths {
+		for name, cfg := range s.peers {
+			if p.SendsTo(name) && (len(p.Peers) == 0 || cfg.Address.IsValid()) && familyEnabled(cfg, p.Prefix.Addr()) {
+				n[name]++
+			}
+		}
+	}
+	return n
+}
+
+func familyEnabled(p bgp.PeerConfig, a netip.Addr) bool {
+	for _, f := range familiesFor(p) {
+		if (f == familyV4) == a.Is4() {
+			return true
+		}
+	}
+	return false
+}
+
+// Close implements bgp.Speaker: it stops BGP (Cease NOTIFICATION to every
+// established peer, so routers withdraw the routes immediately; graceful
+// restart only applies when the process dies without Close).
+func (s *Speaker) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil
+	}
+	s.closed = true
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	return s.stop(ctx)
+}
