@@ -37,7 +37,9 @@ type ValidationError struct {
 	Rule      string // the broken rule, lower case, no trailing period
 }
 
-func (e *ValidationError) Error() string { return render(e.Kind, e.Namespace, e.Name, e.Field, e.Value, e.Rule) }
+func (e *ValidationError) Error() string {
+	return render(e.Kind, e.Namespace, e.Name, e.Field, e.Value, e.Rule)
+}
 
 // TransientError reports a reference to an object that does not exist (yet):
 // a password Secret, a Community alias, or the speaker's own Node. The
@@ -52,7 +54,9 @@ type TransientError struct {
 	Rule      string
 }
 
-func (e *TransientError) Error() string { return render(e.Kind, e.Namespace, e.Name, e.Field, e.Value, e.Rule) }
+func (e *TransientError) Error() string {
+	return render(e.Kind, e.Namespace, e.Name, e.Field, e.Value, e.Rule)
+}
 
 func render(kind, ns, name, field, value, rule string) string {
 	var b strings.Builder

@@ -37,10 +37,14 @@ type Pool struct {
 }
 
 // HasIPv4 reports whether the pool contains IPv4 addresses.
-func (p *Pool) HasIPv4() bool { return slices.ContainsFunc(p.Blocks, func(b AddressBlock) bool { return b.First.Is4() }) }
+func (p *Pool) HasIPv4() bool {
+	return slices.ContainsFunc(p.Blocks, func(b AddressBlock) bool { return b.First.Is4() })
+}
 
 // HasIPv6 reports whether the pool contains IPv6 addresses.
-func (p *Pool) HasIPv6() bool { return slices.ContainsFunc(p.Blocks, func(b AddressBlock) bool { return b.First.Is6() }) }
+func (p *Pool) HasIPv6() bool {
+	return slices.ContainsFunc(p.Blocks, func(b AddressBlock) bool { return b.First.Is6() })
+}
 
 // Contains reports whether ip lies in one of the pool's blocks, ignoring
 // AvoidBuggyIPs.

@@ -334,7 +334,9 @@ func TestPeerRules(t *testing.T) {
 		{name: "password and secret", mutate: pe(func(s *v1beta2.BGPPeerSpec) {
 			s.Password, s.PasswordSecret = "s3cret", &corev1.SecretReference{Name: "bgp-pass"}
 		}), want: []string{obj + `spec.passwordSecret: password and passwordSecret are mutually exclusive`}},
-		{name: "secret valid", mutate: pe(func(s *v1beta2.BGPPeerSpec) { s.PasswordSecret = &corev1.SecretReference{Name: "bgp-pass", Namespace: ns} })},
+		{name: "secret valid", mutate: pe(func(s *v1beta2.BGPPeerSpec) {
+			s.PasswordSecret = &corev1.SecretReference{Name: "bgp-pass", Namespace: ns}
+		})},
 		{name: "secret missing is transient", mutate: pe(func(s *v1beta2.BGPPeerSpec) { s.PasswordSecret = &corev1.SecretReference{Name: "nope"} }),
 			want: []string{obj + `spec.passwordSecret "herald-system/nope": Secret not found`}, transient: true},
 		{name: "secret missing ignored by webhook", opts: Options{IgnoreTransient: true},
