@@ -296,8 +296,14 @@ func (a *Announcer) openLink(ctx context.Context, wg *sync.WaitGroup, ns netns.N
 		if e.NDP {
 			c, err := listenNDP(ifi)
 			if err == nil {
-				l.ndp = &ndpResponder{ifc: view, conn: c, log: log, lookup: a.tbl.lookup, m: a.m, groups: map[netip.Addr]int{}}
-				l.closers = append(l.closers, c)
+				tx, terr := listenNDPSend(ifi)
+				if terr != nil {
+					c.Close()
+					err = terr
+				} else {
+					l.ndp = &ndpResponder{ifc: view, conn: c, tx: tx, log: log, lookup: a.tbl.lookup, m: a.m, groups: map[netip.Addr]int{}}
+					l.closers = append(l.closers, c, tx)
+				}
 			}
 			errs = append(errs, err)
 		}

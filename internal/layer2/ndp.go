@@ -3,21 +3,36 @@ package layer2
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/netip"
+	"strconv"
 	"sync"
 	"time"
 
 	"github.com/mdlayher/ndp"
+	"github.com/mdlayher/packet"
+	"golang.org/x/net/bpf"
 	"golang.org/x/net/ipv6"
 )
 
 // allNodes is the link-local all-nodes multicast group ff02::1, the
 // destination of unsolicited neighbor advertisements (RFC 4861 §7.2.6).
 var allNodes = netip.MustParseAddr("ff02::1")
+
+// allNodesMAC is the Ethernet multicast address of ff02::1 (RFC 2464 §7).
+var allNodesMAC = net.HardwareAddr{0x33, 0x33, 0, 0, 0, 1}
+
+// ndpReply is the answer handleNDP computes: a Neighbor Advertisement and
+// where to send it.
+type ndpReply struct {
+	NA     *ndp.NeighborAdvertisement
+	Dst    netip.Addr       // the solicitation's source
+	DstMAC net.HardwareAddr // its source link-layer address
+}
 
 // handleNDP decides how to answer one received ICMPv6 message (RFC 4861).
 // msg is the ICMPv6 message (without IPv6 header), hopLimit the IPv6 hop limit
@@ -26,23 +41,23 @@ var allNodes = netip.MustParseAddr("ff02::1")
 // option and whose target is announced on this interface, with a solicited
 // Neighbor Advertisement (Solicited=1, Override=1, target link-layer address
 // option = interface MAC) sent to the solicitation's source (RFC 4861 §7.2.4).
-// It returns the advertisement, its destination, the target and the drop
-// reason (DropNone when an advertisement is returned).
-func handleNDP(msg []byte, hopLimit int, src netip.Addr, ifc ifaceView, lookup lookupFunc) (na *ndp.NeighborAdvertisement, dst, target netip.Addr, reason DropReason) {
+// It returns the reply, the target and the drop reason (DropNone when a reply
+// is returned).
+func handleNDP(msg []byte, hopLimit int, src netip.Addr, ifc ifaceView, lookup lookupFunc) (reply ndpReply, target netip.Addr, reason DropReason) {
 	m, err := ndp.ParseMessage(msg)
 	if err != nil {
-		return nil, dst, target, DropMalformed
+		return reply, target, DropMalformed
 	}
 	ns, ok := m.(*ndp.NeighborSolicitation)
 	if !ok {
-		return nil, dst, target, DropNotRequest
+		return reply, target, DropNotRequest
 	}
 	target = ns.TargetAddress.WithZone("")
 	if hopLimit >= 0 && hopLimit != ndp.HopLimit {
-		return nil, dst, target, DropBadHopLimit
+		return reply, target, DropBadHopLimit
 	}
 	if target.IsMulticast() {
-		return nil, dst, target, DropMalformed
+		return reply, target, DropMalformed
 	}
 	var sll net.HardwareAddr
 	for _, o := range ns.Options {
@@ -51,29 +66,33 @@ func handleNDP(msg []byte, hopLimit int, src netip.Addr, ifc ifaceView, lookup l
 		}
 	}
 	if sll == nil {
-		return nil, dst, target, DropNoSourceLinkLayer
+		return reply, target, DropNoSourceLinkLayer
 	}
 	if src.IsUnspecified() {
 		// RFC 4861 §7.1.1: an unspecified source must not carry a source
 		// link-layer address option.
-		return nil, dst, target, DropMalformed
+		return reply, target, DropMalformed
 	}
 	if bytes.Equal(sll, ifc.MAC) {
-		return nil, dst, target, DropFromUs
+		return reply, target, DropFromUs
 	}
 	announced, onIface := lookup(target, ifc.Name)
 	switch {
 	case !announced:
-		return nil, dst, target, DropUnknownTarget
+		return reply, target, DropUnknownTarget
 	case !onIface:
-		return nil, dst, target, DropWrongInterface
+		return reply, target, DropWrongInterface
 	}
-	return &ndp.NeighborAdvertisement{
-		Solicited:     true,
-		Override:      true,
-		TargetAddress: target,
-		Options:       []ndp.Option{&ndp.LinkLayerAddress{Direction: ndp.Target, Addr: ifc.MAC}},
-	}, src, target, DropNone
+	return ndpReply{
+		NA: &ndp.NeighborAdvertisement{
+			Solicited:     true,
+			Override:      true,
+			TargetAddress: target,
+			Options:       []ndp.Option{&ndp.LinkLayerAddress{Direction: ndp.Target, Addr: ifc.MAC}},
+		},
+		Dst:    src.WithZone(""),
+		DstMAC: sll,
+	}, target, DropNone
 }
 
 // unsolicitedNA returns the unsolicited neighbor advertisement announcing
@@ -87,13 +106,38 @@ func unsolicitedNA(mac net.HardwareAddr, ip netip.Addr) *ndp.NeighborAdvertiseme
 	}
 }
 
+// ndpFrame builds the Ethernet frame carrying m in an IPv6 packet from src to
+// dst with hop limit 255 (RFC 4861 §7.1.2) and the ICMPv6 checksum
+// (RFC 4443 §2.3). The advertisements are sent with the announced address
+// itself as IPv6 source, as a host owning it would (the kernel cannot do so:
+// the address is not assigned to the interface), and straight to the
+// solicitor's MAC, so no neighbour resolution delays the answer.
+func ndpFrame(srcMAC, dstMAC net.HardwareAddr, src, dst netip.Addr, m ndp.Message) ([]byte, error) {
+	body, err := ndp.MarshalMessageChecksum(m, src, dst)
+	if err != nil {
+		return nil, err
+	}
+	b := make([]byte, 0, 14+40+len(body))
+	b = append(b, dstMAC...)
+	b = append(b, srcMAC...)
+	b = append(b, 0x86, 0xdd)    // EtherType IPv6
+	b = append(b, 0x60, 0, 0, 0) // version 6, traffic class 0, flow label 0
+	b = binary.BigEndian.AppendUint16(b, uint16(len(body)))
+	b = append(b, 58, ndp.HopLimit) // next header ICMPv6, hop limit
+	s, d := src.As16(), dst.As16()
+	b = append(b, s[:]...)
+	b = append(b, d[:]...)
+	return append(b, body...), nil
+}
+
 // ndpResponder answers Neighbor Solicitations on one interface through an
 // ICMPv6 raw socket bound to the interface's link-local address. It joins the
 // solicited-node multicast group of every announced IPv6 address; groups are
 // refcounted since several addresses share one group.
 type ndpResponder struct {
 	ifc    ifaceView
-	conn   *ndp.Conn
+	conn   *ndp.Conn      // receives solicitations, holds group memberships
+	tx     net.PacketConn // AF_PACKET socket that sends the advertisements
 	log    *slog.Logger
 	lookup lookupFunc
 	m      *metrics
@@ -104,8 +148,16 @@ type ndpResponder struct {
 
 // listenNDP opens the ICMPv6 socket, accepting only Neighbor Solicitations and
 // reporting the hop limit. It must run in the target network namespace.
+//
+// ndp.Conn uses the interface name as IPv6 zone of every destination, and Go
+// resolves a zone name to an index in the network namespace of whichever OS
+// thread writes. The Conn is therefore given the decimal interface index as
+// name, which Go resolves without a lookup: writes work from any thread (and
+// from outside the namespace) and survive an interface rename.
 func listenNDP(ifi *net.Interface) (*ndp.Conn, error) {
-	c, _, err := ndp.Listen(ifi, ndp.LinkLocal)
+	byIndex := *ifi
+	byIndex.Name = strconv.Itoa(ifi.Index)
+	c, _, err := ndp.Listen(&byIndex, ndp.LinkLocal)
 	if err != nil {
 		return nil, fmt.Errorf("listen NDP on %s: %w", ifi.Name, err)
 	}
@@ -119,6 +171,18 @@ func listenNDP(ifi *net.Interface) (*ndp.Conn, error) {
 	if err := c.SetControlMessage(ipv6.FlagHopLimit, true); err != nil {
 		c.Close()
 		return nil, fmt.Errorf("enable hop limit control messages on %s: %w", ifi.Name, err)
+	}
+	return c, nil
+}
+
+// listenNDPSend opens the AF_PACKET socket used to send advertisements. Its
+// BPF filter rejects every packet: it never receives. It must run in the
+// target network namespace.
+func listenNDPSend(ifi *net.Interface) (net.PacketConn, error) {
+	dropAll := []bpf.RawInstruction{{Op: 0x06, K: 0}} // BPF_RET|BPF_K 0
+	c, err := packet.Listen(ifi, packet.Raw, 0x86dd, &packet.Config{Filter: dropAll})
+	if err != nil {
+		return nil, fmt.Errorf("open IPv6 send socket on %s: %w", ifi.Name, err)
 	}
 	return c, nil
 }
@@ -182,7 +246,7 @@ func (r *ndpResponder) run(ctx context.Context) {
 		if cm != nil {
 			hop = cm.HopLimit
 		}
-		na, dst, ip, reason := handleNDP(buf[:n], hop, src.WithZone(""), r.ifc, r.lookup)
+		reply, ip, reason := handleNDP(buf[:n], hop, src.WithZone(""), r.ifc, r.lookup)
 		if reason != DropNone {
 			if reason >= DropUnknownTarget {
 				r.log.Debug("neighbor solicitation not answered", "ip", ip, "reason", reason)
@@ -190,7 +254,7 @@ func (r *ndpResponder) run(ctx context.Context) {
 			continue
 		}
 		r.m.requests.WithLabelValues(ip.String()).Inc()
-		if err := r.conn.WriteTo(na, nil, dst); err != nil {
+		if err := r.send(reply.DstMAC, ip, reply.Dst, reply.NA); err != nil {
 			r.log.Warn("send neighbor advertisement", "ip", ip, "error", err)
 			continue
 		}
@@ -198,9 +262,19 @@ func (r *ndpResponder) run(ctx context.Context) {
 	}
 }
 
+// send writes m from src to dst (at dstMAC) on the interface.
+func (r *ndpResponder) send(dstMAC net.HardwareAddr, src, dst netip.Addr, m ndp.Message) error {
+	f, err := ndpFrame(r.ifc.MAC, dstMAC, src, dst, m)
+	if err != nil {
+		return err
+	}
+	_, err = r.tx.WriteTo(f, &packet.Addr{HardwareAddr: dstMAC})
+	return err
+}
+
 // gratuitous sends one unsolicited neighbor advertisement for ip.
 func (r *ndpResponder) gratuitous(ip netip.Addr) error {
-	if err := r.conn.WriteTo(unsolicitedNA(r.ifc.MAC, ip), nil, allNodes); err != nil {
+	if err := r.send(allNodesMAC, ip, allNodes, unsolicitedNA(r.ifc.MAC, ip)); err != nil {
 		return fmt.Errorf("send unsolicited neighbor advertisement for %s on %s: %w", ip, r.ifc.Name, err)
 	}
 	r.m.gratuitous.WithLabelValues(ip.String()).Inc()

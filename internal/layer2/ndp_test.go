@@ -53,26 +53,26 @@ func TestHandleNDP(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			adv, dst, _, reason := handleNDP(tt.msg, tt.hop, tt.src, eth0, fakeLookup)
+			reply, _, reason := handleNDP(tt.msg, tt.hop, tt.src, eth0, fakeLookup)
 			if reason != tt.reason {
 				t.Fatalf("reason = %s, want %s", reason, tt.reason)
 			}
-			if (adv != nil) != (reason == DropNone) {
-				t.Fatalf("advertisement %v with reason %s", adv, reason)
+			if (reply.NA != nil) != (reason == DropNone) {
+				t.Fatalf("advertisement %v with reason %s", reply.NA, reason)
 			}
-			if adv != nil && dst != tt.src {
-				t.Fatalf("advertisement sent to %s, want the solicitation source %s", dst, tt.src)
+			if reply.NA != nil && (reply.Dst != tt.src || !bytes.Equal(reply.DstMAC, peerMAC)) {
+				t.Fatalf("advertisement sent to %s at %s, want the solicitation source %s at %s", reply.Dst, reply.DstMAC, tt.src, peerMAC)
 			}
 		})
 	}
 }
 
 func TestHandleNDPReplyBytes(t *testing.T) {
-	adv, dst, target, reason := handleNDP(rawNS(vip6, peerMAC), 255, peer6, eth0, fakeLookup)
-	if reason != DropNone || dst != peer6 || target != vip6 {
-		t.Fatalf("reason %s dst %s target %s", reason, dst, target)
+	reply, target, reason := handleNDP(rawNS(vip6, peerMAC), 255, peer6, eth0, fakeLookup)
+	if reason != DropNone || reply.Dst != peer6 || target != vip6 {
+		t.Fatalf("reason %s dst %s target %s", reason, reply.Dst, target)
 	}
-	got, err := ndp.MarshalMessage(adv)
+	got, err := ndp.MarshalMessage(reply.NA)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,5 +96,49 @@ func TestUnsolicitedNAGolden(t *testing.T) {
 	}
 	if allNodes.String() != "ff02::1" {
 		t.Fatalf("unsolicited advertisements go to %s", allNodes)
+	}
+}
+
+// icmp6Checksum is an independent RFC 4443 §2.3 checksum: the one's
+// complement sum over the IPv6 pseudo-header (RFC 8200 §8.1) and the message.
+func icmp6Checksum(src, dst netip.Addr, msg []byte) uint16 {
+	var sum uint32
+	add := func(b []byte) {
+		for i := 0; i+1 < len(b); i += 2 {
+			sum += uint32(b[i])<<8 | uint32(b[i+1])
+		}
+		if len(b)%2 == 1 {
+			sum += uint32(b[len(b)-1]) << 8
+		}
+	}
+	s, d := src.As16(), dst.As16()
+	add(s[:])
+	add(d[:])
+	add([]byte{0, 0, byte(len(msg) >> 8), byte(len(msg)), 0, 0, 0, 58})
+	add(msg)
+	for sum > 0xffff {
+		sum = sum&0xffff + sum>>16
+	}
+	return ^uint16(sum)
+}
+
+func TestUnsolicitedNAFrameGolden(t *testing.T) {
+	f, err := ndpFrame(ourMAC, allNodesMAC, vip6, allNodes, unsolicitedNA(ourMAC, vip6))
+	if err != nil {
+		t.Fatal(err)
+	}
+	icmp := unhex(t, "88 00 0000 | 20000000 | 20010db8000000000000000000000010 | 02 01 020000000001")
+	c := icmp6Checksum(vip6, allNodes, icmp)
+	icmp[2], icmp[3] = byte(c>>8), byte(c)
+	want := unhex(t, "333300000001 020000000001 86dd | 60000000 0020 3a ff | "+
+		"20010db8000000000000000000000010 | ff020000000000000000000000000001")
+	want = append(want, icmp...)
+	if !bytes.Equal(f, want) {
+		t.Fatalf("unsolicited NA frame\n got %x\nwant %x", f, want)
+	}
+	// Self-check of the reference checksum: summing a message that carries
+	// its checksum gives zero.
+	if icmp6Checksum(vip6, allNodes, icmp) != 0 {
+		t.Fatal("reference checksum does not verify")
 	}
 }

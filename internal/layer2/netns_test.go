@@ -1,0 +1,522 @@
+package layer2
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/netip"
+	"os"
+	"os/exec"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/mdlayher/arp"
+	"github.com/mdlayher/ethernet"
+	"github.com/mdlayher/packet"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
+)
+
+// The tests in this file build a real Ethernet segment: two network
+// namespaces ("node" runs the Announcer, "client" runs arping/ndisc6) joined
+// by a veth pair, on 198.51.100.0/24 and 2001:db8::/64. They need root and the
+// Debian packages iproute2, arping and ndisc6 (hack/install-deps.sh); they are
+// skipped only under -short.
+
+var labSeq atomic.Int32
+
+type lab struct {
+	node, client string
+	nodeMAC      net.HardwareAddr
+	clientNS     netns.NsHandle
+	clientH      *netlink.Handle
+	clientLink   linkInfo
+}
+
+func run(t *testing.T, name string, args ...string) string {
+	t.Helper()
+	out, err := exec.Command(name, args...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}
+
+func newLab(t *testing.T) *lab {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("needs root and network namespaces; skipped under -short")
+	}
+	if os.Geteuid() != 0 {
+		t.Fatal("needs root (CAP_NET_ADMIN, CAP_NET_RAW); run as root or with -short")
+	}
+	for _, tool := range []string{"ip", "arping", "ndisc6"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Fatalf("%s not found: run hack/install-deps.sh (apt-get install -y iproute2 arping ndisc6)", tool)
+		}
+	}
+	p := fmt.Sprintf("hl2-%d-%d", os.Getpid(), labSeq.Add(1))
+	l := &lab{node: p + "-n", client: p + "-c"}
+	for _, ns := range []string{l.node, l.client} {
+		run(t, "ip", "netns", "add", ns)
+		t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", ns).Run() })
+	}
+	run(t, "ip", "-n", l.node, "link", "add", "eth0", "type", "veth", "peer", "name", "eth0", "netns", l.client)
+	for ns, last := range map[string]string{l.node: "1", l.client: "100"} {
+		// No duplicate address detection: the link-local address is usable
+		// at once (the announcer also copes with tentative ones).
+		run(t, "ip", "netns", "exec", ns, "sysctl", "-qw", "net.ipv6.conf.eth0.accept_dad=0")
+		run(t, "ip", "-n", ns, "addr", "add", "198.51.100."+last+"/24", "dev", "eth0")
+		run(t, "ip", "-n", ns, "addr", "add", "2001:db8::"+last+"/64", "dev", "eth0", "nodad")
+		run(t, "ip", "-n", ns, "link", "set", "lo", "up")
+		run(t, "ip", "-n", ns, "link", "set", "eth0", "up")
+	}
+	nodeNS, err := netns.GetFromName(l.node)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nodeNS.Close()
+	nh, err := netlink.NewHandleAt(nodeNS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nh.Close()
+	nl, err := nh.LinkByName("eth0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.nodeMAC = nl.Attrs().HardwareAddr
+
+	l.clientNS, err = netns.GetFromName(l.client)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.clientNS.Close() })
+	l.clientH, err = netlink.NewHandleAt(l.clientNS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(l.clientH.Close)
+	links, err := listLinks(l.clientH)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, li := range links {
+		if li.Name == "eth0" {
+			l.clientLink = li
+		}
+	}
+	return l
+}
+
+// testLogger writes the announcer's logs to the test log.
+type testLogger struct{ t *testing.T }
+
+func (w testLogger) Write(b []byte) (int, error) {
+	w.t.Log(strings.TrimSpace(string(b)))
+	return len(b), nil
+}
+
+// start runs an Announcer in the node namespace until the test ends.
+func (l *lab) start(t *testing.T, opts Options) (*Announcer, *prometheus.Registry) {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	opts.NetNSPath = "/run/netns/" + l.node
+	if opts.RescanInterval == 0 {
+		opts.RescanInterval = 200 * time.Millisecond
+	}
+	var w io.Writer = testLogger{t}
+	if !testing.Verbose() {
+		w = io.Discard
+	}
+	a, err := New(slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelDebug})), reg, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("Run: %v", err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Error("Run did not return 10 s after cancel")
+		}
+	})
+	return a, reg
+}
+
+// waitActive waits until ip is answered on the node's eth0.
+func waitActive(t *testing.T, a *Announcer, ip netip.Addr, want bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		if slices.Contains(a.Interfaces(ip), "eth0") == want {
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Fatalf("%s active on eth0 did not become %v: %v", ip, want, a.Interfaces(ip))
+}
+
+// arping resolves ip from the client namespace; it returns the MAC or "".
+func (l *lab) arping(t *testing.T, ip netip.Addr) string {
+	t.Helper()
+	out, err := exec.Command("ip", "netns", "exec", l.client, "arping", "-c", "1", "-w", "1", "-I", "eth0", ip.String()).CombinedOutput()
+	if err != nil {
+		return ""
+	}
+	// "42 bytes from 02:..:.. (198.51.100.200): index=0 time=..."
+	for _, line := range strings.Split(string(out), "\n") {
+		if f := strings.Fields(line); len(f) > 3 && f[1] == "bytes" && f[2] == "from" {
+			return strings.ToLower(f[3])
+		}
+	}
+	t.Fatalf("arping succeeded without a reply line:\n%s", out)
+	return ""
+}
+
+// ndisc6 resolves ip from the client namespace; it returns the MAC or "".
+func (l *lab) ndisc6(t *testing.T, ip netip.Addr) string {
+	t.Helper()
+	out, err := exec.Command("ip", "netns", "exec", l.client, "ndisc6", "-q", "-1", "-r", "2", "-w", "400", ip.String(), "eth0").CombinedOutput()
+	if err != nil {
+		return ""
+	}
+	return strings.ToLower(strings.TrimSpace(string(out)))
+}
+
+func TestRealResolveAndWithdraw(t *testing.T) {
+	t.Parallel()
+	l := newLab(t)
+	a, reg := l.start(t, Options{})
+	v4 := netip.MustParseAddr("198.51.100.200")
+	v6 := netip.MustParseAddr("2001:db8::200")
+	mac := l.nodeMAC.String()
+
+	for _, ip := range []netip.Addr{v4, v6} {
+		if err := a.Announce("ns/svc", ip, nil); err != nil {
+			t.Fatal(err)
+		}
+		waitActive(t, a, ip, true)
+	}
+	if got := l.arping(t, v4); got != mac {
+		t.Fatalf("arping %s = %q, want node MAC %s", v4, got, mac)
+	}
+	if got := l.ndisc6(t, v6); got != mac {
+		t.Fatalf("ndisc6 %s = %q, want node MAC %s", v6, got, mac)
+	}
+	for _, ip := range []string{v4.String(), v6.String()} {
+		for _, c := range []*prometheus.CounterVec{a.m.requests, a.m.responses} {
+			if v := testutil.ToFloat64(c.WithLabelValues(ip)); v < 1 {
+				t.Errorf("counter for %s = %v after a resolution, want >= 1", ip, v)
+			}
+		}
+	}
+	if n, err := testutil.GatherAndCount(reg, "metallb_layer2_requests_received", "metallb_layer2_responses_sent", "metallb_layer2_gratuitous_sent"); err != nil || n != 6 {
+		t.Errorf("registered series = %d (%v), want 6 (3 metrics x 2 IPs)", n, err)
+	}
+
+	// Not announced, or announced only on another interface: no answer.
+	if got := l.arping(t, netip.MustParseAddr("198.51.100.201")); got != "" {
+		t.Fatalf("unannounced IP answered by %s", got)
+	}
+	other := netip.MustParseAddr("198.51.100.202")
+	if err := a.Announce("ns/other", other, []string{"eth9"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := l.arping(t, other); got != "" {
+		t.Fatalf("IP announced on eth9 only answered on eth0 by %s", got)
+	}
+
+	a.Withdraw("ns/svc", v4)
+	a.Withdraw("ns/svc", v6)
+	if got := l.arping(t, v4); got != "" {
+		t.Fatalf("withdrawn %s still answered by %s", v4, got)
+	}
+	if got := l.ndisc6(t, v6); got != "" {
+		t.Fatalf("withdrawn %s still answered by %s", v6, got)
+	}
+	waitActive(t, a, v6, false)
+	if n, _ := testutil.GatherAndCount(reg, "metallb_layer2_requests_received"); n != 0 {
+		t.Errorf("%d requests_received series left after every IP was withdrawn", n)
+	}
+}
+
+func TestRealSharedIP(t *testing.T) {
+	t.Parallel()
+	l := newLab(t)
+	a, _ := l.start(t, Options{})
+	v4 := netip.MustParseAddr("198.51.100.210")
+	v6 := netip.MustParseAddr("2001:db8::210")
+	mac := l.nodeMAC.String()
+	for _, owner := range []string{"ns/a", "ns/b"} {
+		if err := a.SetOwner(owner, []Target{{IP: v4}, {IP: v6}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitActive(t, a, v4, true)
+	waitActive(t, a, v6, true)
+	a.Withdraw("ns/a", v4)
+	a.Withdraw("ns/a", v6)
+	if got := l.arping(t, v4); got != mac {
+		t.Fatalf("after the first owner withdrew, arping %s = %q, want %s", v4, got, mac)
+	}
+	if got := l.ndisc6(t, v6); got != mac {
+		t.Fatalf("after the first owner withdrew, ndisc6 %s = %q, want %s", v6, got, mac)
+	}
+	if err := a.SetOwner("ns/b", nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := l.arping(t, v4); got != "" {
+		t.Fatalf("after the last owner withdrew, %s answered by %s", v4, got)
+	}
+	if got := l.ndisc6(t, v6); got != "" {
+		t.Fatalf("after the last owner withdrew, %s answered by %s", v6, got)
+	}
+}
+
+// capture counts, in the client namespace, gratuitous ARP frames (sender IP
+// == target IP) and unsolicited neighbor advertisements to ff02::1 that
+// announce one of ips at mac.
+type capture struct {
+	mu   sync.Mutex
+	arp  map[netip.Addr]int
+	na   map[netip.Addr]int
+	wg   sync.WaitGroup
+	conn []net.PacketConn
+}
+
+func (l *lab) capture(t *testing.T, mac net.HardwareAddr) *capture {
+	t.Helper()
+	c := &capture{arp: map[netip.Addr]int{}, na: map[netip.Addr]int{}}
+	for _, proto := range []int{0x0806, 0x86dd} {
+		var pc net.PacketConn
+		err := inNetNS(l.clientNS, func() error {
+			var err error
+			pc, err = packet.Listen(l.clientLink.netInterface(), packet.Raw, proto, nil)
+			return err
+		})
+		if err != nil {
+			t.Fatalf("capture socket: %v", err)
+		}
+		c.conn = append(c.conn, pc)
+		c.wg.Go(func() {
+			buf := make([]byte, 1514)
+			for {
+				n, _, err := pc.ReadFrom(buf)
+				if err != nil {
+					return
+				}
+				c.record(buf[:n], mac)
+			}
+		})
+	}
+	t.Cleanup(c.stop)
+	return c
+}
+
+func (c *capture) record(b []byte, mac net.HardwareAddr) {
+	var f ethernet.Frame
+	if f.UnmarshalBinary(b) != nil || !bytes.Equal(f.Source, mac) || !bytes.Equal(f.Destination[:2], []byte{0xff, 0xff}) && !bytes.Equal(f.Destination[:2], []byte{0x33, 0x33}) {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch f.EtherType {
+	case ethernet.EtherTypeARP:
+		var p arp.Packet
+		if p.UnmarshalBinary(f.Payload) == nil && p.SenderIP == p.TargetIP && bytes.Equal(p.SenderHardwareAddr, mac) {
+			c.arp[p.SenderIP]++
+		}
+	case ethernet.EtherTypeIPv6:
+		pl := f.Payload
+		// IPv6 header: next header 58 (ICMPv6), destination ff02::1; ICMPv6
+		// type 136 with Override set and Solicited clear.
+		if len(pl) < 40+24 || pl[6] != 58 || netip.AddrFrom16([16]byte(pl[24:40])) != allNodes {
+			return
+		}
+		icmp := pl[40:]
+		if icmp[0] == 136 && icmp[4]&0x60 == 0x20 {
+			c.na[netip.AddrFrom16([16]byte(icmp[8:24]))]++
+		}
+	}
+}
+
+func (c *capture) counts(ip netip.Addr) (arpN, naN int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.arp[ip], c.na[ip]
+}
+
+func (c *capture) stop() {
+	for _, pc := range c.conn {
+		pc.Close()
+	}
+	c.wg.Wait()
+}
+
+func TestRealGratuitousBurst(t *testing.T) {
+	t.Parallel()
+	l := newLab(t)
+	const count = 4
+	a, _ := l.start(t, Options{GratuitousCount: count, GratuitousInterval: 30 * time.Millisecond})
+	v4 := netip.MustParseAddr("198.51.100.220")
+	v6 := netip.MustParseAddr("2001:db8::220")
+	// Wait for the responders, using an unrelated IP.
+	probe := netip.MustParseAddr("2001:db8::221")
+	if err := a.Announce("ns/probe", probe, nil); err != nil {
+		t.Fatal(err)
+	}
+	waitActive(t, a, probe, true)
+
+	c := l.capture(t, l.nodeMAC)
+	for _, ip := range []netip.Addr{v4, v6} {
+		if err := a.Announce("ns/svc", ip, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A second owner of an announced IP is no takeover: no second burst.
+	if err := a.Announce("ns/svc2", v4, nil); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(3 * time.Second)
+	for time.Now().Before(deadline) {
+		a4, _ := c.counts(v4)
+		_, n6 := c.counts(v6)
+		if a4 >= 2*count && n6 >= count {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(300 * time.Millisecond) // anything beyond the burst would show now
+	a4, n4 := c.counts(v4)
+	a6, n6 := c.counts(v6)
+	if a4 != 2*count || n4 != 0 {
+		t.Errorf("%s: %d gratuitous ARP frames and %d NAs, want %d (request+reply per packet) and 0", v4, a4, n4, 2*count)
+	}
+	if n6 != count || a6 != 0 {
+		t.Errorf("%s: %d unsolicited NAs and %d ARP frames, want %d and 0", v6, n6, a6, count)
+	}
+	if v := testutil.ToFloat64(a.m.gratuitous.WithLabelValues(v4.String())); v != 2*count {
+		t.Errorf("gratuitous_sent{ip=%s} = %v, want %d", v4, v, 2*count)
+	}
+	if v := testutil.ToFloat64(a.m.gratuitous.WithLabelValues(v6.String())); v != count {
+		t.Errorf("gratuitous_sent{ip=%s} = %v, want %d", v6, v, count)
+	}
+}
+
+// clientNeigh returns the MAC the client's neighbour cache holds for ip.
+func (l *lab) clientNeigh(t *testing.T, ip netip.Addr) string {
+	family := netlink.FAMILY_V4
+	if ip.Is6() {
+		family = netlink.FAMILY_V6
+	}
+	ns, err := l.clientH.NeighList(l.clientLink.Index, family)
+	if err != nil {
+		t.Fatalf("list client neighbours: %v", err)
+	}
+	for _, n := range ns {
+		if a, ok := netip.AddrFromSlice(n.IP); ok && a.Unmap() == ip {
+			return n.HardwareAddr.String()
+		}
+	}
+	return ""
+}
+
+// TestRealTakeoverLatency measures how long after Announce the client's
+// neighbour cache, which points at an old announcer's MAC, points at this
+// node: the time the gratuitous ARP / unsolicited NA takes to take effect. It
+// logs the numbers; it asserts only that the switch happens.
+func TestRealTakeoverLatency(t *testing.T) {
+	t.Parallel()
+	l := newLab(t)
+	a, _ := l.start(t, Options{})
+	probe := netip.MustParseAddr("198.51.100.239")
+	if err := a.Announce("ns/probe", probe, nil); err != nil {
+		t.Fatal(err)
+	}
+	waitActive(t, a, probe, true)
+	const oldMAC = "02:00:5e:00:00:99"
+	mac := l.nodeMAC.String()
+	for _, family := range []string{"IPv4", "IPv6"} {
+		var lat []time.Duration
+		for i := range 10 {
+			ip := netip.MustParseAddr(fmt.Sprintf("198.51.100.%d", 240+i))
+			if family == "IPv6" {
+				ip = netip.MustParseAddr(fmt.Sprintf("2001:db8::%x", 0x240+i))
+			}
+			run(t, "ip", "-n", l.client, "neigh", "replace", ip.String(), "lladdr", oldMAC, "dev", "eth0", "nud", "stale")
+			if got := l.clientNeigh(t, ip); got != oldMAC {
+				t.Fatalf("seeded neighbour entry for %s = %q", ip, got)
+			}
+			start := time.Now()
+			if err := a.Announce("ns/takeover", ip, nil); err != nil {
+				t.Fatal(err)
+			}
+			for l.clientNeigh(t, ip) != mac {
+				if time.Since(start) > 5*time.Second {
+					t.Fatalf("%s: client neighbour cache still %q 5 s after Announce", ip, l.clientNeigh(t, ip))
+				}
+				time.Sleep(200 * time.Microsecond)
+			}
+			lat = append(lat, time.Since(start))
+		}
+		slices.Sort(lat)
+		t.Logf("%s takeover (Announce -> client neighbour cache on new MAC), %d runs: min %v, median %v, max %v",
+			family, len(lat), lat[0], lat[len(lat)/2], lat[len(lat)-1])
+	}
+}
+
+// TestRealStop checks that Run returns promptly after cancel with responders
+// open and a burst in progress, and that nothing answers afterwards.
+func TestRealStop(t *testing.T) {
+	t.Parallel()
+	l := newLab(t)
+	a, err := New(nil, nil, Options{NetNSPath: "/run/netns/" + l.node, GratuitousCount: 100, GratuitousInterval: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ip := netip.MustParseAddr("198.51.100.230")
+	if err := a.Announce("ns/svc", ip, nil); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx) }()
+	waitActive(t, a, ip, true)
+	if got := l.arping(t, ip); got != l.nodeMAC.String() {
+		t.Fatalf("arping %s = %q before stop", ip, got)
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Run: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Run did not return after cancel (burst or responder goroutine stuck)")
+	}
+	if got := l.arping(t, ip); got != "" {
+		t.Fatalf("%s answered by %s after Run returned", ip, got)
+	}
+	if err := a.Run(context.Background()); err == nil {
+		t.Fatal("second Run accepted")
+	}
+}
+
+var _ = binary.BigEndian
