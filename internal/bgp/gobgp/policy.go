@@ -33,10 +33,12 @@ import (
 // withdrawal to the peers that lose it. The policy itself changes only when
 // the peer set changes.
 //
-// Import: the global import policy has no statements and default REJECT, so
-// nothing a peer sends is kept (Herald only announces).
+// Import: gobgp applies the global import policy to locally originated
+// paths too, so "herald-import" accepts only local paths (as Cilium does)
+// and the default action is REJECT: nothing a peer sends is kept.
 
 const (
+	importPolicyName = "herald-import"
 	exportPolicyName = "herald-export"
 	anyMarkerSetName = "herald-marker-any"
 )
@@ -96,14 +98,24 @@ func exportPolicy(peers []bgp.PeerConfig) *api.SetPoliciesRequest {
 			},
 		})
 	}
-	req.Policies = []*api.Policy{{Name: exportPolicyName, Statements: stmts}}
+	req.Policies = []*api.Policy{
+		{Name: importPolicyName, Statements: []*api.Statement{{
+			Name:       "herald-local-only",
+			Conditions: &api.Conditions{RouteType: api.Conditions_ROUTE_TYPE_LOCAL},
+			Actions:    &api.Actions{RouteAction: api.RouteAction_ACCEPT},
+		}}},
+		{Name: exportPolicyName, Statements: stmts},
+	}
 	return req
 }
 
 // assignments are set once after StartBgp; SetPolicies keeps them by name.
 func assignments() []*api.PolicyAssignment {
 	return []*api.PolicyAssignment{
-		{Name: "global", Direction: api.PolicyDirection_IMPORT, DefaultAction: api.RouteAction_REJECT},
+		{
+			Name: "global", Direction: api.PolicyDirection_IMPORT, DefaultAction: api.RouteAction_REJECT,
+			Policies: []*api.Policy{{Name: importPolicyName}},
+		},
 		{
 			Name: "global", Direction: api.PolicyDirection_EXPORT, DefaultAction: api.RouteAction_REJECT,
 			Policies: []*api.Policy{{Name: exportPolicyName}},

@@ -1,0 +1,470 @@
+package gobgp
+
+import (
+	"context"
+	"errors"
+	"net/netip"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	api "github.com/osrg/gobgp/v3/api"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/herald-lb/herald/internal/bgp"
+)
+
+func skipShort(t *testing.T) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("in-process BGP sessions skipped with -short")
+	}
+	t.Parallel()
+}
+
+func u32(v uint32) *uint32 { return &v }
+
+// TestIPv4AttributesEBGPAndIBGP: one iBGP and one eBGP router; the same path
+// reaches both with next hop, communities and large communities; LOCAL_PREF
+// only on iBGP; no internal markers leak; AS_PATH is prepended only on eBGP.
+func TestIPv4AttributesEBGPAndIBGP(t *testing.T) {
+	skipShort(t)
+	ibgp := newRouter(t, ourASN, "198.51.100.254", "127.0.0.1")
+	ebgp := newRouter(t, routerASN, "198.51.100.253", "127.0.0.2")
+	ibgp.addPeer(t, "127.0.0.1", ourASN)
+	ebgp.addPeer(t, "127.0.0.1", ourASN)
+
+	reg := prometheus.NewRegistry()
+	s := newSpeaker(t, Options{Registerer: reg})
+	ctx := context.Background()
+	pi := ibgp.peerConfig("ibgp", ourASN)
+	pe := ebgp.peerConfig("ebgp", ourASN)
+	pe.SourceAddress = netip.MustParseAddr("127.0.0.1")
+	if err := s.SetPeers(ctx, []bgp.PeerConfig{pi, pe}); err != nil {
+		t.Fatal(err)
+	}
+	paths := []bgp.Path{
+		{Prefix: netip.MustParsePrefix("203.0.113.10/32"), Communities: []uint32{64512<<16 | 100, 65535<<16 | 65281}, LargeCommunities: [][3]uint32{{64512, 1, 2}}, LocalPref: u32(250)},
+		// Aggregation: a /24 announced as such.
+		{Prefix: netip.MustParsePrefix("198.51.100.0/24")},
+		// Restricted to both peers by name: markers must be stripped.
+		{Prefix: netip.MustParsePrefix("203.0.113.20/32"), Peers: []string{"ibgp", "ebgp"}, LargeCommunities: [][3]uint32{{7, 8, 9}}},
+	}
+	if err := s.SetPaths(ctx, paths); err != nil {
+		t.Fatal(err)
+	}
+	waitEstablished(t, s, "ibgp")
+	waitEstablished(t, s, "ebgp")
+	for _, r := range []*router{ibgp, ebgp} {
+		eventually(t, 10*time.Second, "3 paths at router", func() bool { return len(r.paths(t, familyV4)) == 3 })
+	}
+
+	gotI, gotE := ibgp.paths(t, familyV4), ebgp.paths(t, familyV4)
+	lo := netip.MustParseAddr("127.0.0.1")
+	p10 := netip.MustParsePrefix("203.0.113.10/32")
+	for name, got := range map[string]receivedPath{"ibgp": gotI[p10], "ebgp": gotE[p10]} {
+		if got.NextHop != lo {
+			t.Errorf("%s: next hop %v, want %v", name, got.NextHop, lo)
+		}
+		if want := []uint32{64512<<16 | 100, 65535<<16 | 65281}; !reflect.DeepEqual(got.Communities, want) {
+			t.Errorf("%s: communities %v, want %v", name, got.Communities, want)
+		}
+		if want := [][3]uint32{{64512, 1, 2}}; !reflect.DeepEqual(got.Large, want) {
+			t.Errorf("%s: large communities %v, want %v", name, got.Large, want)
+		}
+	}
+	if gotI[p10].LocalPref == nil || *gotI[p10].LocalPref != 250 {
+		t.Errorf("ibgp: local pref %v, want 250", gotI[p10].LocalPref)
+	}
+	if gotE[p10].LocalPref != nil {
+		t.Errorf("ebgp: local pref %d sent to an eBGP peer", *gotE[p10].LocalPref)
+	}
+	if len(gotI[p10].ASPath) != 0 {
+		t.Errorf("ibgp: AS_PATH %v, want empty", gotI[p10].ASPath)
+	}
+	if !reflect.DeepEqual(gotE[p10].ASPath, []uint32{ourASN}) {
+		t.Errorf("ebgp: AS_PATH %v, want [%d]", gotE[p10].ASPath, ourASN)
+	}
+	if _, ok := gotE[netip.MustParsePrefix("198.51.100.0/24")]; !ok {
+		t.Errorf("aggregated /24 missing at eBGP router: %v", gotE)
+	}
+	p20 := netip.MustParsePrefix("203.0.113.20/32")
+	for name, got := range map[string]receivedPath{"ibgp": gotI[p20], "ebgp": gotE[p20]} {
+		if want := [][3]uint32{{7, 8, 9}}; !reflect.DeepEqual(got.Large, want) {
+			t.Errorf("%s: restricted path large communities %v, want %v (markers must be stripped)", name, got.Large, want)
+		}
+	}
+
+	// Metrics with MetalLB names and peer="IP:port".
+	eventually(t, 5*time.Second, "announced_prefixes_total 3", func() bool {
+		return testutil.ToFloat64(gaugeFor(t, reg, "metallb_bgp_announced_prefixes_total", pe.MetricLabel())) == 3
+	})
+	if v := testutil.ToFloat64(gaugeFor(t, reg, "metallb_bgp_session_up", pe.MetricLabel())); v != 1 {
+		t.Errorf("session_up = %v", v)
+	}
+	if v := testutil.ToFloat64(gaugeFor(t, reg, "metallb_bgp_pending_prefixes_total", pe.MetricLabel())); v != 0 {
+		t.Errorf("pending = %v", v)
+	}
+	if v := testutil.ToFloat64(gaugeFor(t, reg, "metallb_bgp_updates_total", pe.MetricLabel())); v < 1 {
+		t.Errorf("updates_total = %v", v)
+	}
+}
+
+// gaugeFor extracts one series from the registry as a collector for testutil.
+func gaugeFor(t *testing.T, reg *prometheus.Registry, name, peer string) prometheus.Collector {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "peer" && l.GetValue() == peer {
+					v := m.GetGauge().GetValue() + m.GetCounter().GetValue()
+					g := prometheus.NewGauge(prometheus.GaugeOpts{Name: "x"})
+					g.Set(v)
+					return g
+				}
+			}
+		}
+	}
+	t.Fatalf("metric %s{peer=%q} not found", name, peer)
+	return nil
+}
+
+// TestIPv6Session: IPv6 unicast over ::1 via MP_REACH_NLRI with next hop "::"
+// filled in by gobgp.
+func TestIPv6Session(t *testing.T) {
+	skipShort(t)
+	requireIPv6(t)
+	r := newRouter(t, routerASN, "198.51.100.252", "::1")
+	r.addPeer(t, "::1", ourASN)
+	s := newSpeaker(t, Options{})
+	ctx := context.Background()
+	if err := s.SetPeers(ctx, []bgp.PeerConfig{r.peerConfig("v6", ourASN)}); err != nil {
+		t.Fatal(err)
+	}
+	p := netip.MustParsePrefix("2001:db8:100::10/128")
+	agg := netip.MustParsePrefix("2001:db8:200::/64")
+	if err := s.SetPaths(ctx, []bgp.Path{{Prefix: p, Communities: []uint32{1}}, {Prefix: agg}}); err != nil {
+		t.Fatal(err)
+	}
+	waitEstablished(t, s, "v6")
+	eventually(t, 10*time.Second, "IPv6 paths at router", func() bool { return len(r.paths(t, familyV6)) == 2 })
+	got := r.paths(t, familyV6)[p]
+	if want := netip.MustParseAddr("::1"); got.NextHop != want {
+		t.Errorf("IPv6 next hop %v, want %v", got.NextHop, want)
+	}
+	if !reflect.DeepEqual(got.Communities, []uint32{1}) {
+		t.Errorf("communities %v", got.Communities)
+	}
+	if n := len(r.paths(t, familyV4)); n != 0 {
+		t.Errorf("router has %d IPv4 paths on an IPv6-only session", n)
+	}
+}
+
+// TestPerPeerRestrictionAndWithdraw: two routers; a path restricted to one
+// reaches only that one; moving it to the other withdraws it from the
+// first; withdrawing one path leaves the others.
+func TestPerPeerRestrictionAndWithdraw(t *testing.T) {
+	skipShort(t)
+	a := newRouter(t, routerASN, "198.51.100.254", "127.0.0.1")
+	b := newRouter(t, routerASN, "198.51.100.253", "127.0.0.2")
+	a.addPeer(t, "127.0.0.1", ourASN)
+	b.addPeer(t, "127.0.0.1", ourASN)
+	s := newSpeaker(t, Options{})
+	ctx := context.Background()
+	if err := s.SetPeers(ctx, []bgp.PeerConfig{a.peerConfig("a", ourASN), b.peerConfig("b", ourASN)}); err != nil {
+		t.Fatal(err)
+	}
+	all := netip.MustParsePrefix("203.0.113.1/32")
+	onlyA := netip.MustParsePrefix("203.0.113.2/32")
+	other := netip.MustParsePrefix("203.0.113.3/32")
+	set := func(paths ...bgp.Path) {
+		t.Helper()
+		if err := s.SetPaths(ctx, paths); err != nil {
+			t.Fatal(err)
+		}
+	}
+	set(bgp.Path{Prefix: all}, bgp.Path{Prefix: onlyA, Peers: []string{"a"}}, bgp.Path{Prefix: other})
+	waitEstablished(t, s, "a")
+	waitEstablished(t, s, "b")
+	has := func(r *router, want ...netip.Prefix) func() bool {
+		return func() bool {
+			got := r.paths(t, familyV4)
+			if len(got) != len(want) {
+				return false
+			}
+			for _, p := range want {
+				if _, ok := got[p]; !ok {
+					return false
+				}
+			}
+			return true
+		}
+	}
+	eventually(t, 10*time.Second, "a has all three", has(a, all, onlyA, other))
+	eventually(t, 10*time.Second, "b has the two unrestricted", has(b, all, other))
+
+	// Move the restricted path from a to b: a gets a withdrawal.
+	set(bgp.Path{Prefix: all}, bgp.Path{Prefix: onlyA, Peers: []string{"b"}}, bgp.Path{Prefix: other})
+	eventually(t, 10*time.Second, "a lost the moved path", has(a, all, other))
+	eventually(t, 10*time.Second, "b got the moved path", has(b, all, onlyA, other))
+
+	// Withdraw one prefix: only it disappears.
+	set(bgp.Path{Prefix: all}, bgp.Path{Prefix: onlyA, Peers: []string{"b"}})
+	eventually(t, 10*time.Second, "a: other withdrawn", has(a, all))
+	eventually(t, 10*time.Second, "b: other withdrawn", has(b, all, onlyA))
+
+	// Restrict to a peer name that does not exist: sent nowhere.
+	set(bgp.Path{Prefix: all, Peers: []string{"nobody"}})
+	eventually(t, 10*time.Second, "a empty", has(a))
+	eventually(t, 10*time.Second, "b empty", has(b))
+}
+
+// TestChangedPeerLeavesOthersAlone: changing one peer's hold time recreates
+// that session only.
+func TestChangedPeerLeavesOthersAlone(t *testing.T) {
+	skipShort(t)
+	a := newRouter(t, routerASN, "198.51.100.254", "127.0.0.1")
+	b := newRouter(t, routerASN, "198.51.100.253", "127.0.0.2")
+	a.addPeer(t, "127.0.0.1", ourASN)
+	b.addPeer(t, "127.0.0.1", ourASN)
+	s := newSpeaker(t, Options{})
+	ctx := context.Background()
+	pa, pb := a.peerConfig("a", ourASN), b.peerConfig("b", ourASN)
+	if err := s.SetPeers(ctx, []bgp.PeerConfig{pa, pb}); err != nil {
+		t.Fatal(err)
+	}
+	waitEstablished(t, s, "a")
+	waitEstablished(t, s, "b")
+	bBefore := b.peerInfo(t, "127.0.0.1")
+	aBefore := a.peerInfo(t, "127.0.0.1")
+
+	pa.HoldTime = 15 * time.Second
+	if err := s.SetPeers(ctx, []bgp.PeerConfig{pa, pb}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 20*time.Second, "a re-established with hold time 15", func() bool {
+		p := a.peerInfo(t, "127.0.0.1")
+		return p.GetState().GetSessionState() == api.PeerState_ESTABLISHED &&
+			p.GetTimers().GetState().GetNegotiatedHoldTime() == 9 && // min(15, router's 9)
+			p.GetState().GetFlops() > aBefore.GetState().GetFlops()
+	})
+	bAfter := b.peerInfo(t, "127.0.0.1")
+	if bAfter.GetState().GetFlops() != bBefore.GetState().GetFlops() ||
+		!bAfter.GetTimers().GetState().GetUptime().AsTime().Equal(bBefore.GetTimers().GetState().GetUptime().AsTime()) {
+		t.Errorf("session b was reset: flops %d -> %d, uptime %v -> %v",
+			bBefore.GetState().GetFlops(), bAfter.GetState().GetFlops(),
+			bBefore.GetTimers().GetState().GetUptime().AsTime(), bAfter.GetTimers().GetState().GetUptime().AsTime())
+	}
+	if got := stateOf(s, "b").EstablishedCount; got != 1 {
+		t.Errorf("b established %d times, want 1", got)
+	}
+	// Our side of a now offers hold time 15.
+	var hold uint64
+	s.srv.ListPeer(ctx, &api.ListPeerRequest{Address: "127.0.0.1"}, func(p *api.Peer) { hold = p.GetTimers().GetConfig().GetHoldTime() })
+	if hold != 15 {
+		t.Errorf("our configured hold time for a = %d, want 15", hold)
+	}
+}
+
+// TestMD5: TCP-MD5 (RFC 2385) with the same password establishes; with a
+// different password the router never sees an OPEN.
+func TestMD5(t *testing.T) {
+	skipShort(t)
+	good := newRouter(t, routerASN, "198.51.100.254", "127.0.0.1")
+	bad := newRouter(t, routerASN, "198.51.100.253", "127.0.0.2")
+	good.addPeer(t, "127.0.0.1", ourASN, withPassword("s3cret"))
+	bad.addPeer(t, "127.0.0.1", ourASN, withPassword("other"))
+	s := newSpeaker(t, Options{})
+	pg, pb := good.peerConfig("good", ourASN), bad.peerConfig("bad", ourASN)
+	pg.Password, pb.Password = "s3cret", "s3cret"
+	if err := s.SetPeers(context.Background(), []bgp.PeerConfig{pg, pb}); err != nil {
+		t.Fatal(err)
+	}
+	waitEstablished(t, s, "good")
+	time.Sleep(4 * time.Second) // several ConnectRetry (1 s) attempts
+	if st := stateOf(s, "bad"); st.State == bgp.StateEstablished || st.EstablishedCount != 0 {
+		t.Fatalf("session with the wrong MD5 password: %+v", st)
+	}
+	if p := bad.peerInfo(t, "127.0.0.1"); p.GetState().GetMessages().GetReceived().GetOpen() != 0 {
+		t.Errorf("router with a different password received %d OPENs", p.GetState().GetMessages().GetReceived().GetOpen())
+	}
+}
+
+// TestGracefulRestart: with RFC 4724 graceful restart on both sides, losing
+// the TCP connection without a NOTIFICATION (speaker crash) leaves the
+// routes at the router, marked stale, until the restart time expires.
+func TestGracefulRestart(t *testing.T) {
+	skipShort(t)
+	r := newRouter(t, routerASN, "198.51.100.254", "127.0.0.1")
+	r.addPeer(t, "127.0.0.1", ourASN, withGR(5))
+	proxy := newTCPProxy(t, netip.AddrPortFrom(r.addr, uint16(r.port)).String())
+	s := newSpeaker(t, Options{})
+	p := r.peerConfig("gr", ourASN)
+	p.Port = uint16(proxy.port())
+	p.GracefulRestart = true
+	p.GracefulRestartTime = 3 * time.Second
+	ctx := context.Background()
+	if err := s.SetPeers(ctx, []bgp.PeerConfig{p}); err != nil {
+		t.Fatal(err)
+	}
+	pfx := netip.MustParsePrefix("203.0.113.7/32")
+	if err := s.SetPaths(ctx, []bgp.Path{{Prefix: pfx}}); err != nil {
+		t.Fatal(err)
+	}
+	waitEstablished(t, s, "gr")
+	eventually(t, 10*time.Second, "route at router", func() bool { _, ok := r.paths(t, familyV4)[pfx]; return ok })
+
+	cut := time.Now()
+	proxy.cut()
+	eventually(t, 5*time.Second, "route marked stale", func() bool { return r.paths(t, familyV4)[pfx].Stale })
+	eventually(t, 15*time.Second, "stale route flushed after the restart time", func() bool {
+		_, ok := r.paths(t, familyV4)[pfx]
+		return !ok
+	})
+	if held := time.Since(cut); held < 2*time.Second {
+		t.Errorf("stale route kept only %v, restart time is 3s", held)
+	}
+}
+
+// TestWithoutGracefulRestartRoutesGo is the control for TestGracefulRestart:
+// the same cut without GR removes the route immediately.
+func TestWithoutGracefulRestartRoutesGo(t *testing.T) {
+	skipShort(t)
+	r := newRouter(t, routerASN, "198.51.100.254", "127.0.0.1")
+	r.addPeer(t, "127.0.0.1", ourASN, withGR(5))
+	proxy := newTCPProxy(t, netip.AddrPortFrom(r.addr, uint16(r.port)).String())
+	s := newSpeaker(t, Options{})
+	p := r.peerConfig("nogr", ourASN)
+	p.Port = uint16(proxy.port())
+	ctx := context.Background()
+	if err := s.SetPeers(ctx, []bgp.PeerConfig{p}); err != nil {
+		t.Fatal(err)
+	}
+	pfx := netip.MustParsePrefix("203.0.113.8/32")
+	if err := s.SetPaths(ctx, []bgp.Path{{Prefix: pfx}}); err != nil {
+		t.Fatal(err)
+	}
+	waitEstablished(t, s, "nogr")
+	eventually(t, 10*time.Second, "route at router", func() bool { _, ok := r.paths(t, familyV4)[pfx]; return ok })
+	proxy.cut()
+	eventually(t, 5*time.Second, "route removed", func() bool { _, ok := r.paths(t, familyV4)[pfx]; return !ok })
+}
+
+// TestPeerConfigReachesGobgp checks the translated neighbor: multihop TTL,
+// timers, local ASN, source address, port, graceful restart and families.
+func TestPeerConfigReachesGobgp(t *testing.T) {
+	skipShort(t)
+	s := newSpeaker(t, Options{})
+	ctx := context.Background()
+	p := bgp.PeerConfig{
+		Name: "mh", Address: netip.MustParseAddr("203.0.113.250"), Port: 1179,
+		MyASN: 64512, LocalASN: 64600, PeerASN: 64999, EBGPMultiHop: 4,
+		HoldTime: 30 * time.Second, ConnectTime: 5 * time.Second,
+		SourceAddress: netip.MustParseAddr("127.0.0.1"), GracefulRestart: true, DualStack: true,
+	}
+	if err := s.SetPeers(ctx, []bgp.PeerConfig{p}); err != nil {
+		t.Fatal(err)
+	}
+	get := func() *api.Peer {
+		var out *api.Peer
+		if err := s.srv.ListPeer(ctx, &api.ListPeerRequest{Address: "203.0.113.250"}, func(x *api.Peer) { out = x }); err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	got := get()
+	if !got.GetEbgpMultihop().GetEnabled() || got.GetEbgpMultihop().GetMultihopTtl() != 4 {
+		t.Errorf("multihop %+v", got.GetEbgpMultihop())
+	}
+	if c := got.GetTimers().GetConfig(); c.GetHoldTime() != 30 || c.GetKeepaliveInterval() != 10 || c.GetConnectRetry() != 5 {
+		t.Errorf("timers %+v", c)
+	}
+	if got.GetConf().GetLocalAsn() != 64600 || got.GetConf().GetPeerAsn() != 64999 {
+		t.Errorf("ASNs %+v", got.GetConf())
+	}
+	if got.GetTransport().GetRemotePort() != 1179 || got.GetTransport().GetLocalAddress() != "127.0.0.1" {
+		t.Errorf("transport %+v", got.GetTransport())
+	}
+	if !got.GetGracefulRestart().GetEnabled() || got.GetGracefulRestart().GetRestartTime() != 120 {
+		t.Errorf("graceful restart %+v", got.GetGracefulRestart())
+	}
+	var fams []string
+	for _, a := range got.GetAfiSafis() {
+		fams = append(fams, a.GetConfig().GetFamily().GetAfi().String())
+		if !a.GetMpGracefulRestart().GetConfig().GetEnabled() {
+			t.Errorf("family %v without MP graceful restart", a.GetConfig().GetFamily())
+		}
+	}
+	if strings.Join(fams, ",") != "AFI_IP,AFI_IP6" {
+		t.Errorf("families %v", fams)
+	}
+
+	// A multihop-only change is applied in place (UpdatePeer).
+	p.EBGPMultiHop = 9
+	if err := s.SetPeers(ctx, []bgp.PeerConfig{p}); err != nil {
+		t.Fatal(err)
+	}
+	if ttl := get().GetEbgpMultihop().GetMultihopTtl(); ttl != 9 {
+		t.Errorf("multihop TTL after update = %d", ttl)
+	}
+}
+
+func TestSetPeersErrors(t *testing.T) {
+	s := newSpeaker(t, Options{RouterID: netip.MustParseAddr("198.51.100.1")})
+	ctx := context.Background()
+	a := bgp.PeerConfig{Name: "a", Address: netip.MustParseAddr("203.0.113.1"), MyASN: 1, PeerASN: 2, RouterID: netip.MustParseAddr("198.51.100.10")}
+	b := bgp.PeerConfig{Name: "b", Address: netip.MustParseAddr("203.0.113.2"), MyASN: 1, PeerASN: 2, RouterID: netip.MustParseAddr("198.51.100.11")}
+	if err := s.SetPeers(ctx, []bgp.PeerConfig{a, b}); !errors.Is(err, bgp.ErrRouterIDConflict) {
+		t.Errorf("router ID conflict: %v", err)
+	}
+	if err := s.SetPeers(ctx, []bgp.PeerConfig{a, a}); !errors.Is(err, bgp.ErrDuplicatePeer) {
+		t.Errorf("duplicate: %v", err)
+	}
+	if err := s.SetPaths(ctx, []bgp.Path{{Prefix: netip.MustParsePrefix("203.0.113.1/32"), LargeCommunities: [][3]uint32{{bgp.ReservedLargeCommunityASN, 1, 0}}}}); !errors.Is(err, bgp.ErrReservedCommunity) {
+		t.Errorf("reserved community: %v", err)
+	}
+	s.Close()
+	if err := s.SetPaths(ctx, nil); !errors.Is(err, bgp.ErrClosed) {
+		t.Errorf("after close: %v", err)
+	}
+}
+
+// TestRouterIDChangeRestarts: paths set before any peer are announced when
+// BGP starts; a router ID change restarts gobgp and re-announces.
+func TestRouterIDChangeRestarts(t *testing.T) {
+	skipShort(t)
+	r := newRouter(t, routerASN, "198.51.100.254", "127.0.0.1")
+	r.addPeer(t, "127.0.0.1", ourASN)
+	s := newSpeaker(t, Options{})
+	ctx := context.Background()
+	pfx := netip.MustParsePrefix("203.0.113.9/32")
+	if err := s.SetPaths(ctx, []bgp.Path{{Prefix: pfx}}); err != nil {
+		t.Fatal(err)
+	}
+	p := r.peerConfig("r", ourASN)
+	p.RouterID = netip.MustParseAddr("198.51.100.21")
+	if err := s.SetPeers(ctx, []bgp.PeerConfig{p}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 20*time.Second, "route from router ID .21", func() bool {
+		_, ok := r.paths(t, familyV4)[pfx]
+		return ok && r.peerInfo(t, "127.0.0.1").GetState().GetRouterId() == "198.51.100.21"
+	})
+	p.RouterID = netip.MustParseAddr("198.51.100.22")
+	if err := s.SetPeers(ctx, []bgp.PeerConfig{p}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 20*time.Second, "route from router ID .22", func() bool {
+		_, ok := r.paths(t, familyV4)[pfx]
+		return ok && r.peerInfo(t, "127.0.0.1").GetState().GetRouterId() == "198.51.100.22"
+	})
+}
