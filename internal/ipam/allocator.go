@@ -93,8 +93,10 @@ func (a *Allocator) SetPools(pools []Pool) ([]string, error) {
 // every pool, another family, not the annotated or requested pool, a pool
 // whose serviceAllocation does not select it) are not recorded: the
 // others are, and the error explains the dropped ones; the next Allocate
-// gives the Service new IPs. An earlier holding of key is replaced.
-// Cost: O(log n) per IP.
+// gives the Service new IPs. Import checks neither family-policy
+// completeness (a RequireDualStack Service may import one IP; Allocate
+// completes or replaces it) nor autoAssign. An earlier holding of key is
+// dropped first, also when Import fails. Cost: O(log n) per IP.
 func (a *Allocator) Import(key string, ips []netip.Addr, req Request) (Assignment, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()

@@ -84,6 +84,14 @@ func buildPools(cfgs []Pool) (*poolIndex, error) {
 		}
 		p := &pool{cfg: c}
 		p.cfg.Prefixes = nil
+		if sa := c.ServiceAllocation; sa != nil {
+			p.cfg.ServiceAllocation = &ServiceAllocation{
+				Priority:           sa.Priority,
+				Namespaces:         slices.Clone(sa.Namespaces),
+				NamespaceSelectors: slices.Clone(sa.NamespaceSelectors),
+				ServiceSelectors:   slices.Clone(sa.ServiceSelectors),
+			}
+		}
 		var byFam [2][]netip.Prefix
 		for _, pf := range c.Prefixes {
 			if !pf.IsValid() || pf.Addr().Is4In6() || pf.Addr().Zone() != "" {

@@ -1,0 +1,119 @@
+package ipam
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"net/netip"
+	"testing"
+)
+
+// benchPools are the two pool shapes of the allocation-cost requirement.
+var benchPools = []struct {
+	name   string
+	prefix string
+	family Family
+}{
+	{"ipv4-slash16", "198.18.0.0/16", IPv4},
+	{"ipv6-slash64", "2001:db8:1:2::/64", IPv6},
+}
+
+var benchFills = []int{1_000, 10_000, 60_000}
+
+// filledAllocator returns an allocator whose single pool holds fill
+// addresses scattered at random positions, so the free set is fragmented
+// into about fill intervals (the worst case for the interval tree; a
+// sequential fill would leave a single interval).
+func filledAllocator(b *testing.B, prefix string, f Family, fill int) *Allocator {
+	b.Helper()
+	a := New()
+	pfx := netip.MustParsePrefix(prefix)
+	if _, err := a.SetPools([]Pool{{Name: "bench", Prefixes: []netip.Prefix{pfx}, AutoAssign: true}}); err != nil {
+		b.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(42, uint64(fill)))
+	base := addrToU128(pfx.Addr())
+	span := uint64(1) << 16 // IPv4: the whole /16; IPv6: spread over 2^40
+	if f == IPv6 {
+		span = uint64(1) << 40
+	}
+	for i := 0; i < fill; {
+		v := base
+		v.lo += rng.Uint64N(span)
+		ip := u128ToAddr(v, f)
+		r := Request{Key: fmt.Sprintf("fill/%d", i), Families: []Family{f}, RequestedIPs: []netip.Addr{ip}}
+		if _, err := a.Allocate(r); err != nil {
+			continue // address drawn twice
+		}
+		i++
+	}
+	return a
+}
+
+// batch bounds how far a benchmark moves the fill level: after this many
+// timed operations the timer stops and the state is restored.
+const batch = 1000
+
+// BenchmarkAllocate measures one automatic allocation (lowest free address)
+// at each fill level. ns/op should be roughly flat across fill levels and
+// pool sizes.
+func BenchmarkAllocate(b *testing.B) {
+	for _, bp := range benchPools {
+		for _, fill := range benchFills {
+			b.Run(fmt.Sprintf("%s/fill=%d", bp.name, fill), func(b *testing.B) {
+				a := filledAllocator(b, bp.prefix, bp.family, fill)
+				reqs := make([]Request, batch)
+				for i := range reqs {
+					reqs[i] = Request{Key: fmt.Sprintf("bench/%d", i), Families: []Family{bp.family}}
+				}
+				b.ReportAllocs()
+				b.ResetTimer()
+				for i := 0; i < b.N; i++ {
+					if _, err := a.Allocate(reqs[i%batch]); err != nil {
+						b.Fatal(err)
+					}
+					if i%batch == batch-1 {
+						b.StopTimer()
+						for _, r := range reqs {
+							a.Release(r.Key)
+						}
+						b.StartTimer()
+					}
+				}
+			})
+		}
+	}
+}
+
+// BenchmarkRelease measures releasing one Service's IP (freeing and merging
+// intervals) at each fill level.
+func BenchmarkRelease(b *testing.B) {
+	for _, bp := range benchPools {
+		for _, fill := range benchFills {
+			b.Run(fmt.Sprintf("%s/fill=%d", bp.name, fill), func(b *testing.B) {
+				a := filledAllocator(b, bp.prefix, bp.family, fill)
+				reqs := make([]Request, batch)
+				for i := range reqs {
+					reqs[i] = Request{Key: fmt.Sprintf("bench/%d", i), Families: []Family{bp.family}}
+				}
+				refill := func() {
+					for _, r := range reqs {
+						if _, err := a.Allocate(r); err != nil {
+							b.Fatal(err)
+						}
+					}
+				}
+				refill()
+				b.ReportAllocs()
+				b.ResetTimer()
+				for i := 0; i < b.N; i++ {
+					a.Release(reqs[i%batch].Key)
+					if i%batch == batch-1 {
+						b.StopTimer()
+						refill()
+						b.StartTimer()
+					}
+				}
+			})
+		}
+	}
+}
