@@ -1,0 +1,108 @@
+package announce
+
+import (
+	"fmt"
+	"net/netip"
+	"slices"
+
+	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/herald-lb/herald/internal/bgp"
+	"github.com/herald-lb/herald/internal/config"
+)
+
+// decideBGP decides BGP for one IP of the Service. Order of checks:
+//
+//  1. Some BGPAdvertisement of the pool covers the Service
+//     (serviceSelectors) and this node (nodeSelectors), else
+//     noMatchingAdvertisement.
+//  2. This node is not NetworkUnavailable or excluded; externalTrafficPolicy
+//     Local needs a serving endpoint on this node, Cluster one anywhere.
+//  3. No two matching advertisements set different LOCAL_PREF for the same
+//     prefix and peers (config.LocalPrefCompatible; both select this node,
+//     so their node sets overlap), else conflictingAdvertisements.
+//
+// Then one path per matching advertisement (see bgpPath). There is no
+// election and no liveness check: every eligible node announces and the
+// routers spread the traffic (ECMP).
+func (e *env) decideBGP(ip netip.Addr, pool *config.Pool) BGPDecision {
+	svc := &e.in.Service
+	var ads []*config.BGPAdvertisement
+	coversService := false
+	for _, ad := range pool.BGPAdvertisements {
+		if !ad.MatchesService(svc.Labels) {
+			continue
+		}
+		coversService = true
+		if e.self != nil && ad.MatchesNode(e.self.Labels) {
+			ads = append(ads, ad)
+		}
+	}
+	switch {
+	case !coversService:
+		return BGPDecision{Reason: ReasonNoMatchingAdvertisement,
+			Detail: fmt.Sprintf("no BGPAdvertisement of pool %s covers the Service", pool.Name)}
+	case len(ads) == 0 && e.self != nil:
+		return BGPDecision{Reason: ReasonNoMatchingAdvertisement,
+			Detail: fmt.Sprintf("no BGPAdvertisement of pool %s covering the Service selects node %s", pool.Name, e.in.Node)}
+	}
+	if r, detail := e.checkSelfAndEndpoints(); r != ReasonNone {
+		return BGPDecision{Reason: r, Detail: detail}
+	}
+	overlap := func(a, b []labels.Selector) bool { return true }
+	for i, a := range ads {
+		for _, b := range ads[i+1:] {
+			if !config.LocalPrefCompatible(a, b, pool, overlap) {
+				return BGPDecision{Reason: ReasonConflictingAdvertisements,
+					Detail: fmt.Sprintf("BGPAdvertisements %s (localPref %d) and %s (localPref %d) both cover the Service on node %s",
+						a.Name, a.LocalPref, b.Name, b.LocalPref, e.in.Node)}
+			}
+		}
+	}
+	peers := e.in.Config.PeersForNode(e.self.Labels)
+	d := BGPDecision{Announce: true}
+	for _, ad := range ads {
+		p, to := bgpPath(ip, ad, peers)
+		d.Paths = append(d.Paths, p)
+		d.Peers = append(d.Peers, to...)
+	}
+	slices.Sort(d.Peers)
+	d.Peers = slices.Compact(d.Peers)
+	return d
+}
+
+// bgpPath builds the path one advertisement asks for, and the names of the
+// given peers (this node's sessions) that receive it:
+//
+//   - Prefix: ip masked to aggregationLength (IPv4) or aggregationLengthV6.
+//   - Communities (RFC 1997) and LargeCommunities (RFC 8092), sorted.
+//   - LocalPref (RFC 4271 §5.1.5): set when the advertisement's localPref is
+//     non-zero and at least one receiving peer is iBGP. 0 means "not
+//     configured" (as in MetalLB's FRR modes), so gobgp's default applies.
+//     A path going to iBGP and eBGP peers keeps it: the BGP implementation
+//     never sends LOCAL_PREF to eBGP peers (internal/bgp/gobgp strips it).
+//   - Peers: the advertisement's peers list (nil: every peer).
+func bgpPath(ip netip.Addr, ad *config.BGPAdvertisement, peers []*config.Peer) (bgp.Path, []string) {
+	p := bgp.Path{Prefix: ad.Prefix(ip), Peers: slices.Clone(ad.Peers)}
+	for _, c := range ad.Communities {
+		if c.Large {
+			p.LargeCommunities = append(p.LargeCommunities, [3]uint32{c.A, c.B, c.C})
+		} else {
+			p.Communities = append(p.Communities, c.Standard())
+		}
+	}
+	slices.Sort(p.Communities)
+	var to []string
+	ibgp := false
+	for _, peer := range peers {
+		if ad.AppliesToPeer(peer.Name) {
+			to = append(to, peer.Name)
+			ibgp = ibgp || peer.IBGP()
+		}
+	}
+	if ad.LocalPref != 0 && ibgp {
+		lp := ad.LocalPref
+		p.LocalPref = &lp
+	}
+	return p, to
+}

@@ -1,0 +1,83 @@
+package announce
+
+import (
+	"net/netip"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/labels"
+)
+
+// Sharing annotations (MetalLB API §3): Services with equal non-empty keys
+// may share an IP.
+const (
+	AnnotationAllowSharedIP           = "metallb.io/allow-shared-ip"
+	AnnotationAllowSharedIPDeprecated = "metallb.universe.tf/allow-shared-ip"
+)
+
+// ServiceFromK8s converts a Service to the decision view. IPs are the
+// status.loadBalancer.ingress[].ip values (hostname-only entries are
+// skipped; unparsable ones go to InvalidIPs). The sharing key is the
+// metallb.io annotation, else the deprecated metallb.universe.tf one.
+func ServiceFromK8s(s *corev1.Service) Service {
+	out := Service{
+		Key:                   s.Namespace + "/" + s.Name,
+		LoadBalancer:          s.Spec.Type == corev1.ServiceTypeLoadBalancer,
+		Labels:                labels.Set(s.Labels),
+		ExternalTrafficPolicy: TrafficPolicy(s.Spec.ExternalTrafficPolicy),
+	}
+	if out.ExternalTrafficPolicy == "" {
+		out.ExternalTrafficPolicy = TrafficPolicyCluster
+	}
+	if s.Spec.LoadBalancerClass != nil {
+		out.LoadBalancerClass = *s.Spec.LoadBalancerClass
+	}
+	out.SharingKey = s.Annotations[AnnotationAllowSharedIP]
+	if out.SharingKey == "" {
+		out.SharingKey = s.Annotations[AnnotationAllowSharedIPDeprecated]
+	}
+	for _, ing := range s.Status.LoadBalancer.Ingress {
+		if ing.IP == "" {
+			continue
+		}
+		ip, err := netip.ParseAddr(ing.IP)
+		if err != nil || ip.Zone() != "" {
+			out.InvalidIPs = append(out.InvalidIPs, ing.IP)
+			continue
+		}
+		out.IPs = append(out.IPs, ip.Unmap())
+	}
+	return out
+}
+
+// EndpointsFromSlices flattens a Service's EndpointSlices. Ready follows the
+// EndpointSlice API (nil conditions.ready means ready); Serving is
+// conditions.serving (nil means false). A nil nodeName gives "".
+func EndpointsFromSlices(slices []discoveryv1.EndpointSlice) []Endpoint {
+	var out []Endpoint
+	for i := range slices {
+		for _, ep := range slices[i].Endpoints {
+			e := Endpoint{
+				Ready:   ep.Conditions.Ready == nil || *ep.Conditions.Ready,
+				Serving: ep.Conditions.Serving != nil && *ep.Conditions.Serving,
+			}
+			if ep.NodeName != nil {
+				e.NodeName = *ep.NodeName
+			}
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// NodeFromK8s converts a Node: name, labels and whether the
+// NetworkUnavailable condition is "True".
+func NodeFromK8s(n *corev1.Node) Node {
+	out := Node{Name: n.Name, Labels: labels.Set(n.Labels)}
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeNetworkUnavailable {
+			out.NetworkUnavailable = c.Status == corev1.ConditionTrue
+		}
+	}
+	return out
+}

@@ -1,0 +1,226 @@
+package announce
+
+import (
+	"net/netip"
+
+	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/herald-lb/herald/internal/bgp"
+	"github.com/herald-lb/herald/internal/config"
+)
+
+// ExcludeFromLBLabel is the well-known node label that removes a node from
+// the layer 2 candidates and stops BGP announcements on it, whatever its
+// value (Kubernetes node.kubernetes.io/exclude-from-external-load-balancers).
+const ExcludeFromLBLabel = "node.kubernetes.io/exclude-from-external-load-balancers"
+
+// TrafficPolicy is a Service's spec.externalTrafficPolicy.
+type TrafficPolicy string
+
+// Traffic policies. The empty value behaves as Cluster, the Kubernetes
+// default.
+const (
+	TrafficPolicyCluster TrafficPolicy = "Cluster"
+	TrafficPolicyLocal   TrafficPolicy = "Local"
+)
+
+// Service is the speaker's view of one Service. Build it with
+// ServiceFromK8s.
+type Service struct {
+	// Key is "namespace/name".
+	Key string
+	// LoadBalancer is true when spec.type is LoadBalancer.
+	LoadBalancer bool
+	// IPs are the status.loadBalancer.ingress IPs, in order, unmapped and
+	// without zone; at most one per family in practice.
+	IPs []netip.Addr
+	// InvalidIPs are ingress ip fields that do not parse; any makes the
+	// whole Service ReasonInvalidIP.
+	InvalidIPs []string
+	// Labels are metadata.labels, matched by serviceSelectors.
+	Labels labels.Set
+	// ExternalTrafficPolicy; "" means Cluster.
+	ExternalTrafficPolicy TrafficPolicy
+	// SharingKey is the metallb.io/allow-shared-ip annotation (or its
+	// deprecated metallb.universe.tf form), "" when absent.
+	SharingKey string
+	// LoadBalancerClass is spec.loadBalancerClass, "" when unset.
+	LoadBalancerClass string
+}
+
+// Local reports whether externalTrafficPolicy is Local.
+func (s *Service) Local() bool { return s.ExternalTrafficPolicy == TrafficPolicyLocal }
+
+// Endpoint is one endpoint of a Service's EndpointSlices.
+type Endpoint struct {
+	// NodeName is the node the endpoint runs on, "" if unknown.
+	NodeName string
+	// Ready is conditions.ready, with nil read as true (EndpointSlice API:
+	// "nil should be interpreted as true").
+	Ready bool
+	// Serving is conditions.serving (nil read as false).
+	Serving bool
+}
+
+// CanServe reports whether the endpoint can take traffic: ready, or serving
+// while terminating (MetalLB's EndpointCanServe).
+func (e Endpoint) CanServe() bool { return e.Ready || e.Serving }
+
+// Node is the speaker's view of one Node. Build it with NodeFromK8s.
+type Node struct {
+	Name   string
+	Labels labels.Set
+	// NetworkUnavailable is true when the NetworkUnavailable condition is
+	// "True".
+	NetworkUnavailable bool
+}
+
+// ExcludedFromLB reports whether the node carries ExcludeFromLBLabel (any
+// value).
+func (n *Node) ExcludedFromLB() bool { return n.Labels.Has(ExcludeFromLBLabel) }
+
+// SharedService is another Service holding one of the decided Service's IPs
+// (same allow-shared-ip key), with its endpoints. Decide uses it only for
+// the layer 2 election of the shared IP, so that every Service holding the
+// IP elects the same node.
+type SharedService struct {
+	Service   Service
+	Endpoints []Endpoint
+}
+
+// Options are speaker-wide settings.
+type Options struct {
+	// IgnoreExcludeLB disregards ExcludeFromLBLabel (flag
+	// --ignore-exclude-lb).
+	IgnoreExcludeLB bool
+	// LoadBalancerClass is the class this speaker handles (flag
+	// --lb-class). "" handles only Services without a class; otherwise
+	// only Services of exactly this class.
+	LoadBalancerClass string
+}
+
+// Input is everything one decision depends on. Decide does not modify it.
+type Input struct {
+	// Config is the current configuration snapshot (for a speaker, built
+	// with config.Options.NodeName = Node, so BGP advertisements and peers
+	// are already those of this node). Required.
+	Config *config.Snapshot
+	// Node is this speaker's node name; it must be in Nodes.
+	Node string
+	// Nodes are every node of the cluster (including this one), from the
+	// node informer. Only nodes listed here can win an election.
+	Nodes []Node
+	// Live are the node names whose speaker is alive (members.List.Live,
+	// or members.LiveFromNodeConditions when memberlist is off). A nil map
+	// means "no liveness information": every node counts as live, as in
+	// MetalLB without memberlist.
+	Live map[string]bool
+	// Service is the Service decided on and Endpoints its endpoints (from
+	// EndpointsFromSlices).
+	Service   Service
+	Endpoints []Endpoint
+	// Sharing are the other Services that hold at least one of
+	// Service.IPs, with their endpoints. Optional: without it, Services
+	// sharing an IP still elect the same node as long as their candidate
+	// sets agree, which holds except for externalTrafficPolicy Local
+	// Services whose endpoints run on different nodes. A caller that passes
+	// it must re-decide every Service of a shared IP when any of them (or
+	// its endpoints) changes.
+	Sharing []SharedService
+	// Options are the speaker-wide settings.
+	Options Options
+}
+
+// Decision is the outcome of Decide for one Service.
+type Decision struct {
+	// Service is Input.Service.Key.
+	Service string
+	// Reason is set when the Service as a whole is not announced before any
+	// IP is looked at (notLoadBalancer, otherLoadBalancerClass,
+	// noIPAllocated, invalidIP); IPs is then empty.
+	Reason Reason
+	// IPs holds one entry per distinct Service IP, in Service order.
+	IPs []IPDecision
+}
+
+// IPDecision is the decision for one Service IP.
+type IPDecision struct {
+	IP netip.Addr
+	// Pool is the name of the pool containing IP, "" when none
+	// (both modes then report ReasonIPNotAllowed).
+	Pool string
+	L2   L2Decision
+	BGP  BGPDecision
+}
+
+// L2Decision is the layer 2 part of an IPDecision.
+type L2Decision struct {
+	// Announce is true when this node answers ARP (RFC 826) / NDP
+	// (RFC 4861) for the IP and sends gratuitous announcements.
+	Announce bool
+	// Reason is why not, when Announce is false.
+	Reason Reason
+	// Detail is a human-readable explanation for logs ("" when announcing).
+	Detail string
+	// Interfaces to announce on, sorted; nil means every eligible
+	// interface. Set only when Announce is true.
+	Interfaces []string
+	// Winner is the elected node for the IP, "" when the election did not
+	// run or had no candidate. It is set also when this node loses.
+	Winner string
+}
+
+// BGPDecision is the BGP part of an IPDecision.
+type BGPDecision struct {
+	// Announce is true when this node advertises at least one path.
+	Announce bool
+	// Reason is why not, when Announce is false.
+	Reason Reason
+	// Detail is a human-readable explanation for logs.
+	Detail string
+	// Paths holds one path per matching advertisement (not merged; see
+	// bgp.MergePaths). Path.Peers is the advertisement's peers list (nil:
+	// every peer).
+	Paths []bgp.Path
+	// Peers are the names of this node's BGP peers that receive at least
+	// one of Paths, sorted (for ServiceBGPStatus).
+	Peers []string
+}
+
+// Announced reports whether this node announces at least one IP in any
+// mode.
+func (d *Decision) Announced() bool {
+	for i := range d.IPs {
+		if d.IPs[i].L2.Announce || d.IPs[i].BGP.Announce {
+			return true
+		}
+	}
+	return false
+}
+
+// L2Target is one IP to announce in layer 2 with its interfaces (nil: all).
+type L2Target struct {
+	IP         netip.Addr
+	Interfaces []string
+}
+
+// L2Targets returns the IPs this node announces in layer 2.
+func (d *Decision) L2Targets() []L2Target {
+	var out []L2Target
+	for i := range d.IPs {
+		if l2 := &d.IPs[i].L2; l2.Announce {
+			out = append(out, L2Target{IP: d.IPs[i].IP, Interfaces: l2.Interfaces})
+		}
+	}
+	return out
+}
+
+// BGPPaths returns every path this node advertises for the Service
+// (unmerged; feed the paths of every Service to bgp.MergePaths).
+func (d *Decision) BGPPaths() []bgp.Path {
+	var out []bgp.Path
+	for i := range d.IPs {
+		out = append(out, d.IPs[i].BGP.Paths...)
+	}
+	return out
+}
