@@ -224,7 +224,12 @@ func plain(names ...string) []Candidate {
 // each scenario, Decide is run on every node and exactly the oracle's
 // winner over the expected candidate set must announce.
 func TestElectionCandidates(t *testing.T) {
-	addr := "198.51.100.33"
+	// 16 IPs: with 5 nodes, a node wrongly left in or out of the
+	// candidate set changes some winner.
+	var addrs []string
+	for i := range 16 {
+		addrs = append(addrs, netip.AddrFrom4([4]byte{198, 51, 100, byte(30 + i)}).String())
+	}
 	tests := []struct {
 		name  string
 		setup func(c *cluster)
@@ -232,36 +237,36 @@ func TestElectionCandidates(t *testing.T) {
 		eps   []Endpoint
 		cands []Candidate // expected candidates
 	}{
-		{name: "all nodes", svc: svc("ns/a", addr), eps: ready("n1"), cands: plain("n1", "n2", "n3", "n4", "n5")},
+		{name: "all nodes", svc: svc("ns/a", addrs...), eps: ready("n1"), cands: plain("n1", "n2", "n3", "n4", "n5")},
 		{name: "dead members are not candidates", setup: func(c *cluster) {
 			c.live = map[string]bool{"n1": true, "n3": true, "n5": true, "ghost": true}
-		}, svc: svc("ns/a", addr), eps: ready("n2"), cands: plain("n1", "n3", "n5")},
+		}, svc: svc("ns/a", addrs...), eps: ready("n2"), cands: plain("n1", "n3", "n5")},
 		{name: "NetworkUnavailable and excluded nodes are not candidates", setup: func(c *cluster) {
 			c.nodeByName("n2").NetworkUnavailable = true
 			c.nodeByName("n4").Labels[ExcludeFromLBLabel] = "yes"
-		}, svc: svc("ns/a", addr), eps: ready("n1"), cands: plain("n1", "n3", "n5")},
+		}, svc: svc("ns/a", addrs...), eps: ready("n1"), cands: plain("n1", "n3", "n5")},
 		{name: "IgnoreExcludeLB keeps excluded nodes", setup: func(c *cluster) {
 			c.nodeByName("n4").Labels[ExcludeFromLBLabel] = "yes"
 			c.opts.IgnoreExcludeLB = true
-		}, svc: svc("ns/a", addr), eps: ready("n1"), cands: plain("n1", "n2", "n3", "n4", "n5")},
+		}, svc: svc("ns/a", addrs...), eps: ready("n1"), cands: plain("n1", "n2", "n3", "n4", "n5")},
 		{name: "nodeSelectors of any matching ad", setup: func(c *cluster) {
 			a, b := l2ad("a", "p"), l2ad("b", "p")
 			a.Spec.NodeSelectors = []metav1.LabelSelector{sel("kubernetes.io/hostname", "n1"), sel("kubernetes.io/hostname", "n2")}
 			b.Spec.NodeSelectors = []metav1.LabelSelector{sel("kubernetes.io/hostname", "n5")}
 			c.res.L2Advertisements = []v1beta1.L2Advertisement{a, b}
-		}, svc: svc("ns/a", addr), eps: ready("n3"), cands: plain("n1", "n2", "n5")},
+		}, svc: svc("ns/a", addrs...), eps: ready("n3"), cands: plain("n1", "n2", "n5")},
 		{name: "ads not covering the Service do not add nodes", setup: func(c *cluster) {
 			a, b := l2ad("a", "p"), l2ad("b", "p")
 			a.Spec.NodeSelectors = []metav1.LabelSelector{sel("kubernetes.io/hostname", "n1"), sel("kubernetes.io/hostname", "n2")}
 			b.Spec.ServiceSelectors = []metav1.LabelSelector{sel("app", "other")}
 			c.res.L2Advertisements = []v1beta1.L2Advertisement{a, b}
-		}, svc: svc("ns/a", addr), eps: ready("n3"), cands: plain("n1", "n2")},
-		{name: "Local: nodes with a serving endpoint", svc: local(svc("ns/a", addr)),
+		}, svc: svc("ns/a", addrs...), eps: ready("n3"), cands: plain("n1", "n2")},
+		{name: "Local: nodes with a serving endpoint", svc: local(svc("ns/a", addrs...)),
 			eps:   []Endpoint{{NodeName: "n2", Ready: true}, {NodeName: "n4", Serving: true}, {NodeName: "n5"}},
 			cands: plain("n2", "n4")},
 		{name: "Local: endpoint on a dead node", setup: func(c *cluster) {
 			c.live = map[string]bool{"n1": true, "n2": true, "n3": true, "n5": true}
-		}, svc: local(svc("ns/a", addr)), eps: ready("n2", "n4"), cands: plain("n2")},
+		}, svc: local(svc("ns/a", addrs...)), eps: ready("n2", "n4"), cands: plain("n2")},
 		{name: "preferences: sum of matching weights, across ads", setup: func(c *cluster) {
 			c.nodeByName("n2").Labels["rack"] = "r1"
 			c.nodeByName("n2").Labels["ssd"] = "yes"
@@ -271,7 +276,7 @@ func TestElectionCandidates(t *testing.T) {
 			a.Spec.PreferredNodeSelectors = []v1beta1.PreferredNodeSelector{{Weight: 10, Preference: sel("rack", "r1")}}
 			b.Spec.PreferredNodeSelectors = []v1beta1.PreferredNodeSelector{{Weight: 15, Preference: sel("ssd", "yes")}}
 			c.res.L2Advertisements = []v1beta1.L2Advertisement{a, b}
-		}, svc: svc("ns/a", addr), eps: ready("n1"), cands: []Candidate{
+		}, svc: svc("ns/a", addrs...), eps: ready("n1"), cands: []Candidate{
 			{Node: "n1", Serves: 1}, {Node: "n2", Serves: 1, Preference: 25}, {Node: "n3", Serves: 1, Preference: 10},
 			{Node: "n4", Serves: 1, Preference: 15}, {Node: "n5", Serves: 1}}},
 		{name: "preferences of an ad count only on nodes it selects", setup: func(c *cluster) {
@@ -281,7 +286,7 @@ func TestElectionCandidates(t *testing.T) {
 			a.Spec.NodeSelectors = []metav1.LabelSelector{sel("kubernetes.io/hostname", "n3")}
 			a.Spec.PreferredNodeSelectors = []v1beta1.PreferredNodeSelector{{Weight: 50, Preference: sel("rack", "r1")}}
 			c.res.L2Advertisements = []v1beta1.L2Advertisement{a, b}
-		}, svc: svc("ns/a", addr), eps: ready("n1"), cands: []Candidate{
+		}, svc: svc("ns/a", addrs...), eps: ready("n1"), cands: []Candidate{
 			{Node: "n1", Serves: 1}, {Node: "n2", Serves: 1}, {Node: "n3", Serves: 1, Preference: 50},
 			{Node: "n4", Serves: 1}, {Node: "n5", Serves: 1}}},
 		{name: "preference on an ineligible node is ignored", setup: func(c *cluster) {
@@ -290,7 +295,7 @@ func TestElectionCandidates(t *testing.T) {
 			a := l2ad("a", "p")
 			a.Spec.PreferredNodeSelectors = []v1beta1.PreferredNodeSelector{{Weight: 100, Preference: sel("rack", "r1")}}
 			c.res.L2Advertisements = []v1beta1.L2Advertisement{a}
-		}, svc: svc("ns/a", addr), eps: ready("n1"), cands: plain("n1", "n2", "n3", "n5")},
+		}, svc: svc("ns/a", addrs...), eps: ready("n1"), cands: plain("n1", "n2", "n3", "n5")},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -300,15 +305,24 @@ func TestElectionCandidates(t *testing.T) {
 				tt.setup(c)
 			}
 			got := l2Announcers(t, c, false, []SharedService{{Service: tt.svc, Endpoints: tt.eps}})
-			want := refRank(ip(addr), tt.cands)[0]
-			if a := got[ip(addr)]; len(a) != 1 || a[0] != want {
-				t.Fatalf("announced by %v, want exactly [%s] (candidates %v)", a, want, tt.cands)
+			winners := map[netip.Addr]string{}
+			for _, a := range addrs {
+				want := refRank(ip(a), tt.cands)[0]
+				winners[ip(a)] = want
+				if got := got[ip(a)]; len(got) != 1 || got[0] != want {
+					t.Errorf("%s announced by %v, want exactly [%s] (candidates %v)", a, got, want, tt.cands)
+				}
 			}
-			// Every loser reports the same winner.
+			// Every candidate that loses reports the same winner.
 			for _, n := range c.nodes {
+				if !containsStr(candNames(tt.cands), n.Name) {
+					continue
+				}
 				d := Decide(c.input(t, n.Name, tt.svc, tt.eps))
-				if l2 := d.IPs[0].L2; l2.Reason == ReasonNotOwner && l2.Winner != want && containsStr(candNames(tt.cands), n.Name) {
-					t.Errorf("node %s sees winner %q, want %q", n.Name, l2.Winner, want)
+				for _, ipd := range d.IPs {
+					if ipd.L2.Winner != winners[ipd.IP] {
+						t.Errorf("node %s sees winner %q for %s, want %q", n.Name, ipd.L2.Winner, ipd.IP, winners[ipd.IP])
+					}
 				}
 			}
 		})
