@@ -15,7 +15,6 @@
 package gobgp
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -306,8 +305,8 @@ func (s *Speaker) forgetPeer(p bgp.PeerConfig) {
 // (callers may pass unmerged reasons); a local-pref conflict is logged.
 // Before BGP has started the paths are kept and announced on start.
 // Add and update use AddPath (an update replaces the previous path for the
-// prefix); withdrawal uses DeletePath with the stored UUID, never an empty
-// request (which would withdraw every path).
+// prefix) and records the returned UUID; withdrawal uses DeletePath with
+// the announced path (see withdraw), never an empty request.
 func (s *Speaker) SetPaths(ctx context.Context, paths []bgp.Path) error {
 	var errs []error
 	for _, p := range paths {
@@ -368,13 +367,25 @@ func (s *Speaker) applyPaths(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
+// withdraw removes one announced prefix. It sends DeletePath with the
+// exact path that was announced (family + NLRI + attributes), never an
+// empty request (which would withdraw every local path). The AddPath UUID is
+// kept for reference but not used here: in gobgp v3.37 a UUID DeletePath
+// scans the whole global RIB per call, which made withdrawing 10,000
+// prefixes take minutes; the path form is a direct lookup.
 func (s *Speaker) withdraw(ctx context.Context, prefix netip.Prefix) error {
 	ap, ok := s.paths[prefix]
-	if !ok || len(ap.uuid) == 0 || bytes.Equal(ap.uuid, make([]byte, len(ap.uuid))) {
-		// Never call DeletePath without a UUID: gobgp would withdraw everything.
-		return fmt.Errorf("withdraw %s: no UUID recorded", prefix)
+	if !ok {
+		return fmt.Errorf("withdraw %s: not announced", prefix)
 	}
-	if err := s.srv.DeletePath(ctx, &api.DeletePathRequest{TableType: api.TableType_GLOBAL, Uuid: ap.uuid}); err != nil {
+	p, err := toAPIPath(ap.path)
+	if err != nil {
+		return fmt.Errorf("withdraw %s: %w", prefix, err)
+	}
+	if p == nil || p.Nlri == nil {
+		return fmt.Errorf("withdraw %s: empty path refused (would withdraw everything)", prefix)
+	}
+	if err := s.srv.DeletePath(ctx, &api.DeletePathRequest{TableType: api.TableType_GLOBAL, Family: p.Family, Path: p}); err != nil {
 		return fmt.Errorf("withdraw %s: %w", prefix, err)
 	}
 	delete(s.paths, prefix)
