@@ -1,0 +1,245 @@
+package announce
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"net/netip"
+	"slices"
+	"testing"
+
+	"github.com/herald-lb/herald/api/v1beta1"
+)
+
+// TestSharedIPOneWinner: Services sharing an IP are announced by exactly one
+// node for that IP (metallb#968), across every node's decision.
+func TestSharedIPOneWinner(t *testing.T) {
+	v4, v6 := "198.51.100.50", "2001:db8:1::50"
+	tests := []struct {
+		name        string
+		withSharing bool
+		svcs        []SharedService
+		// want: the winner must be one of these (nil: any single node).
+		want []string
+	}{
+		{
+			// MetalLB elects per Service with the first IP: a's first IP is
+			// the IPv6 one, so a and b could elect different nodes for v4.
+			name: "Cluster, dual-stack and single-stack Services share the IPv4 address, no Sharing input",
+			svcs: []SharedService{
+				{Service: shared(svc("ns/a", v6, v4), "k"), Endpoints: ready("n1")},
+				{Service: shared(svc("ns/b", v4), "k"), Endpoints: ready("n2")},
+				{Service: shared(svc("ns/c", v4), "k"), Endpoints: []Endpoint{{NodeName: "n3", Serving: true}}},
+			},
+		},
+		{
+			name:        "Local, endpoints overlap on n3: the node serving both wins",
+			withSharing: true,
+			svcs: []SharedService{
+				{Service: local(shared(svc("ns/a", v4), "k")), Endpoints: ready("n1", "n3")},
+				{Service: local(shared(svc("ns/b", v4), "k")), Endpoints: ready("n3", "n5")},
+			},
+			want: []string{"n3"},
+		},
+		{
+			name:        "Local, disjoint endpoints: union, still one winner",
+			withSharing: true,
+			svcs: []SharedService{
+				{Service: local(shared(svc("ns/a", v4), "k")), Endpoints: ready("n1")},
+				{Service: local(shared(svc("ns/b", v4), "k")), Endpoints: ready("n4", "n5")},
+			},
+			want: []string{"n1", "n4", "n5"},
+		},
+		{
+			name:        "a sharing Service without endpoints does not take part",
+			withSharing: true,
+			svcs: []SharedService{
+				{Service: local(shared(svc("ns/a", v4), "k")), Endpoints: ready("n2")},
+				{Service: local(shared(svc("ns/b", v4), "k")), Endpoints: []Endpoint{{NodeName: "n4"}}},
+			},
+			want: []string{"n2"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			// Check with many different IPv4 addresses so that the hash
+			// order varies.
+			for k := range 24 {
+				addr := netip.AddrFrom4([4]byte{198, 51, 100, byte(50 + k)})
+				svcs := slices.Clone(tt.svcs)
+				for i := range svcs {
+					s := svcs[i].Service
+					s.IPs = slices.Clone(s.IPs)
+					for j := range s.IPs {
+						if s.IPs[j] == ip(v4) {
+							s.IPs[j] = addr
+						}
+					}
+					svcs[i].Service = s
+				}
+				c := newCluster(5)
+				c.res.L2Advertisements = []v1beta1.L2Advertisement{l2ad("l2", "p")}
+				got := l2Announcers(t, c, tt.withSharing, svcs)
+				a := got[addr]
+				if len(a) != 1 {
+					t.Fatalf("%s announced by %v, want exactly one node", addr, a)
+				}
+				if tt.want != nil && !slices.Contains(tt.want, a[0]) {
+					t.Fatalf("%s announced by %s, want one of %v", addr, a[0], tt.want)
+				}
+			}
+		})
+	}
+}
+
+// TestSharedIPWithoutSharingInput documents the limit of the per-IP rule
+// when the caller does not pass Input.Sharing: Local Services sharing an IP
+// with endpoints on different nodes can each elect their own node. Found
+// by search over addresses, so the test proves the Sharing input matters.
+func TestSharedIPWithoutSharingInput(t *testing.T) {
+	c := newCluster(5)
+	c.res.L2Advertisements = []v1beta1.L2Advertisement{l2ad("l2", "p")}
+	for k := range 64 {
+		addr := netip.AddrFrom4([4]byte{198, 51, 100, byte(100 + k)}).String()
+		svcs := []SharedService{
+			{Service: local(shared(svc("ns/a", addr), "k")), Endpoints: ready("n1", "n2")},
+			{Service: local(shared(svc("ns/b", addr), "k")), Endpoints: ready("n2", "n3")},
+		}
+		without := l2Announcers(t, c, false, svcs)[ip(addr)]
+		with := l2Announcers(t, c, true, svcs)[ip(addr)]
+		if len(with) != 1 || with[0] != "n2" {
+			t.Fatalf("%s with Sharing: announced by %v, want [n2]", addr, with)
+		}
+		if len(without) > 1 {
+			return // found the case Sharing fixes
+		}
+	}
+	t.Fatal("no address where Services elect different nodes without Sharing; the test lost its point")
+}
+
+// TestElectionStability is a property test over random clusters: removing a
+// node that is not the winner of an IP never moves that IP; removing the
+// winner moves only its IPs, to the runner-up; adding a node moves an IP
+// only to the new node.
+func TestElectionStability(t *testing.T) {
+	seed := uint64(20261130)
+	rng := rand.New(rand.NewPCG(seed, seed))
+	t.Logf("seed %d", seed)
+	for iter := range 300 {
+		n := 1 + rng.IntN(40)
+		var cands []Candidate
+		for i := range n {
+			c := Candidate{Node: fmt.Sprintf("node-%d-%d", iter, i), Serves: 1}
+			if rng.IntN(4) == 0 {
+				c.Preference = rng.IntN(3) * 10
+			}
+			if rng.IntN(8) == 0 {
+				c.Serves = 2
+			}
+			cands = append(cands, c)
+		}
+		var ips []netip.Addr
+		for range 1 + rng.IntN(30) {
+			if rng.IntN(2) == 0 {
+				ips = append(ips, netip.AddrFrom4([4]byte{203, 0, 113, byte(rng.IntN(256))}))
+			} else {
+				var b [16]byte
+				b[0], b[1], b[2], b[3] = 0x20, 0x01, 0x0d, 0xb8
+				b[15] = byte(rng.IntN(256))
+				ips = append(ips, netip.AddrFrom16(b))
+			}
+		}
+		before := map[netip.Addr][]string{}
+		for _, a := range ips {
+			before[a] = Elect(a, cands)
+			if want := refRank(a, cands); !slices.Equal(before[a], want) {
+				t.Fatalf("Elect(%s) = %v, oracle %v", a, before[a], want)
+			}
+		}
+		// Remove a random node.
+		gone := rng.IntN(n)
+		rest := slices.Delete(slices.Clone(cands), gone, gone+1)
+		for _, a := range ips {
+			after := Elect(a, rest)
+			switch {
+			case before[a][0] != cands[gone].Node:
+				if after[0] != before[a][0] {
+					t.Fatalf("iter %d: removing non-winner %s moved %s from %s to %s", iter, cands[gone].Node, a, before[a][0], after[0])
+				}
+			case len(rest) == 0:
+				if len(after) != 0 {
+					t.Fatalf("no candidates left but winner %v", after)
+				}
+			default:
+				if after[0] != before[a][1] {
+					t.Fatalf("iter %d: removing winner %s moved %s to %s, want runner-up %s", iter, cands[gone].Node, a, after[0], before[a][1])
+				}
+			}
+		}
+		// Add a node.
+		added := Candidate{Node: fmt.Sprintf("new-%d", iter), Serves: 1 + rng.IntN(2), Preference: rng.IntN(2) * 10}
+		more := append(slices.Clone(cands), added)
+		for _, a := range ips {
+			after := Elect(a, more)[0]
+			if after != before[a][0] && after != added.Node {
+				t.Fatalf("iter %d: adding %s moved %s from %s to %s", iter, added.Node, a, before[a][0], after)
+			}
+		}
+	}
+}
+
+// TestFailoverThroughDecide runs the stability property end to end: a
+// cluster of 12 nodes announcing 32 Services; killing one speaker (Live)
+// moves exactly the IPs it announced and no other.
+func TestFailoverThroughDecide(t *testing.T) {
+	c := newCluster(12)
+	c.res.L2Advertisements = []v1beta1.L2Advertisement{l2ad("l2", "p")}
+	var svcs []SharedService
+	for i := range 32 {
+		s := svc(fmt.Sprintf("ns/s%d", i), netip.AddrFrom4([4]byte{198, 51, 100, byte(i + 1)}).String())
+		svcs = append(svcs, SharedService{Service: s, Endpoints: ready("n1")})
+	}
+	owner := func() map[netip.Addr]string {
+		out := map[netip.Addr]string{}
+		for a, nodes := range l2Announcers(t, c, false, svcs) {
+			if len(nodes) != 1 {
+				t.Fatalf("%s announced by %v", a, nodes)
+			}
+			out[a] = nodes[0]
+		}
+		if len(out) != len(svcs) {
+			t.Fatalf("%d of %d IPs announced", len(out), len(svcs))
+		}
+		return out
+	}
+	before := owner()
+	counts := map[string]int{}
+	for _, n := range before {
+		counts[n]++
+	}
+	// The busiest node dies.
+	victim := ""
+	for n, k := range counts {
+		if victim == "" || k > counts[victim] || (k == counts[victim] && n < victim) {
+			victim = n
+		}
+	}
+	c.live = map[string]bool{}
+	for _, n := range c.nodes {
+		c.live[n.Name] = n.Name != victim
+	}
+	after := owner()
+	moved := 0
+	for a, was := range before {
+		switch {
+		case was == victim && after[a] == victim:
+			t.Errorf("%s still announced by dead %s", a, victim)
+		case was == victim:
+			moved++
+		case after[a] != was:
+			t.Errorf("%s moved from live %s to %s", a, was, after[a])
+		}
+	}
+	if moved != counts[victim] || moved == 0 {
+		t.Errorf("moved %d IPs, victim %s had %d", moved, victim, counts[victim])
+	}
+}
