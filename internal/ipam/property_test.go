@@ -127,6 +127,15 @@ type pair struct {
 	reqs  map[string]Request // current Services by key
 	pools []Pool
 	step  int
+	shuf  *rand.Rand // permutes the pool list B sees (its order must not matter)
+}
+
+// shuffled returns pools in a random order (prefix order inside each pool
+// is configuration and stays).
+func (p *pair) shuffled(pools []Pool) []Pool {
+	out := slices.Clone(pools)
+	p.shuf.Shuffle(len(out), func(i, j int) { out[i], out[j] = out[j], out[i] })
+	return out
 }
 
 func (p *pair) fail(format string, args ...any) {
@@ -167,7 +176,7 @@ func (p *pair) allocate(r Request) {
 func (p *pair) setPools(pools []Pool) {
 	p.t.Helper()
 	ca, ea := p.a.SetPools(pools)
-	cb, eb := p.b.SetPools(pools)
+	cb, eb := p.b.SetPools(p.shuffled(pools))
 	if fmt.Sprint(ca, ea) != fmt.Sprint(cb, eb) {
 		p.fail("SetPools diverged: %v %v / %v %v", ca, ea, cb, eb)
 	}
@@ -185,7 +194,7 @@ func (p *pair) setPools(pools []Pool) {
 func (p *pair) restart(rng *rand.Rand) {
 	p.t.Helper()
 	p.b = New()
-	if _, err := p.b.SetPools(p.pools); err != nil {
+	if _, err := p.b.SetPools(p.shuffled(p.pools)); err != nil {
 		p.fail("SetPools after restart: %v", err)
 	}
 	asgs := p.a.Assignments()
@@ -241,7 +250,7 @@ func TestDeterminismProperty(t *testing.T) {
 		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(seed, 0x1e7a1d))
 			w := &world{rng: rng, t: t}
-			p := &pair{t: t, a: New(), b: New(), reqs: map[string]Request{}}
+			p := &pair{t: t, a: New(), b: New(), reqs: map[string]Request{}, shuf: rand.New(rand.NewPCG(seed, 7))}
 			p.setPools(w.randomPools())
 			counts := map[string]int{}
 			for p.step = 0; p.step < steps; p.step++ {
