@@ -3,7 +3,6 @@ package layer2
 import (
 	"bytes"
 	"context"
-	"encoding/binary"
 	"fmt"
 	"io"
 	"log/slog"
@@ -107,16 +106,37 @@ func newLab(t *testing.T) *lab {
 		t.Fatal(err)
 	}
 	t.Cleanup(l.clientH.Close)
-	links, err := listLinks(l.clientH)
+	// IPv6 is configured on a veth end only once both ends are up (carrier):
+	// wait for the usable link-local addresses, or ndisc6 may find the
+	// network unreachable.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		nodeLink := l.eth0(t, nh)
+		l.clientLink = l.eth0(t, l.clientH)
+		if nodeLink.LinkLocal.IsValid() && l.clientLink.LinkLocal.IsValid() {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no usable IPv6 link-local address after 10 s: node %+v client %+v", nodeLink, l.clientLink)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return l
+}
+
+func (l *lab) eth0(t *testing.T, h *netlink.Handle) linkInfo {
+	t.Helper()
+	links, err := listLinks(h)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, li := range links {
 		if li.Name == "eth0" {
-			l.clientLink = li
+			return li
 		}
 	}
-	return l
+	t.Fatal("no eth0")
+	return linkInfo{}
 }
 
 // testLogger writes the announcer's logs to the test log.
@@ -178,6 +198,9 @@ func (l *lab) arping(t *testing.T, ip netip.Addr) string {
 	t.Helper()
 	out, err := exec.Command("ip", "netns", "exec", l.client, "arping", "-c", "1", "-w", "1", "-I", "eth0", ip.String()).CombinedOutput()
 	if err != nil {
+		if !strings.Contains(string(out), "100% unanswered") {
+			t.Fatalf("arping %s: %v: %s", ip, err, out)
+		}
 		return ""
 	}
 	// "42 bytes from 02:..:.. (198.51.100.200): index=0 time=..."
@@ -195,6 +218,11 @@ func (l *lab) ndisc6(t *testing.T, ip netip.Addr) string {
 	t.Helper()
 	out, err := exec.Command("ip", "netns", "exec", l.client, "ndisc6", "-q", "-1", "-r", "2", "-w", "400", ip.String(), "eth0").CombinedOutput()
 	if err != nil {
+		// Exit status 2 with no output is "no response"; anything else
+		// (like "Network is unreachable") is a broken lab.
+		if len(bytes.TrimSpace(out)) != 0 {
+			t.Fatalf("ndisc6 %s: %v: %s", ip, err, out)
+		}
 		return ""
 	}
 	return strings.ToLower(strings.TrimSpace(string(out)))
@@ -519,4 +547,3 @@ func TestRealStop(t *testing.T) {
 	}
 }
 
-var _ = binary.BigEndian
