@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+	"strings"
 )
 
 // Allocate gives Service req.Key its LoadBalancer IPs and returns them.
@@ -141,7 +142,17 @@ func (a *Allocator) choose(r *Request) ([]netip.Addr, *pool, error) {
 	if len(offering) == 0 {
 		return nil, nil, newErr(ErrFamilyUnavailable, fmt.Sprintf("no candidate address pool (%s) offers %s", quoteNames(cands), describeTargets(targets)))
 	}
-	return nil, nil, newErr(ErrPoolExhausted, fmt.Sprintf("no free %s address in address pool(s) %s", describeTargets(targets), quoteNames(offering)))
+	var full []string
+	for _, p := range offering {
+		for _, f := range r.wanted() {
+			if p.set(f) != nil {
+				if _, ok := a.pickFamily(p, f, r); !ok {
+					full = append(full, fmt.Sprintf("address pool %q has no free %s address", p.cfg.Name, f))
+				}
+			}
+		}
+	}
+	return nil, nil, newErr(ErrPoolExhausted, fmt.Sprintf("no %s address available: %s", describeTargets(targets), strings.Join(full, "; ")))
 }
 
 // chooseRequested checks r.RequestedIPs (already in family order).

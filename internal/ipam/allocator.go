@@ -287,7 +287,7 @@ func (a *Allocator) checkIP(ip netip.Addr, r *Request) (*pool, error) {
 		return nil, newErr(ErrRequestedIPNotInPool, fmt.Sprintf("%s is in address pool %q, not in the requested pool %q", ip, p.cfg.Name, r.PoolName))
 	}
 	if !p.matches(r) {
-		return nil, newErr(ErrNoPoolMatches, fmt.Sprintf("the serviceAllocation of address pool %q (holding %s) does not select Service %s", p.cfg.Name, ip, r.Key))
+		return nil, newErr(ErrNoPoolMatches, fmt.Sprintf("%s is in address pool %q, whose serviceAllocation does not select Service %s", ip, p.cfg.Name, r.Key))
 	}
 	return p, nil
 }

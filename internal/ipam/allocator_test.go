@@ -75,7 +75,7 @@ func TestPoolOrder(t *testing.T) {
 				{req: svc("ns/2"), want: "a:198.51.100.1"},
 				{req: svc("ns/3"), want: "b:203.0.113.0"},
 				{req: svc("ns/4"), want: "b:203.0.113.1"},
-				{req: svc("ns/5"), want: "ErrPoolExhausted", msg: `"a", "b"`},
+				{req: svc("ns/5"), want: "ErrPoolExhausted", msg: `pool "a" has no free IPv4 address; address pool "b"`},
 			},
 		},
 		{
@@ -461,7 +461,7 @@ func TestErrorsAreReadable(t *testing.T) {
 		t.Fatalf("message %q, want %q", err.Error(), want)
 	}
 	_, err = a.Allocate(svc("team/db"))
-	if err.Error() != `allocate team/db: no free IPv4 address in address pool(s) "p"` {
+	if err.Error() != `allocate team/db: no IPv4 address available: address pool "p" has no free IPv4 address` {
 		t.Fatalf("message %q", err.Error())
 	}
 }
