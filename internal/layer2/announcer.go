@@ -296,13 +296,13 @@ func (a *Announcer) openLink(ctx context.Context, wg *sync.WaitGroup, ns netns.N
 		if e.NDP {
 			c, err := listenNDP(ifi)
 			if err == nil {
-				tx, terr := listenNDPSend(ifi)
-				if terr != nil {
+				pc, perr := listenNDPPacket(ifi)
+				if perr != nil {
 					c.Close()
-					err = terr
+					err = perr
 				} else {
-					l.ndp = &ndpResponder{ifc: view, conn: c, tx: tx, log: log, lookup: a.tbl.lookup, m: a.m, groups: map[netip.Addr]int{}}
-					l.closers = append(l.closers, c, tx)
+					l.ndp = &ndpResponder{ifc: view, conn: c, pc: pc, log: log, lookup: a.tbl.lookup, m: a.m, groups: map[netip.Addr]int{}}
+					l.closers = append(l.closers, c, pc)
 				}
 			}
 			errs = append(errs, err)

@@ -19,9 +19,10 @@
 // the received bytes and the node's view of the interface and return either a
 // reply or a typed [DropReason], so they are table-tested without root.
 //
-// Known limit (shared with MetalLB): the NDP responder reads from an ICMPv6
-// socket, so it sees solicitations sent to the solicited-node multicast group
-// but not unicast neighbour-unreachability probes addressed to the Service IP
-// itself (the kernel does not deliver them locally). A client whose probes go
-// unanswered falls back to a multicast solicitation, which is answered.
+// Unlike MetalLB, the NDP responder reads solicitations from an AF_PACKET
+// socket (with a BPF filter for Neighbor Solicitations), so it also answers
+// the unicast neighbour-unreachability probes a client sends to the Service
+// IP, and it sends advertisements with the Service IP as IPv6 source, as a
+// host owning the address does. An ICMPv6 socket only holds the
+// solicited-node multicast memberships.
 package layer2

@@ -95,6 +95,37 @@ func handleNDP(msg []byte, hopLimit int, src netip.Addr, ifc ifaceView, lookup l
 	}, target, DropNone
 }
 
+// handleNDPFrame decides how to answer one Ethernet frame received on the
+// AF_PACKET socket: it checks the Ethernet and IPv6 framing (IPv6 next header
+// ICMPv6, destination MAC ours or IPv6 multicast, destination IP the target or
+// its solicited-node multicast group, RFC 4861 §7.2.3) and hands the ICMPv6
+// message to handleNDP.
+func handleNDPFrame(frame []byte, ifc ifaceView, lookup lookupFunc) (reply ndpReply, target netip.Addr, reason DropReason) {
+	const ipv6Hdr = 40
+	if len(frame) < 14+ipv6Hdr || binary.BigEndian.Uint16(frame[12:14]) != 0x86dd || frame[14]>>4 != 6 || frame[14+6] != 58 {
+		return reply, target, DropMalformed
+	}
+	ip := frame[14:]
+	plen := int(binary.BigEndian.Uint16(ip[4:6]))
+	if len(ip) < ipv6Hdr+plen {
+		return reply, target, DropMalformed
+	}
+	dstMAC := net.HardwareAddr(frame[0:6])
+	if !bytes.Equal(dstMAC, ifc.MAC) && !(dstMAC[0] == 0x33 && dstMAC[1] == 0x33) {
+		return reply, target, DropNotForUs
+	}
+	src := netip.AddrFrom16([16]byte(ip[8:24]))
+	dst := netip.AddrFrom16([16]byte(ip[24:40]))
+	reply, target, reason = handleNDP(ip[ipv6Hdr:ipv6Hdr+plen], int(ip[7]), src, ifc, lookup)
+	if reason != DropNone {
+		return reply, target, reason
+	}
+	if snm, _ := ndp.SolicitedNodeMulticast(target); dst != target && dst != snm {
+		return ndpReply{}, target, DropNotForUs
+	}
+	return reply, target, DropNone
+}
+
 // unsolicitedNA returns the unsolicited neighbor advertisement announcing
 // that ip is at mac (RFC 4861 §7.2.6: Solicited=0, Override=1, target
 // link-layer address option), to be sent to ff02::1.
@@ -136,8 +167,8 @@ func ndpFrame(srcMAC, dstMAC net.HardwareAddr, src, dst netip.Addr, m ndp.Messag
 // refcounted since several addresses share one group.
 type ndpResponder struct {
 	ifc    ifaceView
-	conn   *ndp.Conn      // receives solicitations, holds group memberships
-	tx     net.PacketConn // AF_PACKET socket that sends the advertisements
+	conn   *ndp.Conn      // holds the multicast group memberships only
+	pc     net.PacketConn // AF_PACKET socket: receives solicitations, sends advertisements
 	log    *slog.Logger
 	lookup lookupFunc
 	m      *metrics
@@ -146,14 +177,15 @@ type ndpResponder struct {
 	groups map[netip.Addr]int
 }
 
-// listenNDP opens the ICMPv6 socket, accepting only Neighbor Solicitations and
-// reporting the hop limit. It must run in the target network namespace.
+// listenNDP opens the ICMPv6 socket that holds the solicited-node multicast
+// memberships (so that the interface accepts those frames). It receives
+// nothing: its ICMPv6 filter blocks every type. It must run in the target
+// network namespace.
 //
-// ndp.Conn uses the interface name as IPv6 zone of every destination, and Go
-// resolves a zone name to an index in the network namespace of whichever OS
-// thread writes. The Conn is therefore given the decimal interface index as
-// name, which Go resolves without a lookup: writes work from any thread (and
-// from outside the namespace) and survive an interface rename.
+// ndp.Conn uses the interface name as IPv6 zone, and Go resolves a zone name
+// to an index in the network namespace of whichever OS thread runs the call.
+// The Conn is therefore given the decimal interface index as name, which Go
+// resolves without a lookup.
 func listenNDP(ifi *net.Interface) (*ndp.Conn, error) {
 	byIndex := *ifi
 	byIndex.Name = strconv.Itoa(ifi.Index)
@@ -163,26 +195,43 @@ func listenNDP(ifi *net.Interface) (*ndp.Conn, error) {
 	}
 	var f ipv6.ICMPFilter
 	f.SetAll(true)
-	f.Accept(ipv6.ICMPTypeNeighborSolicitation)
 	if err := c.SetICMPFilter(&f); err != nil {
 		c.Close()
 		return nil, fmt.Errorf("set ICMPv6 filter on %s: %w", ifi.Name, err)
 	}
-	if err := c.SetControlMessage(ipv6.FlagHopLimit, true); err != nil {
-		c.Close()
-		return nil, fmt.Errorf("enable hop limit control messages on %s: %w", ifi.Name, err)
-	}
 	return c, nil
 }
 
-// listenNDPSend opens the AF_PACKET socket used to send advertisements. Its
-// BPF filter rejects every packet: it never receives. It must run in the
-// target network namespace.
-func listenNDPSend(ifi *net.Interface) (net.PacketConn, error) {
-	dropAll := []bpf.RawInstruction{{Op: 0x06, K: 0}} // BPF_RET|BPF_K 0
-	c, err := packet.Listen(ifi, packet.Raw, 0x86dd, &packet.Config{Filter: dropAll})
+// nsFilter is a classic BPF program for an AF_PACKET socket in raw mode that
+// keeps only Ethernet frames carrying IPv6 (EtherType 0x86dd) whose next
+// header is ICMPv6 (58) and whose ICMPv6 type is Neighbor Solicitation (135).
+// Solicitations carry no extension headers in practice.
+func nsFilter() ([]bpf.RawInstruction, error) {
+	return bpf.Assemble([]bpf.Instruction{
+		bpf.LoadAbsolute{Off: 12, Size: 2},
+		bpf.JumpIf{Cond: bpf.JumpEqual, Val: 0x86dd, SkipFalse: 5},
+		bpf.LoadAbsolute{Off: 14 + 6, Size: 1},
+		bpf.JumpIf{Cond: bpf.JumpEqual, Val: 58, SkipFalse: 3},
+		bpf.LoadAbsolute{Off: 14 + 40, Size: 1},
+		bpf.JumpIf{Cond: bpf.JumpEqual, Val: 135, SkipFalse: 1},
+		bpf.RetConstant{Val: 1514},
+		bpf.RetConstant{Val: 0},
+	})
+}
+
+// listenNDPPacket opens the AF_PACKET socket that receives Neighbor
+// Solicitations, multicast and unicast alike (an ICMPv6 socket misses the
+// unicast neighbour-unreachability probes addressed to the Service IP, since
+// the kernel does not deliver packets for addresses it does not own), and
+// sends the advertisements. It must run in the target network namespace.
+func listenNDPPacket(ifi *net.Interface) (net.PacketConn, error) {
+	filter, err := nsFilter()
 	if err != nil {
-		return nil, fmt.Errorf("open IPv6 send socket on %s: %w", ifi.Name, err)
+		return nil, fmt.Errorf("assemble BPF filter: %w", err)
+	}
+	c, err := packet.Listen(ifi, packet.Raw, 0x86dd, &packet.Config{Filter: filter})
+	if err != nil {
+		return nil, fmt.Errorf("listen IPv6 on %s: %w", ifi.Name, err)
 	}
 	return c, nil
 }
@@ -229,9 +278,9 @@ func (r *ndpResponder) leave(ip netip.Addr) error {
 
 // run reads and answers solicitations until the socket is closed or ctx ends.
 func (r *ndpResponder) run(ctx context.Context) {
-	buf := make([]byte, 1500)
+	buf := make([]byte, 1514)
 	for {
-		n, cm, src, err := r.conn.ReadRaw(buf)
+		n, _, err := r.pc.ReadFrom(buf)
 		if err != nil {
 			if errors.Is(err, net.ErrClosed) || ctx.Err() != nil {
 				return
@@ -242,11 +291,7 @@ func (r *ndpResponder) run(ctx context.Context) {
 			}
 			continue
 		}
-		hop := -1
-		if cm != nil {
-			hop = cm.HopLimit
-		}
-		reply, ip, reason := handleNDP(buf[:n], hop, src.WithZone(""), r.ifc, r.lookup)
+		reply, ip, reason := handleNDPFrame(buf[:n], r.ifc, r.lookup)
 		if reason != DropNone {
 			if reason >= DropUnknownTarget {
 				r.log.Debug("neighbor solicitation not answered", "ip", ip, "reason", reason)
@@ -268,7 +313,7 @@ func (r *ndpResponder) send(dstMAC net.HardwareAddr, src, dst netip.Addr, m ndp.
 	if err != nil {
 		return err
 	}
-	_, err = r.tx.WriteTo(f, &packet.Addr{HardwareAddr: dstMAC})
+	_, err = r.pc.WriteTo(f, &packet.Addr{HardwareAddr: dstMAC})
 	return err
 }
 

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/mdlayher/ndp"
+	"golang.org/x/net/bpf"
 )
 
 var (
@@ -141,4 +142,97 @@ func TestUnsolicitedNAFrameGolden(t *testing.T) {
 	if icmp6Checksum(vip6, allNodes, icmp) != 0 {
 		t.Fatal("reference checksum does not verify")
 	}
+}
+
+// rawNSFrame wraps rawNS in IPv6 (hop limit hop) and Ethernet.
+func rawNSFrame(dstMAC, srcMAC net.HardwareAddr, src, dst netip.Addr, hop byte, msg []byte) []byte {
+	b := append([]byte{}, dstMAC...)
+	b = append(b, srcMAC...)
+	b = append(b, 0x86, 0xdd, 0x60, 0, 0, 0, 0, byte(len(msg)), 58, hop)
+	s, d := src.As16(), dst.As16()
+	b = append(b, s[:]...)
+	b = append(b, d[:]...)
+	return append(b, msg...)
+}
+
+func TestHandleNDPFrame(t *testing.T) {
+	snm := netip.MustParseAddr("ff02::1:ff00:10") // solicited-node group of 2001:db8::10
+	snmMAC := net.HardwareAddr{0x33, 0x33, 0xff, 0, 0, 0x10}
+	ns := rawNS(vip6, peerMAC)
+	tests := []struct {
+		name   string
+		frame  []byte
+		reason DropReason
+	}{
+		{"multicast to the solicited-node group", rawNSFrame(snmMAC, peerMAC, peer6, snm, 255, ns), DropNone},
+		{"unicast probe to the target (NUD)", rawNSFrame(ourMAC, peerMAC, peer6, vip6, 255, ns), DropNone},
+		{"unicast to another MAC", rawNSFrame(otherMAC, peerMAC, peer6, vip6, 255, ns), DropNotForUs},
+		{"IPv6 destination neither target nor its group", rawNSFrame(snmMAC, peerMAC, peer6, netip.MustParseAddr("ff02::1:ff00:99"), 255, ns), DropNotForUs},
+		{"hop limit 64", rawNSFrame(snmMAC, peerMAC, peer6, snm, 64, ns), DropBadHopLimit},
+		{"unknown target", rawNSFrame(snmMAC, peerMAC, peer6, snm, 255, rawNS(netip.MustParseAddr("2001:db8::99"), peerMAC)), DropUnknownTarget},
+		{"truncated payload", rawNSFrame(snmMAC, peerMAC, peer6, snm, 255, ns)[:70], DropMalformed},
+		{"not IPv6", func() []byte {
+			f := rawNSFrame(snmMAC, peerMAC, peer6, snm, 255, ns)
+			f[12], f[13] = 0x08, 0x00
+			return f
+		}(), DropMalformed},
+		{"next header not ICMPv6", func() []byte {
+			f := rawNSFrame(snmMAC, peerMAC, peer6, snm, 255, ns)
+			f[20] = 17
+			return f
+		}(), DropMalformed},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			reply, _, reason := handleNDPFrame(tt.frame, eth0, fakeLookup)
+			if reason != tt.reason {
+				t.Fatalf("reason = %s, want %s", reason, tt.reason)
+			}
+			if (reply.NA != nil) != (reason == DropNone) {
+				t.Fatalf("advertisement %v with reason %s", reply.NA, reason)
+			}
+		})
+	}
+}
+
+func TestNSFilter(t *testing.T) {
+	prog, err := nsFilter()
+	if err != nil {
+		t.Fatal(err)
+	}
+	vm, err := bpf.NewVM(disassemble(t, prog))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns := rawNSFrame(ourMAC, peerMAC, peer6, vip6, 255, rawNS(vip6, peerMAC))
+	na, err := ndpFrame(peerMAC, ourMAC, vip6, peer6, unsolicitedNA(peerMAC, vip6))
+	if err != nil {
+		t.Fatal(err)
+	}
+	arpReq := rawARP(bcast, peerMAC, 1, peerMAC, peer4, make(net.HardwareAddr, 6), vip4)
+	for name, tc := range map[string]struct {
+		frame []byte
+		keep  bool
+	}{
+		"neighbor solicitation":  {ns, true},
+		"neighbor advertisement": {na, false},
+		"ARP":                    {arpReq, false},
+	} {
+		n, err := vm.Run(tc.frame)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if (n > 0) != tc.keep {
+			t.Errorf("%s: filter returned %d, want keep=%v", name, n, tc.keep)
+		}
+	}
+}
+
+func disassemble(t *testing.T, raw []bpf.RawInstruction) []bpf.Instruction {
+	t.Helper()
+	out, ok := bpf.Disassemble(raw)
+	if !ok {
+		t.Fatal("filter does not disassemble")
+	}
+	return out
 }

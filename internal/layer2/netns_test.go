@@ -547,3 +547,59 @@ func TestRealStop(t *testing.T) {
 	}
 }
 
+// TestRealUnicastProbe checks that the client kernel's neighbour
+// unreachability detection, which sends unicast ARP requests / Neighbor
+// Solicitations to the cached MAC, gets answered: the client's entry goes from
+// STALE through PROBE to REACHABLE instead of FAILED.
+func TestRealUnicastProbe(t *testing.T) {
+	t.Parallel()
+	l := newLab(t)
+	a, _ := l.start(t, Options{})
+	for _, ip := range []netip.Addr{netip.MustParseAddr("198.51.100.231"), netip.MustParseAddr("2001:db8::231")} {
+		if err := a.Announce("ns/svc", ip, nil); err != nil {
+			t.Fatal(err)
+		}
+		waitActive(t, a, ip, true)
+	}
+	for _, fam := range []struct{ v, ping string }{{"ipv4", "-4"}, {"ipv6", "-6"}} {
+		run(t, "ip", "netns", "exec", l.client, "sysctl", "-qw", "net."+fam.v+".neigh.eth0.delay_first_probe_time=1")
+	}
+	for _, ip := range []netip.Addr{netip.MustParseAddr("198.51.100.231"), netip.MustParseAddr("2001:db8::231")} {
+		before := testutil.ToFloat64(a.m.requests.WithLabelValues(ip.String()))
+		run(t, "ip", "-n", l.client, "neigh", "replace", ip.String(), "lladdr", l.nodeMAC.String(), "dev", "eth0", "nud", "stale")
+		// The node drops the ping (it does not own the IP in its kernel);
+		// the ping only makes the client's kernel use, then probe, the entry.
+		_ = exec.Command("ip", "netns", "exec", l.client, "ping", "-c", "1", "-W", "1", ip.String()).Run()
+		deadline := time.Now().Add(6 * time.Second)
+		for {
+			st := l.clientNeighState(t, ip)
+			if st == netlink.NUD_REACHABLE {
+				break
+			}
+			if time.Now().After(deadline) || st == netlink.NUD_FAILED {
+				t.Fatalf("%s: client neighbour state %s, want REACHABLE (0x02) after a unicast probe", ip, fmt.Sprintf("%#02x", st))
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		if after := testutil.ToFloat64(a.m.requests.WithLabelValues(ip.String())); after <= before {
+			t.Errorf("%s: requests_received did not grow (%v -> %v)", ip, before, after)
+		}
+	}
+}
+
+func (l *lab) clientNeighState(t *testing.T, ip netip.Addr) int {
+	family := netlink.FAMILY_V4
+	if ip.Is6() {
+		family = netlink.FAMILY_V6
+	}
+	ns, err := l.clientH.NeighList(l.clientLink.Index, family)
+	if err != nil {
+		t.Fatalf("list client neighbours: %v", err)
+	}
+	for _, n := range ns {
+		if a, ok := netip.AddrFromSlice(n.IP); ok && a.Unmap() == ip {
+			return n.State
+		}
+	}
+	return netlink.NUD_NONE
+}
