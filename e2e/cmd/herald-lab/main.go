@@ -1,0 +1,160 @@
+// Command herald-lab brings Herald's lab up and down (`make lab`,
+// `make lab-down`) and hosts the lab's own helper processes.
+//
+// Usage:
+//
+//	herald-lab up [--nodes 3]    build the lab (cleaning leftovers first), print a summary
+//	herald-lab down              remove everything the lab made, also after a crash
+//	herald-lab status            print the summary and any problem; exit 1 if unhealthy
+//	herald-lab kubectl ARGS...   kubectl against the lab's API server (inside its namespace)
+//	herald-lab backend ...       lab scaffolding: the HTTP backend of one node
+//	herald-lab proxy ...         loopback proxy from the root namespace to the API server
+//
+// Common flags: --state-dir (default $HERALD_LAB_DIR, else <repo>/.lab) and
+// --prefix (default "herald-lab").
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/herald-lb/herald/e2e/lab"
+)
+
+func main() {
+	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	if len(os.Args) < 2 {
+		usage()
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := dispatch(ctx, log, os.Args[1], os.Args[2:]); err != nil {
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			os.Exit(ee.ExitCode())
+		}
+		fmt.Fprintln(os.Stderr, "herald-lab:", err)
+		os.Exit(1)
+	}
+}
+
+func usage() {
+	fmt.Fprintln(os.Stderr, "usage: herald-lab up|down|status|kubectl|backend|proxy [flags]")
+}
+
+func defaultStateDir() string {
+	if d := os.Getenv("HERALD_LAB_DIR"); d != "" {
+		return d
+	}
+	// The repository root is where go.mod is, above the working directory.
+	d, _ := os.Getwd()
+	for p := d; ; p = filepath.Dir(p) {
+		if _, err := os.Stat(filepath.Join(p, "go.mod")); err == nil {
+			return filepath.Join(p, ".lab")
+		}
+		if filepath.Dir(p) == p {
+			return filepath.Join(d, ".lab")
+		}
+	}
+}
+
+func dispatch(ctx context.Context, log *slog.Logger, cmd string, args []string) error {
+	fs := flag.NewFlagSet(cmd, flag.ContinueOnError)
+	stateDir := fs.String("state-dir", defaultStateDir(), "lab state directory")
+	prefix := fs.String("prefix", lab.PersistentPrefix, "network namespace prefix")
+	switch cmd {
+	case "up":
+		nodes := fs.Int("nodes", 3, "number of nodes")
+		if err := fs.Parse(args); err != nil {
+			return err
+		}
+		start := time.Now()
+		l, err := lab.Up(ctx, lab.Config{Prefix: *prefix, Nodes: *nodes, StateDir: *stateDir, LoopbackProxy: true})
+		if err != nil {
+			return err
+		}
+		log.Info("lab up", "prefix", l.Prefix(), "took", time.Since(start).Round(time.Millisecond))
+		fmt.Print(l.Summary())
+		return nil
+	case "down":
+		if err := fs.Parse(args); err != nil {
+			return err
+		}
+		return lab.Cleanup(*stateDir, *prefix)
+	case "status":
+		if err := fs.Parse(args); err != nil {
+			return err
+		}
+		l, err := lab.Open(*stateDir)
+		if err != nil {
+			return fmt.Errorf("no lab recorded in %s (run `make lab`): %w", *stateDir, err)
+		}
+		fmt.Print(l.Summary())
+		if probs := l.Check(ctx); len(probs) > 0 {
+			fmt.Println("\nProblems:")
+			for _, p := range probs {
+				fmt.Println("  " + p)
+			}
+			return errors.New("lab unhealthy")
+		}
+		fmt.Println("\nAll parts answer.")
+		return nil
+	case "kubectl":
+		// No flags of our own: everything goes to kubectl.
+		l, err := lab.Open(*stateDir)
+		if err != nil {
+			return fmt.Errorf("no lab recorded in %s (run `make lab`): %w", *stateDir, err)
+		}
+		c := exec.CommandContext(ctx, "ip", append([]string{"netns", "exec", l.ControlNamespace(),
+			"kubectl", "--kubeconfig", l.LabKubeconfig()}, args...)...)
+		c.Stdin, c.Stdout, c.Stderr = os.Stdin, os.Stdout, os.Stderr
+		return c.Run()
+	case "backend":
+		node := fs.String("node", "", "node name to answer with")
+		listen := fs.String("listen", ":80", "listen address")
+		if err := fs.Parse(args); err != nil {
+			return err
+		}
+		ln, err := net.Listen("tcp", *listen)
+		if err != nil {
+			return err
+		}
+		log.Info("lab backend", "node", *node, "listen", ln.Addr().String())
+		return lab.ServeBackend(ctx, ln, *node)
+	case "proxy":
+		ns := fs.String("netns", "", "network namespace to dial the target in")
+		listen := fs.String("listen", "127.0.0.1:0", "listen address in this namespace")
+		target := fs.String("target", "", "address to forward to")
+		portFile := fs.String("port-file", "", "file to write the listening port to")
+		if err := fs.Parse(args); err != nil {
+			return err
+		}
+		ln, err := net.Listen("tcp", *listen)
+		if err != nil {
+			return err
+		}
+		port := ln.Addr().(*net.TCPAddr).Port
+		if *portFile != "" {
+			if err := os.WriteFile(*portFile, []byte(strconv.Itoa(port)+"\n"), 0o644); err != nil {
+				return err
+			}
+		}
+		log.Info("lab proxy", "listen", ln.Addr().String(), "netns", *ns, "target", *target)
+		return lab.RunProxy(ctx, ln, *ns, *target)
+	default:
+		usage()
+		return fmt.Errorf("unknown command %q", cmd)
+	}
+}
