@@ -1,0 +1,127 @@
+package announce
+
+import (
+	"net/netip"
+	"reflect"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+)
+
+func ptr[T any](v T) *T { return &v }
+
+func TestServiceFromK8s(t *testing.T) {
+	lb := func(mut func(s *corev1.Service)) *corev1.Service {
+		s := &corev1.Service{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "web", Name: "front", Labels: map[string]string{"app": "front"}},
+			Spec:       corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer},
+		}
+		mut(s)
+		return s
+	}
+	tests := []struct {
+		name string
+		in   *corev1.Service
+		want Service
+	}{
+		{name: "defaults", in: lb(func(*corev1.Service) {}), want: Service{Key: "web/front", LoadBalancer: true,
+			Labels: labels.Set{"app": "front"}, ExternalTrafficPolicy: TrafficPolicyCluster}},
+		{name: "ClusterIP", in: lb(func(s *corev1.Service) { s.Spec.Type = corev1.ServiceTypeClusterIP }),
+			want: Service{Key: "web/front", Labels: labels.Set{"app": "front"}, ExternalTrafficPolicy: TrafficPolicyCluster}},
+		{name: "ingress IPs, hostname skipped, invalid kept apart, mapped unmapped", in: lb(func(s *corev1.Service) {
+			s.Spec.ExternalTrafficPolicy = corev1.ServiceExternalTrafficPolicyLocal
+			s.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{
+				{IP: "198.51.100.4"}, {Hostname: "lb.example"}, {IP: "2001:db8::4"}, {IP: "nope"}, {IP: "::ffff:203.0.113.1"}, {IP: "fe80::1%eth0"},
+			}
+		}), want: Service{Key: "web/front", LoadBalancer: true, Labels: labels.Set{"app": "front"}, ExternalTrafficPolicy: TrafficPolicyLocal,
+			IPs:        []netip.Addr{ip("198.51.100.4"), ip("2001:db8::4"), ip("203.0.113.1")},
+			InvalidIPs: []string{"nope", "fe80::1%eth0"}}},
+		{name: "sharing key and class", in: lb(func(s *corev1.Service) {
+			s.Annotations = map[string]string{AnnotationAllowSharedIP: "k1", AnnotationAllowSharedIPDeprecated: "old"}
+			s.Spec.LoadBalancerClass = ptr("herald.io/lb")
+		}), want: Service{Key: "web/front", LoadBalancer: true, Labels: labels.Set{"app": "front"}, ExternalTrafficPolicy: TrafficPolicyCluster,
+			SharingKey: "k1", LoadBalancerClass: "herald.io/lb"}},
+		{name: "deprecated sharing key", in: lb(func(s *corev1.Service) {
+			s.Annotations = map[string]string{AnnotationAllowSharedIPDeprecated: "old"}
+		}), want: Service{Key: "web/front", LoadBalancer: true, Labels: labels.Set{"app": "front"}, ExternalTrafficPolicy: TrafficPolicyCluster,
+			SharingKey: "old"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := ServiceFromK8s(tt.in); !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("got  %+v\nwant %+v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestEndpointsFromSlices(t *testing.T) {
+	slices := []discoveryv1.EndpointSlice{
+		{Endpoints: []discoveryv1.Endpoint{
+			{NodeName: ptr("n1")}, // conditions unset: ready
+			{NodeName: ptr("n2"), Conditions: discoveryv1.EndpointConditions{Ready: ptr(false)}},
+			{NodeName: ptr("n3"), Conditions: discoveryv1.EndpointConditions{Ready: ptr(false), Serving: ptr(true), Terminating: ptr(true)}},
+		}},
+		{Endpoints: []discoveryv1.Endpoint{
+			{Conditions: discoveryv1.EndpointConditions{Ready: ptr(true)}}, // no node
+		}},
+	}
+	want := []Endpoint{
+		{NodeName: "n1", Ready: true},
+		{NodeName: "n2"},
+		{NodeName: "n3", Serving: true},
+		{Ready: true},
+	}
+	got := EndpointsFromSlices(slices)
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("got %+v\nwant %+v", got, want)
+	}
+	canServe := []bool{true, false, true, true}
+	for i, e := range got {
+		if e.CanServe() != canServe[i] {
+			t.Errorf("%+v: CanServe %v", e, e.CanServe())
+		}
+	}
+}
+
+func TestNodeFromK8s(t *testing.T) {
+	n := &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: "n1", Labels: map[string]string{ExcludeFromLBLabel: ""}},
+		Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{
+			{Type: corev1.NodeReady, Status: corev1.ConditionTrue},
+			{Type: corev1.NodeNetworkUnavailable, Status: corev1.ConditionTrue},
+		}},
+	}
+	got := NodeFromK8s(n)
+	if got.Name != "n1" || !got.NetworkUnavailable || !got.ExcludedFromLB() {
+		t.Fatalf("%+v", got)
+	}
+	n.Status.Conditions[1].Status = corev1.ConditionFalse
+	n.Labels = nil
+	if got := NodeFromK8s(n); got.NetworkUnavailable || got.ExcludedFromLB() {
+		t.Fatalf("%+v", got)
+	}
+}
+
+func TestReasonNames(t *testing.T) {
+	seen := map[string]Reason{}
+	for r := range reasonCount {
+		s := r.String()
+		if (s == "") != (r == ReasonNone) {
+			t.Errorf("reason %d: name %q", r, s)
+		}
+		if prev, dup := seen[s]; dup {
+			t.Errorf("reasons %d and %d share the name %q", prev, r, s)
+		}
+		seen[s] = r
+	}
+	if ReasonNotOwner.String() != "notOwner" || ReasonSharedIPWithServiceSelector.String() != "sharedIPWithServiceSelector" {
+		t.Error("MetalLB names changed")
+	}
+	if reasonCount.String() != "unknown" {
+		t.Error("out of range reason")
+	}
+}
