@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"maps"
 	"net/netip"
 	"slices"
 	"strings"
@@ -151,7 +152,7 @@ func buildPool(ref objRef, obj *v1beta1.IPAddressPool, namespaces []corev1.Names
 	ok := true
 	pool := &Pool{
 		Name:          obj.Name,
-		Labels:        labels.Set(obj.Labels),
+		Labels:        labels.Set(maps.Clone(obj.Labels)),
 		AutoAssign:    obj.Spec.AutoAssign == nil || *obj.Spec.AutoAssign,
 		AvoidBuggyIPs: obj.Spec.AvoidBuggyIPs,
 	}
