@@ -1,10 +1,10 @@
 package layer2
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/netip"
 	"slices"
@@ -44,14 +44,11 @@ type Announcer struct {
 
 // link is one interface with its responders and the IPs active on it.
 type link struct {
-	info    linkInfo
-	elig    eligibility
-	failed  bool // a responder could not be opened; reopen on next scan
-	arp     *arpResponder
-	ndp     *ndpResponder
-	closers []io.Closer
-	cancel  context.CancelFunc
-	ctx     context.Context
+	info   linkInfo
+	arp    *arpResponder // nil when not allowed or not open
+	ndp    *ndpResponder // nil when not allowed or not open
+	ctx    context.Context
+	cancel context.CancelFunc
 	// active maps each IP answered on this link to the cancel function of
 	// its gratuitous burst.
 	active map[netip.Addr]context.CancelFunc
@@ -232,9 +229,10 @@ func (a *Announcer) Run(ctx context.Context) error {
 	}
 }
 
-// scan lists the links, opens responders on new eligible links, closes them
-// on links that went away or changed, and re-applies every announcement. It
-// reports whether a link waits for its IPv6 link-local address.
+// scan lists the links, opens responders on new eligible links, adjusts them
+// on links whose eligibility or link-local address changed, closes them on
+// links that went away, and re-applies every announcement. It reports whether
+// a link waits for its IPv6 link-local address.
 func (a *Announcer) scan(ctx context.Context, wg *sync.WaitGroup, h *netlink.Handle, ns netns.NsHandle) (pending bool) {
 	infos, err := listLinks(h)
 	if err != nil {
@@ -253,15 +251,17 @@ func (a *Announcer) scan(ctx context.Context, wg *sync.WaitGroup, h *netlink.Han
 			continue
 		}
 		seen[info.Name] = true
-		if l, ok := a.links[info.Name]; ok {
-			if !l.failed && l.elig == e && l.info.Index == info.Index &&
-				string(l.info.MAC) == string(info.MAC) && l.info.LinkLocal == info.LinkLocal {
-				continue
-			}
+		l, ok := a.links[info.Name]
+		if ok && (l.info.Index != info.Index || !bytes.Equal(l.info.MAC, info.MAC)) {
 			a.closeLink(l)
-			delete(a.links, info.Name)
+			ok = false
 		}
-		a.links[info.Name] = a.openLink(ctx, wg, ns, info, e)
+		if !ok {
+			lctx, cancel := context.WithCancel(ctx)
+			l = &link{info: info, ctx: lctx, cancel: cancel, active: map[netip.Addr]context.CancelFunc{}}
+			a.links[info.Name] = l
+		}
+		a.syncLink(wg, ns, l, info, e)
 	}
 	for name, l := range a.links {
 		if !seen[name] {
@@ -276,24 +276,35 @@ func (a *Announcer) scan(ctx context.Context, wg *sync.WaitGroup, h *netlink.Han
 	return pending
 }
 
-// openLink opens the responders allowed by e on the link. Callers hold a.mu.
-func (a *Announcer) openLink(ctx context.Context, wg *sync.WaitGroup, ns netns.NsHandle, info linkInfo, e eligibility) *link {
-	lctx, cancel := context.WithCancel(ctx)
-	l := &link{info: info, elig: e, ctx: lctx, cancel: cancel, active: map[netip.Addr]context.CancelFunc{}}
-	view := ifaceView{Name: info.Name, MAC: info.MAC}
+// syncLink closes the responders e no longer allows (the NDP one also when
+// the link-local address changed) and opens the missing allowed ones; a
+// responder that fails to open is retried on the next scan. Responders that
+// stay keep answering without a new gratuitous burst. Callers hold a.mu.
+func (a *Announcer) syncLink(wg *sync.WaitGroup, ns netns.NsHandle, l *link, info linkInfo, e eligibility) {
 	log := a.log.With("interface", info.Name)
+	if l.arp != nil && !e.ARP {
+		a.closeARP(l)
+	}
+	if l.ndp != nil && (!e.NDP || l.info.LinkLocal != info.LinkLocal) {
+		a.closeNDP(l)
+	}
+	l.info = info
+	openARP, openNDP := e.ARP && l.arp == nil, e.NDP && l.ndp == nil
+	if !openARP && !openNDP {
+		return
+	}
+	view := ifaceView{Name: info.Name, MAC: info.MAC}
 	ifi := info.netInterface()
 	err := inNetNS(ns, func() error {
 		var errs []error
-		if e.ARP {
+		if openARP {
 			c, err := listenARP(ifi)
 			if err == nil {
 				l.arp = &arpResponder{ifc: view, conn: c, log: log, lookup: a.tbl.lookup, m: a.m}
-				l.closers = append(l.closers, c)
 			}
 			errs = append(errs, err)
 		}
-		if e.NDP {
+		if openNDP {
 			c, err := listenNDP(ifi)
 			if err == nil {
 				pc, perr := listenNDPPacket(ifi)
@@ -302,7 +313,6 @@ func (a *Announcer) openLink(ctx context.Context, wg *sync.WaitGroup, ns netns.N
 					err = perr
 				} else {
 					l.ndp = &ndpResponder{ifc: view, conn: c, pc: pc, log: log, lookup: a.tbl.lookup, m: a.m, groups: map[netip.Addr]int{}}
-					l.closers = append(l.closers, c, pc)
 				}
 			}
 			errs = append(errs, err)
@@ -310,28 +320,54 @@ func (a *Announcer) openLink(ctx context.Context, wg *sync.WaitGroup, ns netns.N
 		return errors.Join(errs...)
 	})
 	if err != nil {
-		l.failed = true
 		log.Warn("open responders", "error", err)
 	}
-	if l.arp != nil {
-		wg.Go(func() { l.arp.run(lctx) })
+	if openARP && l.arp != nil {
+		wg.Go(func() { l.arp.run(l.ctx) })
 	}
-	if l.ndp != nil {
-		wg.Go(func() { l.ndp.run(lctx) })
+	if openNDP && l.ndp != nil {
+		wg.Go(func() { l.ndp.run(l.ctx) })
 	}
 	log.Info("interface used", "arp", l.arp != nil, "ndp", l.ndp != nil, "mac", info.MAC.String())
-	return l
+}
+
+// closeARP stops the IPv4 announcements on l and closes its ARP socket.
+func (a *Announcer) closeARP(l *link) {
+	a.stopFamily(l, netip.Addr.Is4)
+	if err := l.arp.conn.Close(); err != nil {
+		a.log.Debug("close ARP responder", "interface", l.info.Name, "error", err)
+	}
+	l.arp = nil
+}
+
+// closeNDP stops the IPv6 announcements on l and closes its NDP sockets
+// (which drops the multicast memberships).
+func (a *Announcer) closeNDP(l *link) {
+	a.stopFamily(l, netip.Addr.Is6)
+	if err := errors.Join(l.ndp.conn.Close(), l.ndp.pc.Close()); err != nil {
+		a.log.Debug("close NDP responder", "interface", l.info.Name, "error", err)
+	}
+	l.ndp = nil
+}
+
+func (a *Announcer) stopFamily(l *link, match func(netip.Addr) bool) {
+	for ip, cancel := range l.active {
+		if match(ip) {
+			cancel()
+			delete(l.active, ip)
+		}
+	}
 }
 
 // closeLink stops the bursts and closes the sockets of l. Callers hold a.mu.
 func (a *Announcer) closeLink(l *link) {
 	l.cancel()
-	for _, c := range l.closers {
-		if err := c.Close(); err != nil {
-			a.log.Debug("close responder", "interface", l.info.Name, "error", err)
-		}
+	if l.arp != nil {
+		a.closeARP(l)
 	}
-	clear(l.active)
+	if l.ndp != nil {
+		a.closeNDP(l)
+	}
 }
 
 // reconcile brings the active set of every link in line with the table for

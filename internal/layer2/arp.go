@@ -146,7 +146,7 @@ func (r *arpResponder) run(ctx context.Context) {
 		}
 		reply, ip, reason := handleARP(buf[:n], r.ifc, r.lookup)
 		if reason != DropNone {
-			if reason >= DropUnknownTarget || reason == DropNotForUs {
+			if reason == DropWrongInterface {
 				r.log.Debug("ARP request not answered", "ip", ip, "reason", reason)
 			}
 			continue

@@ -293,7 +293,7 @@ func (r *ndpResponder) run(ctx context.Context) {
 		}
 		reply, ip, reason := handleNDPFrame(buf[:n], r.ifc, r.lookup)
 		if reason != DropNone {
-			if reason >= DropUnknownTarget {
+			if reason == DropWrongInterface {
 				r.log.Debug("neighbor solicitation not answered", "ip", ip, "reason", reason)
 			}
 			continue

@@ -603,3 +603,52 @@ func (l *lab) clientNeighState(t *testing.T, ip netip.Addr) int {
 	}
 	return netlink.NUD_NONE
 }
+
+// TestRealInterfaceChanges starts the announcer while the node's interface is
+// down: nothing is answered; when the link comes up the ARP responder opens at
+// once and the NDP responder once duplicate address detection has finished,
+// without a second ARP burst; when the link goes down, both close.
+func TestRealInterfaceChanges(t *testing.T) {
+	t.Parallel()
+	l := newLab(t)
+	run(t, "ip", "-n", l.node, "link", "set", "eth0", "down")
+	run(t, "ip", "netns", "exec", l.node, "sysctl", "-qw", "net.ipv6.conf.eth0.accept_dad=1")
+	const count = 3
+	a, _ := l.start(t, Options{GratuitousCount: count, GratuitousInterval: 20 * time.Millisecond})
+	v4 := netip.MustParseAddr("198.51.100.232")
+	v6 := netip.MustParseAddr("2001:db8::232")
+	for _, ip := range []netip.Addr{v4, v6} {
+		if err := a.Announce("ns/svc", ip, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(500 * time.Millisecond) // two rescans
+	if got := a.Interfaces(v4); len(got) != 0 {
+		t.Fatalf("announced on %v while eth0 is down", got)
+	}
+
+	c := l.capture(t, l.nodeMAC)
+	run(t, "ip", "-n", l.node, "link", "set", "eth0", "up")
+	waitActive(t, a, v4, true)
+	if len(a.Interfaces(v6)) != 0 {
+		t.Log("NDP responder opened before duplicate address detection ended (DAD faster than the scan)")
+	}
+	waitActive(t, a, v6, true)
+	time.Sleep(300 * time.Millisecond) // let both bursts end
+	if n, _ := c.counts(v4); n != 2*count {
+		t.Errorf("%s: %d gratuitous ARP frames, want exactly %d (no second burst when NDP opens)", v4, n, 2*count)
+	}
+	if _, n := c.counts(v6); n != count {
+		t.Errorf("%s: %d unsolicited NAs, want %d", v6, n, count)
+	}
+	if got := l.arping(t, v4); got != l.nodeMAC.String() {
+		t.Fatalf("arping %s = %q after link up", v4, got)
+	}
+	if got := l.ndisc6(t, v6); got != l.nodeMAC.String() {
+		t.Fatalf("ndisc6 %s = %q after link up", v6, got)
+	}
+
+	run(t, "ip", "-n", l.node, "link", "set", "eth0", "down")
+	waitActive(t, a, v4, false)
+	waitActive(t, a, v6, false)
+}
