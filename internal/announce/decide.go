@@ -7,13 +7,32 @@ import (
 
 // Decide returns what this node (in.Node) announces for in.Service. It is
 // deterministic: every speaker given the same Input (apart from Node)
-// reaches the same layer 2 winner. Complexity: O(N·A) for N nodes and A
-// advertisements of the IP's pool, plus N SHA-256 digests per layer 2 IP.
+// elects the same layer 2 winner. Complexity: O(N·A) label matches for N
+// nodes and A advertisements of the IP's pool, plus N SHA-256 digests and
+// an O(N log N) sort per layer 2 IP.
 //
-// Service-level checks come first (type, class, IPs); then each distinct IP
-// is decided on its own: its pool (config.Snapshot.PoolFor), then layer 2
-// (see decideL2) and BGP (see decideBGP) independently, since a pool may be
-// announced in both modes at once.
+// Service-level checks come first: type LoadBalancer (notLoadBalancer),
+// loadBalancerClass (otherLoadBalancerClass), parsable ingress IPs
+// (invalidIP), at least one IP (noIPAllocated). Then each distinct IP is
+// decided on its own: it must lie in a pool (ipNotAllowed), and layer 2 and
+// BGP are decided independently, since a pool may be announced in both
+// modes at once.
+//
+// Layer 2, in order: an L2Advertisement of the pool covers the Service
+// (noMatchingAdvertisement); a Service with allow-shared-ip matches none with
+// serviceSelectors (sharedIPWithServiceSelector); one of them selects this
+// node (noMatchingAdvertisement); this node is not NetworkUnavailable
+// (nodeNetworkUnavailable) or excluded (nodeLabeledExcludeBalancers); for
+// Local, a serving endpoint runs here (noLocalEndpoints); a serving endpoint
+// exists (noEndpoints); this speaker is live and wins the election for the
+// IP (notOwner; see the package doc and Elect).
+//
+// BGP, in order: a BGPAdvertisement of the pool covers the Service and this
+// node (noMatchingAdvertisement); the same node and endpoint rules as layer
+// 2; no two of those advertisements set different LOCAL_PREF for the same
+// prefix and peers (conflictingAdvertisements, config.LocalPrefCompatible).
+// There is no election and no liveness check: every eligible node
+// announces one path per matching advertisement.
 func Decide(in Input) Decision {
 	svc := &in.Service
 	d := Decision{Service: svc.Key}
