@@ -16,6 +16,9 @@ const DefaultBindPort = 7946
 // ErrInvalidConfig is wrapped by every error [New] returns for a bad [Config].
 var ErrInvalidConfig = errors.New("invalid memberlist config")
 
+// ErrAlreadyRunning is returned by a second call of [List.Run].
+var ErrAlreadyRunning = errors.New("memberlist already running")
+
 // Config configures a [List].
 type Config struct {
 	// NodeName is this speaker's Kubernetes node name (spec.nodeName); it is

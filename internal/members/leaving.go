@@ -20,14 +20,14 @@ import (
 // live until memberlist reports it joining again.
 
 // leavingPrefix starts the leaving announcement.
-var leavingPrefix = []byte("herald-leaving:")
+const leavingPrefix = "herald-leaving:"
 
 // leavingMemory is how long an announcement is remembered when memberlist's
 // own leave never follows.
 const leavingMemory = time.Minute
 
 func (l *List) announceLeaving(ml *memberlist.Memberlist) {
-	msg := append(bytes.Clone(leavingPrefix), l.cfg.NodeName...)
+	msg := []byte(leavingPrefix + l.cfg.NodeName)
 	for _, n := range ml.Members() {
 		if n.Name == l.cfg.NodeName {
 			continue
@@ -44,7 +44,7 @@ func (l *List) announceLeaving(ml *memberlist.Memberlist) {
 type delegate List
 
 func (d *delegate) NotifyMsg(msg []byte) {
-	b, ok := bytes.CutPrefix(msg, leavingPrefix)
+	b, ok := bytes.CutPrefix(msg, []byte(leavingPrefix))
 	if !ok || len(b) == 0 {
 		return
 	}

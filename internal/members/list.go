@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/memberlist"
@@ -29,6 +30,7 @@ type List struct {
 	log     *slog.Logger
 	metrics *metrics
 
+	started atomic.Bool
 	ready   chan struct{} // closed once Run has bound its sockets
 	changes chan struct{} // capacity 1, coalesced
 	peersCh chan struct{} // capacity 1, "SetPeers was called"
@@ -75,8 +77,11 @@ func New(cfg Config, logger *slog.Logger) (*List, error) {
 // blocks until ctx is cancelled. It then leaves the cluster gracefully
 // (waiting up to LeaveTimeout for the leave to be gossiped, so that another
 // node takes over at once), shuts memberlist down and returns nil. A bind
-// failure is returned at once. Run must be called at most once.
+// failure is returned at once; a second call returns ErrAlreadyRunning.
 func (l *List) Run(ctx context.Context) error {
+	if !l.started.CompareAndSwap(false, true) {
+		return ErrAlreadyRunning
+	}
 	ml, err := memberlist.Create(l.memberlistConfig())
 	if err != nil {
 		return fmt.Errorf("start memberlist on %s: %w",
