@@ -46,6 +46,11 @@ func TestImport(t *testing.T) {
 			{req: svc("n/2").fam(SingleStack, IPv6), want: "a:2001:db8:a::"},
 			{req: svc("n/1").fam(PreferDualStack, IPv4, IPv6), want: "a:198.51.100.5,2001:db8:a::1"},
 		}},
+		{name: "IP of a family the Service no longer has is dropped", pools: pools, steps: []step{
+			{req: svc("n/1"), imp: []string{"198.51.100.4", "2001:db8:a::4"}, want: "ErrFamilyUnavailable", msg: "2001:db8:a::4"},
+			{req: svc("n/2").fam(SingleStack, IPv6), want: "a:2001:db8:a::"},
+			{req: svc("n/1"), want: "a:198.51.100.4"},
+		}},
 		{name: "import honours the pool annotation", pools: pools, steps: []step{
 			{req: svc("n/1").inPool("b"), imp: []string{"198.51.100.5"}, want: "ErrRequestedIPNotInPool", msg: `"b"`},
 			{req: svc("n/1").inPool("b"), want: "b:203.0.113.0"},
@@ -243,5 +248,34 @@ func TestStats(t *testing.T) {
 	a.Release("n/2")
 	if s := a.Stats()[0]; s.AssignedIPv4 != 1 || s.AssignedIPv6 != 0 || s.AvailableIPv6 != 256 {
 		t.Fatalf("after release: %+v", s)
+	}
+}
+
+func TestConcurrentUse(t *testing.T) {
+	a := newAlloc(t, mkPool("p", "198.51.100.0/24"))
+	done := make(chan error)
+	for g := range 4 {
+		go func() {
+			for i := range 200 {
+				key := "n/" + string(rune('a'+g)) + "-" + string(rune('a'+i%20))
+				if _, err := a.Allocate(svc(key)); err != nil {
+					done <- err
+					return
+				}
+				if i%3 == 0 {
+					a.Release(key)
+				}
+				_ = a.Stats()
+			}
+			done <- nil
+		}()
+	}
+	for range 4 {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := a.verify(); err != nil {
+		t.Fatal(err)
 	}
 }
