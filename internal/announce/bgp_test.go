@@ -192,6 +192,13 @@ func TestBGPRules(t *testing.T) {
 					t.Errorf("invalid path: %v", err)
 				}
 			}
+			// A cluster-wide snapshot (no NodeName filtering) gives the
+			// same decision (the detail text may name the rule differently).
+			in := c.input(t, "n1", tt.svc, tt.eps)
+			in.Config = c.snapshot(t, "")
+			if wide := Decide(in); !reflect.DeepEqual(stripDetail(wide), stripDetail(d)) {
+				t.Errorf("cluster-wide snapshot decides\n%+v\nnode snapshot\n%+v", wide, d)
+			}
 		})
 	}
 }
@@ -242,4 +249,12 @@ func TestBothModes(t *testing.T) {
 	if ipd := d.IPs[0]; !ipd.L2.Announce || !ipd.BGP.Announce || ipd.Pool != "p" {
 		t.Fatalf("%+v", ipd)
 	}
+}
+
+func stripDetail(d Decision) Decision {
+	d.IPs = append([]IPDecision(nil), d.IPs...)
+	for i := range d.IPs {
+		d.IPs[i].L2.Detail, d.IPs[i].BGP.Detail = "", ""
+	}
+	return d
 }
