@@ -17,14 +17,17 @@ import (
 // round) and counts a "leave" event; memberlist's own leave follows and is
 // not counted again. If the announcement is lost, memberlist's leave still
 // arrives (counted as "failed"). A member that announced leaving stays not
-// live until memberlist reports it joining again.
+// live until memberlist reports it joining again (or, if memberlist never
+// saw it leave, for leavingMemory).
 
 // leavingPrefix starts the leaving announcement.
 const leavingPrefix = "herald-leaving:"
 
-// leavingMemory is how long an announcement is remembered when memberlist's
-// own leave never follows.
-const leavingMemory = time.Minute
+// leavingMemory is how long an announcement keeps the sender not live when
+// memberlist's own leave does not follow (it normally follows within a gossip
+// round and then supersedes the announcement). It bounds how long a speaker
+// that restarted before its leave was gossiped could be ignored.
+const leavingMemory = 10 * time.Second
 
 func (l *List) announceLeaving(ml *memberlist.Memberlist) {
 	msg := []byte(leavingPrefix + l.cfg.NodeName)

@@ -281,9 +281,9 @@ func (e *events) NotifyJoin(n *memberlist.Node) {
 func (e *events) NotifyUpdate(n *memberlist.Node) {
 	l := (*List)(e)
 	l.mu.Lock()
-	_, leaving := l.leaving[n.Name]
+	at, leaving := l.leaving[n.Name]
 	l.mu.Unlock()
-	if !leaving {
+	if !leaving || time.Since(at) > leavingMemory {
 		l.setLive(n.Name, true, "", n)
 	}
 }

@@ -2,6 +2,7 @@ package members
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"math"
@@ -366,5 +367,25 @@ func hog(ctx context.Context) {
 		for i := range buf {
 			buf[i]++
 		}
+	}
+}
+
+func TestIPv6(t *testing.T) {
+	t.Parallel()
+	cfgA, cfgB := testConfig("v6-a", []byte("s")), testConfig("v6-b", []byte("s"))
+	cfgA.BindAddr, cfgB.BindAddr = netip.IPv6Loopback(), netip.IPv6Loopback()
+	a, b := start(t, cfgA), start(t, cfgB)
+	if got := a.Addr(); got.Addr() != netip.IPv6Loopback() || got.Port() == 0 {
+		t.Fatalf("Addr() = %v, want [::1]:<bound port>", got)
+	}
+	b.SetPeers([]netip.AddrPort{a.Addr(), b.Addr()})
+	waitFor(t, "a sees b over IPv6", sees(a.List, "v6-a", "v6-b"))
+}
+
+func TestRunTwice(t *testing.T) {
+	t.Parallel()
+	n := start(t, testConfig("twice", nil))
+	if err := n.Run(context.Background()); !errors.Is(err, ErrAlreadyRunning) {
+		t.Fatalf("second Run = %v, want ErrAlreadyRunning", err)
 	}
 }
