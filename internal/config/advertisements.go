@@ -78,6 +78,10 @@ type BGPAdvertisement struct {
 	Peers            []string
 	NodeSelectors    []labels.Selector
 	ServiceSelectors []labels.Selector
+
+	// unresolved holds alias names skipped under Options.IgnoreTransient,
+	// so two advertisements differing only in them are not duplicates.
+	unresolved []string
 }
 
 // MatchesNode reports whether a node with these labels announces.
@@ -210,6 +214,7 @@ func buildBGPAdvertisement(obj *v1beta1.BGPAdvertisement, pools []*Pool, peerNam
 		switch {
 		case transient:
 			p.addTransient(ref.transient(field, s, "%s", err))
+			ad.unresolved = append(ad.unresolved, s)
 			continue
 		case err != nil:
 			p.add(ref.invalid(field, s, "%s", err))
@@ -337,7 +342,7 @@ func intersects(a, b []string) bool {
 // bgpAdKey renders everything of a parsed advertisement except its name, to
 // find advertisements that are identical.
 func bgpAdKey(a *BGPAdvertisement) string {
-	return fmt.Sprintf("pools=%v agg=%d/%d lp=%d comm=%v peers=%v nodes=%q svc=%q",
-		a.Pools, a.AggregationLength, a.AggregationLengthV6, a.LocalPref, a.Communities, a.Peers,
+	return fmt.Sprintf("pools=%q agg=%d/%d lp=%d comm=%v unresolved=%q peers=%q nodes=%q svc=%q",
+		a.Pools, a.AggregationLength, a.AggregationLengthV6, a.LocalPref, a.Communities, sortedCopy(a.unresolved), a.Peers,
 		selectorStrings(a.NodeSelectors), selectorStrings(a.ServiceSelectors))
 }

@@ -307,9 +307,9 @@ func resolvePasswordSecret(ref objRef, sr *corev1.SecretReference, env peerEnv, 
 // peerKey renders everything of a parsed peer except its name, to find
 // duplicate peers.
 func peerKey(p *Peer) string {
-	return fmt.Sprintf("my=%d peer=%d dyn=%s local=%d addr=%v if=%s port=%d src=%v rid=%v t=%v/%v/%v nodes=%q pw=%q gr=%v mh=%v vrf=%s ds=%v",
+	return fmt.Sprintf("my=%d peer=%d dyn=%s local=%d addr=%v if=%s port=%d src=%v rid=%v t=%v/%v/%v nodes=%q pw=%q pwsecret=%q gr=%v mh=%v vrf=%s ds=%v",
 		p.MyASN, p.PeerASN, p.DynamicASN, p.LocalASN, p.Address, p.Interface, p.Port, p.SourceAddress, p.RouterID,
-		p.HoldTime, p.KeepaliveTime, p.ConnectTime, selectorStrings(p.NodeSelectors), p.Password.Reveal(),
+		p.HoldTime, p.KeepaliveTime, p.ConnectTime, selectorStrings(p.NodeSelectors), p.Password.Reveal(), p.PasswordSecret,
 		p.GracefulRestart, p.EBGPMultiHop, p.VRF, p.DualStack)
 }
 

@@ -216,6 +216,12 @@ func TestBGPAdvertisementRules(t *testing.T) {
 			want: []string{`BGPAdvertisement herald-system/bgp-b: spec.communities[0] "blackhole": no Community object defines the alias "blackhole"`}, transient: true},
 		{name: "unknown alias ignored by webhook", opts: Options{IgnoreTransient: true},
 			mutate: ad(func(a *v1beta1.BGPAdvertisement) { a.Spec.Communities = []string{"blackhole"} })},
+		{name: "ads differing only in an unknown alias are not duplicates in the webhook", opts: Options{IgnoreTransient: true},
+			mutate: func(r *Resources) {
+				c := bgpad("bgp-c", "pool-b")
+				c.Spec.Communities = []string{"blackhole"}
+				r.BGPAdvertisements = append(r.BGPAdvertisements, c)
+			}},
 		{name: "duplicate community via alias", mutate: ad(func(a *v1beta1.BGPAdvertisement) { a.Spec.Communities = []string{"65535:65281", "no-export"} }),
 			want: []string{`spec.communities[1] "no-export": duplicate community 65535:65281 (also spec.communities[0])`}},
 		{name: "duplicate peers", mutate: ad(func(a *v1beta1.BGPAdvertisement) { a.Spec.Peers = []string{"peer-a", "peer-a"} }),
