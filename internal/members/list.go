@@ -74,10 +74,13 @@ func New(cfg Config, logger *slog.Logger) (*List, error) {
 
 // Run binds BindAddr:BindPort (TCP and UDP), joins the peers given to
 // SetPeers (immediately, on every SetPeers and every RejoinInterval) and
-// blocks until ctx is cancelled. It then leaves the cluster gracefully
-// (waiting up to LeaveTimeout for the leave to be gossiped, so that another
-// node takes over at once), shuts memberlist down and returns nil. A bind
-// failure is returned at once; a second call returns ErrAlreadyRunning.
+// blocks until ctx is cancelled. It then leaves before it stops, so that
+// another node takes over at once: it sends every member a leaving
+// announcement (see leaving.go), calls memberlist's Leave (waiting up to
+// LeaveTimeout for the leave to be gossiped), shuts memberlist down, waits
+// for in-flight joins (each bounded by TCPTimeout) and returns nil.
+// memberlist's own goroutines end with Shutdown. A bind failure is returned
+// at once; a second call returns ErrAlreadyRunning.
 func (l *List) Run(ctx context.Context) error {
 	if !l.started.CompareAndSwap(false, true) {
 		return ErrAlreadyRunning
@@ -96,12 +99,10 @@ func (l *List) Run(ctx context.Context) error {
 	}
 	l.log.Info("memberlist started", "addr", l.Addr())
 
-	joinCtx, stopJoins := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
-	wg.Go(func() { l.joinLoop(joinCtx, ml) })
+	wg.Go(func() { l.joinLoop(ctx, ml) })
 
 	<-ctx.Done()
-	stopJoins()
 
 	start := time.Now()
 	l.announceLeaving(ml)
