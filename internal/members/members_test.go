@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -154,7 +155,7 @@ func TestJoinLiveAndGracefulLeave(t *testing.T) {
 	if got := testutil.ToFloat64(a.metrics.events.WithLabelValues("join")); got != 2 {
 		t.Errorf("a join events = %v, want 2", got)
 	}
-	if err := testutil.GatherAndCompare(regA, stringsReader(`
+	if err := testutil.GatherAndCompare(regA, strings.NewReader(`
 # HELP herald_memberlist_members Speakers this speaker considers alive (alive or suspect), itself included.
 # TYPE herald_memberlist_members gauge
 herald_memberlist_members 3
