@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"os"
+	"os/exec"
 	"strconv"
 	"strings"
 
@@ -81,7 +83,7 @@ func (l *Lab) members() []member {
 		{role: "rtr", ns: nsName(p, "rtr"), v4: RouterAddr, v6: RouterAddrV6, sysctls: routerSysctls},
 		{role: "cl", ns: nsName(p, "cl"), v4: ClientAddr, v6: ClientAddrV6, routes: [][]string{
 			{"route", "add", BGPPrefixV4.String(), "via", RouterAddr.String()},
-			{"-6", "route", "add", BGPPrefixV6.String(), "via", RouterAddrV6.String()},
+			{"route", "add", BGPPrefixV6.String(), "via", RouterAddrV6.String()},
 		}},
 	}
 	for _, n := range l.Nodes {
@@ -89,11 +91,7 @@ func (l *Lab) members() []member {
 		// Lab scaffolding (plays kube-proxy): the node accepts traffic for
 		// every Service range as local, so its backend answers for them.
 		for _, pfx := range ServiceLocalPrefixes() {
-			fam := "-4"
-			if pfx.Addr().Is6() {
-				fam = "-6"
-			}
-			m.routes = append(m.routes, []string{fam, "route", "add", "local", pfx.String(), "dev", "lo", "table", "local"})
+			m.routes = append(m.routes, []string{"route", "add", "local", pfx.String(), "dev", "lo", "table", "local"})
 		}
 		ms = append(ms, m)
 	}
@@ -137,25 +135,59 @@ func (l *Lab) buildTopology(ctx context.Context) error {
 }
 
 func (l *Lab) addMember(ctx context.Context, sw string, m member) error {
-	steps := [][]string{
-		{"ip", "netns", "add", m.ns},
-		{"ip", "netns", "exec", m.ns, "sysctl", "-qw"},
-		{"ip", "link", "add", "name", "v-" + m.role, "netns", sw, "type", "veth",
-			"peer", "name", "eth0", "address", labMAC(m.v4).String(), "netns", m.ns},
-		{"ip", "-n", sw, "link", "set", "v-" + m.role, "master", "br0", "up"},
-		{"ip", "-n", m.ns, "link", "set", "lo", "up"},
-		{"ip", "-n", m.ns, "addr", "add", m.v4.String() + "/24", "dev", "eth0"},
-		{"ip", "-n", m.ns, "addr", "add", m.v6.String() + "/64", "dev", "eth0", "nodad"},
-		{"ip", "-n", m.ns, "link", "set", "eth0", "up"},
+	if _, err := run(ctx, "", "ip", "netns", "add", m.ns); err != nil {
+		return err
 	}
-	steps[1] = append(steps[1], append(append([]string{}, commonSysctls...), m.sysctls...)...)
+	if err := setSysctls(m.ns, append(append([]string{}, commonSysctls...), m.sysctls...)); err != nil {
+		return err
+	}
+	// The veth is created with its ends already in place, so its names
+	// never meet the root namespace's.
+	if _, err := run(ctx, "", "ip", "link", "add", "name", "v-"+m.role, "netns", sw, "type", "veth",
+		"peer", "name", "eth0", "address", labMAC(m.v4).String(), "netns", m.ns); err != nil {
+		return fmt.Errorf("namespace %s: %w", m.ns, err)
+	}
+	if _, err := run(ctx, "", "ip", "-n", sw, "link", "set", "v-"+m.role, "master", "br0", "up"); err != nil {
+		return fmt.Errorf("namespace %s: %w", m.ns, err)
+	}
+	// Everything inside the namespace in one `ip -batch`.
+	batch := []string{
+		"link set lo up",
+		"addr add " + m.v4.String() + "/24 dev eth0",
+		"addr add " + m.v6.String() + "/64 dev eth0 nodad",
+		"link set eth0 up",
+	}
 	for _, r := range m.routes {
-		steps = append(steps, append([]string{"ip", "-n", m.ns}, r...))
+		batch = append(batch, strings.Join(r, " "))
 	}
-	for _, s := range steps {
-		if _, err := run(ctx, "", s...); err != nil {
-			return fmt.Errorf("namespace %s: %w", m.ns, err)
-		}
+	if err := ipBatch(ctx, m.ns, batch); err != nil {
+		return fmt.Errorf("namespace %s: %w", m.ns, err)
 	}
 	return nil
+}
+
+// ipBatch runs `ip -n ns -batch -` with lines (no per-line options such as
+// -6: the family follows from the addresses).
+func ipBatch(ctx context.Context, ns string, lines []string) error {
+	cmd := exec.CommandContext(ctx, "ip", "-n", ns, "-batch", "-")
+	cmd.Stdin = strings.NewReader(strings.Join(lines, "\n") + "\n")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("ip -n %s -batch: %w: %s", ns, err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}
+
+// setSysctls writes "key=value" sysctls of network namespace ns through
+// /proc/sys from a thread inside it.
+func setSysctls(ns string, kvs []string) error {
+	return inNetns(ns, func() error {
+		for _, kv := range kvs {
+			k, v, _ := strings.Cut(kv, "=")
+			p := "/proc/sys/" + strings.ReplaceAll(k, ".", "/")
+			if err := os.WriteFile(p, []byte(v), 0o644); err != nil {
+				return fmt.Errorf("sysctl %s in %s: %w", kv, ns, err)
+			}
+		}
+		return nil
+	})
 }

@@ -1,0 +1,376 @@
+package e2e
+
+import (
+	"context"
+	"errors"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/herald-lb/herald/e2e/lab"
+)
+
+// TestLabInfra brings up a lab with a unique prefix and checks each of its
+// parts through the paths Herald will use: the API server (from the root
+// namespace through the control namespace, and from a node namespace with
+// kubectl and a ServiceAccount token), FRR (vtysh, a real BGP session from
+// an FRR peer on a node, and the client's traffic routed over the learned
+// route), layer 2 (ARP and NDP from the client), the lab scaffolding
+// objects; then Down leaves no namespace, process or FRR directory behind.
+func TestLabInfra(t *testing.T) {
+	if testing.Short() {
+		t.Skip("brings up network namespaces, FRR and an API server")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	stateDir := t.TempDir()
+	l := lab.UpForTest(t, lab.Config{StateDir: stateDir})
+	c := l.Client()
+
+	t.Run("apiserver", func(t *testing.T) {
+		if err := l.RegisterNodes(ctx, map[string]map[string]string{"n2": {"zone": "b"}}); err != nil {
+			t.Fatal(err)
+		}
+		nodes, err := c.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var names []string
+		for _, n := range nodes.Items {
+			names = append(names, n.Name)
+			want := l.Nodes[slices.IndexFunc(l.Nodes, func(x lab.Node) bool { return x.Name == n.Name })]
+			if got := internalIPs(n); !slices.Equal(got, []string{want.IPv4.String(), want.IPv6.String()}) {
+				t.Errorf("node %s InternalIPs = %v, want %s and %s", n.Name, got, want.IPv4, want.IPv6)
+			}
+			if !nodeReady(n) {
+				t.Errorf("node %s is not Ready", n.Name)
+			}
+		}
+		slices.Sort(names)
+		if !slices.Equal(names, []string{"n1", "n2", "n3"}) {
+			t.Fatalf("nodes = %v, want n1 n2 n3", names)
+		}
+		zoned, err := c.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: "zone=b"})
+		if err != nil || len(zoned.Items) != 1 || zoned.Items[0].Name != "n2" {
+			t.Errorf("nodes with zone=b: %v, %v; want n2", zoned, err)
+		}
+		if err := l.SetNodeReady(ctx, "n3", false); err != nil {
+			t.Fatal(err)
+		}
+		n3, err := c.CoreV1().Nodes().Get(ctx, "n3", metav1.GetOptions{})
+		if err != nil || nodeReady(*n3) {
+			t.Errorf("n3 after SetNodeReady(false): ready=%v err=%v", err == nil && nodeReady(*n3), err)
+		}
+	})
+
+	t.Run("scaffolding", func(t *testing.T) {
+		const ns = "herald-system"
+		if err := l.EnsureNamespace(ctx, ns); err != nil {
+			t.Fatal(err)
+		}
+		if err := l.EnsureServiceAccount(ctx, ns, "speaker"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := l.CreateSpeakerPods(ctx, ns, "speaker"); err != nil {
+			t.Fatal(err)
+		}
+		pods, err := c.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{
+			LabelSelector: labels.SelectorFromSet(lab.SpeakerPodLabels).String()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(pods.Items) != len(l.Nodes) {
+			t.Fatalf("speaker pods = %d, want %d", len(pods.Items), len(l.Nodes))
+		}
+		for _, p := range pods.Items {
+			n, ok := l.Node(p.Spec.NodeName)
+			if !ok || p.Status.Phase != corev1.PodRunning || p.Status.PodIP != n.IPv4.String() {
+				t.Errorf("pod %s: node %q phase %s podIP %s, want Running on a lab node with its address",
+					p.Name, p.Spec.NodeName, p.Status.Phase, p.Status.PodIP)
+			}
+		}
+		if err := l.EnsureNamespace(ctx, "demo"); err != nil {
+			t.Fatal(err)
+		}
+		svc := &corev1.Service{
+			ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "demo"},
+			Spec: corev1.ServiceSpec{
+				Type:                          corev1.ServiceTypeLoadBalancer,
+				AllocateLoadBalancerNodePorts: new(bool),
+				IPFamilyPolicy:                ptrTo(corev1.IPFamilyPolicyPreferDualStack),
+				Ports:                         []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromInt32(80), Protocol: corev1.ProtocolTCP}},
+			},
+		}
+		if _, err := c.CoreV1().Services("demo").Create(ctx, svc, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		eps := []lab.Endpoint{{Node: "n1", Ready: true}, {Node: "n2", Ready: false}}
+		if err := l.SetEndpoints(ctx, "demo", "web", eps); err != nil {
+			t.Fatal(err)
+		}
+		// A second call replaces the endpoints.
+		eps = append(eps, lab.Endpoint{Node: "n3", Ready: true, Terminating: true})
+		if err := l.SetEndpoints(ctx, "demo", "web", eps); err != nil {
+			t.Fatal(err)
+		}
+		slicesList, err := c.DiscoveryV1().EndpointSlices("demo").List(ctx, metav1.ListOptions{
+			LabelSelector: discoveryv1.LabelServiceName + "=web"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(slicesList.Items) != 2 {
+			t.Fatalf("endpoint slices = %d, want one per family (2)", len(slicesList.Items))
+		}
+		for _, s := range slicesList.Items {
+			if len(s.Endpoints) != 3 {
+				t.Errorf("slice %s: %d endpoints, want 3", s.Name, len(s.Endpoints))
+				continue
+			}
+			for i, want := range []bool{true, false, false} {
+				e := s.Endpoints[i]
+				a := netip.MustParseAddr(e.Addresses[0])
+				if *e.Conditions.Ready != want || (a.Is6() != (s.AddressType == discoveryv1.AddressTypeIPv6)) {
+					t.Errorf("slice %s endpoint %s on %s: ready=%v, want %v", s.Name, a, *e.NodeName, *e.Conditions.Ready, want)
+				}
+			}
+		}
+	})
+
+	t.Run("node-reaches-apiserver", func(t *testing.T) {
+		out, err := l.Exec(ctx, l.Nodes[1].Namespace, "kubectl", "--kubeconfig", l.LabKubeconfig(), "get", "nodes", "-o", "name")
+		if err != nil || !strings.Contains(out, "node/n1") {
+			t.Fatalf("kubectl get nodes from %s: %q, %v", l.Nodes[1].Namespace, out, err)
+		}
+		// A ServiceAccount token authenticates, and RBAC applies: the speaker
+		// account has no role here, so listing nodes is forbidden.
+		kc, err := l.ServiceAccountKubeconfig(ctx, "herald-system", "speaker")
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err = l.Exec(ctx, l.Nodes[2].Namespace, "kubectl", "--kubeconfig", kc, "auth", "whoami", "-o", "jsonpath={.status.userInfo.username}")
+		if err != nil || strings.TrimSpace(out) != "system:serviceaccount:herald-system:speaker" {
+			t.Errorf("whoami with the speaker token: %q, %v", out, err)
+		}
+		out, err = l.Exec(ctx, l.Nodes[2].Namespace, "kubectl", "--kubeconfig", kc, "get", "nodes")
+		if err == nil || !strings.Contains(out, "forbidden") {
+			t.Errorf("speaker token without RBAC lists nodes: %q, %v; want forbidden", out, err)
+		}
+	})
+
+	t.Run("bgp", func(t *testing.T) {
+		out, err := l.Vtysh(ctx, "show running-config")
+		if err != nil || !strings.Contains(out, "router bgp 64500") || !strings.Contains(out, "bgp listen range 198.51.100.0/24") {
+			t.Fatalf("router config: %v\n%s", err, out)
+		}
+		// A reference speaker: FRR on n1 announces a Service prefix.
+		n1 := l.Nodes[0]
+		svcIP := netip.MustParseAddr("203.0.113.7")
+		err = l.StartNodeFRR(ctx, n1.Name, `frr defaults traditional
+hostname `+n1.Namespace+`
+router bgp 64512
+ bgp router-id `+n1.IPv4.String()+`
+ no bgp ebgp-requires-policy
+ no bgp network import-check
+ neighbor `+lab.RouterAddr.String()+` remote-as 64500
+ address-family ipv4 unicast
+  network `+svcIP.String()+`/32
+ exit-address-family
+`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var peer lab.BGPPeer
+		err = waitFor(ctx, 30*time.Second, func() error {
+			s, err := l.BGPSummary(ctx)
+			if err != nil {
+				return err
+			}
+			peer = s["ipv4Unicast"].Peers[n1.IPv4.String()]
+			if peer.State != "Established" || peer.PfxRcd != 1 {
+				return errors.New("session from n1 not established with 1 prefix: " + peer.State)
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if peer.RemoteAS != 64512 || !peer.DynamicPeer {
+			t.Errorf("peer n1: remote AS %d dynamic %v, want 64512 and a dynamic neighbor", peer.RemoteAS, peer.DynamicPeer)
+		}
+		routes, err := l.BGPRoutes(ctx, "ipv4")
+		if err != nil {
+			t.Fatal(err)
+		}
+		paths := routes[svcIP.String()+"/32"]
+		if len(paths) != 1 || len(paths[0].NextHops) != 1 || paths[0].NextHops[0].IP != n1.IPv4.String() {
+			t.Fatalf("router's paths for %s: %+v, want one via %s", svcIP, paths, n1.IPv4)
+		}
+		// The client reaches the Service IP through the router, which
+		// installed the BGP route; n1's backend answers.
+		var reply lab.BackendReply
+		err = waitFor(ctx, 10*time.Second, func() error {
+			var err error
+			reply, err = l.Get(ctx, l.ClientNamespace(), svcIP, lab.BackendPort)
+			return err
+		})
+		if err != nil {
+			kr, _ := l.KernelRoutes(ctx, "-4")
+			t.Fatalf("client to %s: %v\nrouter kernel routes:\n%s", svcIP, err, kr)
+		}
+		if reply.Node != "n1" || reply.Client != lab.ClientAddr.String() {
+			t.Errorf("reply from %s = %+v, want node n1 seeing client %s", svcIP, reply, lab.ClientAddr)
+		}
+	})
+
+	t.Run("layer2", func(t *testing.T) {
+		n2, n3 := l.Nodes[1], l.Nodes[2]
+		mac, err := l.Arping(ctx, n2.IPv4)
+		if err != nil || mac.String() != n2.MAC.String() {
+			t.Errorf("arping %s = %v, %v; want %s", n2.IPv4, mac, err, n2.MAC)
+		}
+		mac, err = l.NeighborSolicit(ctx, n3.IPv6)
+		if err != nil || mac.String() != n3.MAC.String() {
+			t.Errorf("ndisc6 %s = %v, %v; want %s", n3.IPv6, mac, err, n3.MAC)
+		}
+		// No node kernel answers for an L2 Service address: that is the
+		// speakers' job (the nodes only accept it as local).
+		l2 := lab.L2RangeV4.First
+		if mac, err := l.Arping(ctx, l2); err == nil {
+			t.Errorf("arping %s answered by %s with no speaker running", l2, mac)
+		}
+		l2v6 := lab.L2RangeV6.First
+		if mac, err := l.NeighborSolicit(ctx, l2v6); err == nil {
+			t.Errorf("ndisc6 %s answered by %s with no speaker running", l2v6, mac)
+		}
+		// With a neighbor entry in place (what an announcement gives), the
+		// node the entry points to serves the Service address.
+		if _, err := l.Exec(ctx, l.ClientNamespace(), "ip", "neigh", "replace", l2.String(), "lladdr", n3.MAC.String(), "dev", "eth0"); err != nil {
+			t.Fatal(err)
+		}
+		reply, err := l.Get(ctx, l.ClientNamespace(), l2, lab.BackendPort)
+		if err != nil || reply.Node != "n3" {
+			t.Errorf("get %s via n3's MAC = %+v, %v; want node n3", l2, reply, err)
+		}
+	})
+
+	t.Run("root-namespace-untouched", func(t *testing.T) {
+		out, err := l.Exec(ctx, "", "ip", "-o", "addr", "show")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, bad := range []string{"198.51.100.", "203.0.113.", "2001:db8:"} {
+			if strings.Contains(out, bad) {
+				t.Errorf("root namespace has a lab address (%s):\n%s", bad, out)
+			}
+		}
+	})
+
+	// Down removes everything; record what must go first.
+	var pids []int
+	for _, name := range []string{"etcd", "kube-apiserver", "frr-zebra", "frr-bgpd", "frr-bgpd-n1", "backend-n1"} {
+		p := l.Process(name)
+		if p == nil {
+			t.Fatalf("no lab process %s", name)
+		}
+		pids = append(pids, p.PID)
+	}
+	if err := l.Down(); err != nil {
+		t.Fatalf("down: %v", err)
+	}
+	for _, pid := range pids {
+		if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
+			t.Errorf("pid %d still exists after Down (kill 0: %v)", pid, err)
+		}
+	}
+	out, _ := l.Exec(ctx, "", "ip", "netns", "list")
+	if strings.Contains(out, l.Prefix()+"-") {
+		t.Errorf("namespaces left after Down:\n%s", out)
+	}
+	for _, d := range []string{"/etc/frr", "/var/run/frr"} {
+		for _, ns := range []string{"rtr", "n1"} {
+			if _, err := os.Stat(filepath.Join(d, l.Prefix()+"-"+ns)); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("%s/%s-%s left after Down (%v)", d, l.Prefix(), ns, err)
+			}
+		}
+	}
+	if _, err := os.Stat(filepath.Join(stateDir, "state.json")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("state.json left after Down (%v)", err)
+	}
+}
+
+// TestLabUpCleansLeftovers plays a crash: a lab is left running, and a
+// second Up with the same prefix and state directory (a second `make lab`)
+// removes the leftovers first and comes up.
+func TestLabUpCleansLeftovers(t *testing.T) {
+	if testing.Short() {
+		t.Skip("brings up network namespaces, FRR and an API server")
+	}
+	cfg := lab.Config{Prefix: lab.RandomPrefix(), Nodes: 1, StateDir: t.TempDir()}
+	first := lab.UpForTest(t, cfg)
+	old := first.Process("kube-apiserver").PID
+	second := lab.UpForTest(t, cfg)
+	if err := syscall.Kill(old, 0); !errors.Is(err, syscall.ESRCH) {
+		t.Errorf("first lab's kube-apiserver (pid %d) survives the second Up (kill 0: %v)", old, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := second.Client().CoreV1().Namespaces().Get(ctx, "default", metav1.GetOptions{}); err != nil {
+		t.Errorf("second lab's API server: %v", err)
+	}
+	// Cleanup from the state directory alone, as `herald-lab down` does.
+	if err := lab.Cleanup(cfg.StateDir, ""); err != nil {
+		t.Fatal(err)
+	}
+	if lab.NamespaceExists(cfg.Prefix + "-ctl") {
+		t.Errorf("namespace %s-ctl left after Cleanup", cfg.Prefix)
+	}
+}
+
+func internalIPs(n corev1.Node) []string {
+	var out []string
+	for _, a := range n.Status.Addresses {
+		if a.Type == corev1.NodeInternalIP {
+			out = append(out, a.Address)
+		}
+	}
+	return out
+}
+
+func nodeReady(n corev1.Node) bool {
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+func ptrTo[T any](v T) *T { return &v }
+
+// waitFor calls fn every 200 ms until it succeeds or timeout passes.
+func waitFor(ctx context.Context, timeout time.Duration, fn func() error) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	for {
+		err := fn()
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
