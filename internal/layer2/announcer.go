@@ -401,13 +401,18 @@ func (a *Announcer) reconcile(wg *sync.WaitGroup, ips []netip.Addr) {
 
 // activate starts answering ip on l and sends the gratuitous burst.
 func (a *Announcer) activate(wg *sync.WaitGroup, l *link, ip netip.Addr) {
-	send := func(ip netip.Addr) error { return l.arp.gratuitous(ip) }
+	// Bind the responder now: the burst goroutine must not read l, which
+	// the Run goroutine changes under a.mu.
+	var send func(netip.Addr) error
 	if ip.Is6() {
 		if err := l.ndp.join(ip); err != nil {
 			a.log.Warn("join solicited-node group", "interface", l.info.Name, "ip", ip, "error", err)
 		}
 		send = l.ndp.gratuitous
+	} else {
+		send = l.arp.gratuitous
 	}
+	name := l.info.Name
 	bctx, cancel := context.WithCancel(l.ctx)
 	l.active[ip] = cancel
 	a.log.Info("announcing", "interface", l.info.Name, "ip", ip)
@@ -422,8 +427,8 @@ func (a *Announcer) activate(wg *sync.WaitGroup, l *link, ip netip.Addr) {
 			if bctx.Err() != nil {
 				return
 			}
-			if err := send(ip); err != nil {
-				a.log.Warn("gratuitous announcement", "interface", l.info.Name, "ip", ip, "error", err)
+			if err := send(ip); err != nil && bctx.Err() == nil {
+				a.log.Warn("gratuitous announcement", "interface", name, "ip", ip, "error", err)
 			}
 		}
 	})

@@ -488,7 +488,9 @@ func TestRealTakeoverLatency(t *testing.T) {
 			if family == "IPv6" {
 				ip = netip.MustParseAddr(fmt.Sprintf("2001:db8::%x", 0x240+i))
 			}
-			run(t, "ip", "-n", l.client, "neigh", "replace", ip.String(), "lladdr", oldMAC, "dev", "eth0", "nud", "stale")
+			// REACHABLE and just updated: only a gratuitous packet may override
+			// it within the kernel's locktime.
+			run(t, "ip", "-n", l.client, "neigh", "replace", ip.String(), "lladdr", oldMAC, "dev", "eth0", "nud", "reachable")
 			if got := l.clientNeigh(t, ip); got != oldMAC {
 				t.Fatalf("seeded neighbour entry for %s = %q", ip, got)
 			}
