@@ -95,3 +95,44 @@ func checkErrorShape(t *testing.T, err error, ignoreTransient bool) {
 		t.Fatal("empty error")
 	}
 }
+
+// FuzzParseAddressBlock checks address parsing alone (much faster than
+// FuzzBuild): no panic, and an accepted entry summarises exactly.
+func FuzzParseAddressBlock(f *testing.F) {
+	for _, s := range []string{"198.51.100.0/24", "198.51.100.1-198.51.100.9", "2001:db8::-2001:db8::ffff", " 1.2.3.4 - 1.2.3.4 ", "::/0", "0.0.0.0-255.255.255.255"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		b, _, err := parseAddressBlock(s)
+		if err != nil {
+			return
+		}
+		if err := checkBlock(b); err != nil {
+			t.Fatalf("%q: %v (%v)", s, err, b.Prefixes)
+		}
+		if !b.Contains(b.First) || !b.Contains(b.Last) || b.First.Zone() != "" || b.First.Is4In6() {
+			t.Fatalf("%q: bad block %+v", s, b)
+		}
+	})
+}
+
+// FuzzParseCommunity checks that an accepted community renders back to
+// itself.
+func FuzzParseCommunity(f *testing.F) {
+	for _, s := range []string{"65000:1", "large:1:2:3", "0:0", "65536:1", "large:4294967295:0:0"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		c, err := ParseCommunity(s)
+		if err != nil {
+			return
+		}
+		back, err := ParseCommunity(c.String())
+		if err != nil || back != c {
+			t.Fatalf("%q -> %v -> %v, %v", s, c, back, err)
+		}
+		if !c.Large && (c.A > 0xffff || c.B > 0xffff || c.C != 0) {
+			t.Fatalf("%q: standard community out of range: %+v", s, c)
+		}
+	})
+}
