@@ -25,6 +25,9 @@ func (r *router) received(tb testing.TB, neighbor string) uint64 {
 // until the router holds none. Reported: seconds per announce and per
 // withdraw, and the speaker process heap while 10k paths are announced.
 func BenchmarkAnnounce10k(b *testing.B) {
+	if gobgpRaces {
+		b.Skip("gobgp v3.37 internal races with two servers in one process")
+	}
 	const n = 10000
 	requireIPv6(b)
 	r := newRouter(b, routerASN, "198.51.100.254", "::1")

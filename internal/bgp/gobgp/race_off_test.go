@@ -1,0 +1,5 @@
+//go:build !race
+
+package gobgp
+
+const gobgpRaces = false
