@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -165,6 +166,72 @@ func TestLabInfra(t *testing.T) {
 		out, err = l.Exec(ctx, l.Nodes[2].Namespace, "kubectl", "--kubeconfig", kc, "get", "nodes")
 		if err == nil || !strings.Contains(out, "forbidden") {
 			t.Errorf("speaker token without RBAC lists nodes: %q, %v; want forbidden", out, err)
+		}
+	})
+
+	t.Run("pod-processes", func(t *testing.T) {
+		// A DaemonSet as Herald's manifests have one; the lab creates its
+		// pods and runs the container as a process in each node namespace.
+		ds := &appsv1.DaemonSet{
+			ObjectMeta: metav1.ObjectMeta{Name: "probe", Namespace: "herald-system"},
+			Spec: appsv1.DaemonSetSpec{
+				Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "probe"}},
+				Template: corev1.PodTemplateSpec{
+					ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "probe"}},
+					Spec: corev1.PodSpec{
+						HostNetwork:        true,
+						ServiceAccountName: "speaker",
+						Containers: []corev1.Container{{
+							Name: "probe", Image: "example.invalid/probe",
+							Command: []string{"/probe", "-c"},
+							Args: []string{`echo "node=$(NODE_NAME) ip=$POD_IP"; ip -o -4 addr show dev eth0; ` +
+								`kubectl --kubeconfig "$KUBECONFIG" auth whoami -o jsonpath='{.status.userInfo.username}'; echo; exec sleep 300`},
+							Env: []corev1.EnvVar{
+								{Name: "NODE_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "spec.nodeName"}}},
+								{Name: "POD_IP", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "status.podIP"}}},
+							},
+						}},
+					},
+				},
+			},
+		}
+		if _, err := c.AppsV1().DaemonSets("herald-system").Create(ctx, ds, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		pods, err := l.CreateDaemonSetPods(ctx, "herald-system", "probe")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(pods) != len(l.Nodes) {
+			t.Fatalf("%d pods, want %d", len(pods), len(l.Nodes))
+		}
+		n2 := l.Nodes[1]
+		pod := pods[1]
+		p, err := l.StartPod(ctx, pod, "probe", "/bin/sh")
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := []string{"node=n2 ip=" + n2.IPv4.String(), "inet " + n2.IPv4.String() + "/24", "system:serviceaccount:herald-system:speaker"}
+		err = waitFor(ctx, 20*time.Second, func() error {
+			b, err := os.ReadFile(p.Log)
+			if err != nil {
+				return err
+			}
+			for _, w := range want {
+				if !strings.Contains(string(b), w) {
+					return errors.New("log lacks " + w + ":\n" + string(b))
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			t.Error(err)
+		}
+		if err := l.StopProcess(pod.Name); err != nil {
+			t.Error(err)
+		}
+		if p.Alive() {
+			t.Errorf("pod process %s alive after StopProcess", pod.Name)
 		}
 	})
 

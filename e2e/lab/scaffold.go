@@ -176,12 +176,16 @@ func (l *Lab) setPodRunning(ctx context.Context, pod *corev1.Pod, n Node, ready 
 		st = corev1.ConditionFalse
 	}
 	now := metav1.Now()
+	podIPs := []corev1.PodIP{{IP: n.IPv4.String()}, {IP: n.IPv6.String()}}
+	if !pod.Spec.HostNetwork {
+		podIPs = []corev1.PodIP{{IP: APIServerAddr.String()}} // runs in the control namespace
+	}
 	pod.Status = corev1.PodStatus{
 		Phase:     corev1.PodRunning,
 		HostIP:    n.IPv4.String(),
 		HostIPs:   []corev1.HostIP{{IP: n.IPv4.String()}, {IP: n.IPv6.String()}},
-		PodIP:     n.IPv4.String(),
-		PodIPs:    []corev1.PodIP{{IP: n.IPv4.String()}, {IP: n.IPv6.String()}},
+		PodIP:     podIPs[0].IP,
+		PodIPs:    podIPs,
 		StartTime: &now,
 		Conditions: []corev1.PodCondition{
 			{Type: corev1.PodScheduled, Status: corev1.ConditionTrue, LastTransitionTime: now},
