@@ -1,0 +1,107 @@
+package lab
+
+import (
+	"net/netip"
+	"slices"
+	"testing"
+)
+
+func TestRangePrefixes(t *testing.T) {
+	for _, tc := range []struct {
+		first, last string
+		want        []string
+	}{
+		{"198.51.100.200", "198.51.100.250", []string{"198.51.100.200/29", "198.51.100.208/28", "198.51.100.224/28",
+			"198.51.100.240/29", "198.51.100.248/31", "198.51.100.250/32"}},
+		{"203.0.113.0", "203.0.113.255", []string{"203.0.113.0/24"}},
+		{"198.51.100.7", "198.51.100.7", []string{"198.51.100.7/32"}},
+		{"2001:db8:100::200", "2001:db8:100::2ff", []string{"2001:db8:100::200/120"}},
+		{"2001:db8:100::1ff", "2001:db8:100::200", []string{"2001:db8:100::1ff/128", "2001:db8:100::200/128"}},
+	} {
+		r := Range{First: netip.MustParseAddr(tc.first), Last: netip.MustParseAddr(tc.last)}
+		var got []string
+		for _, p := range r.Prefixes() {
+			got = append(got, p.String())
+		}
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("%s.Prefixes() = %v, want %v", r, got, tc.want)
+		}
+	}
+}
+
+// The nodes' local routes must never cover an address of the segment's
+// own hosts: the node would then answer itself instead of reaching them.
+func TestServiceLocalPrefixesAvoidLabHosts(t *testing.T) {
+	hosts := []netip.Addr{APIServerAddr, RouterAddr, RouterAddrV6, ClientAddr, ClientAddrV6}
+	for i := 1; i <= MaxNodes; i++ {
+		hosts = append(hosts, NodeAddr(i), NodeAddrV6(i))
+	}
+	for _, p := range ServiceLocalPrefixes() {
+		for _, h := range hosts {
+			if p.Contains(h) {
+				t.Errorf("service prefix %s contains lab host %s", p, h)
+			}
+		}
+	}
+}
+
+func TestIsLabNamespace(t *testing.T) {
+	for name, want := range map[string]bool{
+		"hl-1a2b-sw": true, "hl-1a2b-ctl": true, "hl-1a2b-rtr": true, "hl-1a2b-cl": true,
+		"hl-1a2b-n1": true, "hl-1a2b-n12": true,
+		"hl-1a2b-nx": false, "hl-1a2b-": false, "hl-1a2b-foo": false, "hl-1a2bc-n1": false,
+		"other-n1": false, "hl-1a2b": false,
+	} {
+		if got := isLabNamespace("hl-1a2b", name); got != want {
+			t.Errorf("isLabNamespace(hl-1a2b, %q) = %v, want %v", name, got, want)
+		}
+	}
+}
+
+func TestConfigNormalize(t *testing.T) {
+	for _, tc := range []struct {
+		cfg Config
+		ok  bool
+	}{
+		{Config{Prefix: "hl-1a2b", StateDir: "/tmp/x"}, true},
+		{Config{Prefix: PersistentPrefix, StateDir: "/tmp/x", Nodes: MaxNodes}, true},
+		{Config{Prefix: "", StateDir: "/tmp/x"}, false},
+		{Config{Prefix: "Upper", StateDir: "/tmp/x"}, false},
+		{Config{Prefix: "a-very-long-prefix-over-20", StateDir: "/tmp/x"}, false},
+		{Config{Prefix: "hl-1a2b"}, false},
+		{Config{Prefix: "hl-1a2b", StateDir: "/tmp/x", Nodes: MaxNodes + 1}, false},
+	} {
+		err := tc.cfg.normalize()
+		if (err == nil) != tc.ok {
+			t.Errorf("normalize(%+v) = %v, want ok=%v", tc.cfg, err, tc.ok)
+		}
+	}
+	c := Config{Prefix: RandomPrefix(), StateDir: "rel"}
+	if err := c.normalize(); err != nil || c.Nodes != 3 || c.StateDir[0] != '/' {
+		t.Errorf("defaults: %+v, %v; want 3 nodes and an absolute StateDir", c, err)
+	}
+}
+
+func TestExpandVars(t *testing.T) {
+	vars := map[string]string{"NODE_NAME": "n1", "PORT": "7472"}
+	for in, want := range map[string]string{
+		"--node=$(NODE_NAME)":          "--node=n1",
+		"$(NODE_NAME):$(PORT)":         "n1:7472",
+		"--x=$(UNDEFINED)":             "--x=$(UNDEFINED)",
+		"plain $NODE_NAME stays plain": "plain $NODE_NAME stays plain",
+	} {
+		if got := expandVars(in, vars); got != want {
+			t.Errorf("expandVars(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func TestParseBackendReply(t *testing.T) {
+	r, err := ParseBackendReply("node=n2\nclient=198.51.100.100\n")
+	if err != nil || r != (BackendReply{Node: "n2", Client: "198.51.100.100"}) {
+		t.Errorf("ParseBackendReply = %+v, %v", r, err)
+	}
+	if _, err := ParseBackendReply("<html>not the lab</html>"); err == nil {
+		t.Error("ParseBackendReply accepted a foreign body")
+	}
+}
