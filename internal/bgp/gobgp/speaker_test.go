@@ -494,3 +494,35 @@ func TestRouterIDChangeRestarts(t *testing.T) {
 		return ok && r.peerInfo(t, "127.0.0.1").GetState().GetRouterId() == "198.51.100.22"
 	})
 }
+
+// TestDualStackSession: with DualStack both unicast families are negotiated
+// (RFC 4760) and both prefixes arrive over an IPv4 and over an IPv6
+// transport. The cross-family next hop is the session's local address in
+// the other family's encoding (gobgp behaviour, see the package notes); it
+// is logged here and must be checked against FRR in the lab.
+func TestDualStackSession(t *testing.T) {
+	skipShort(t)
+	requireIPv6(t)
+	for _, addr := range []string{"127.0.0.1", "::1"} {
+		r := newRouter(t, routerASN, "198.51.100.252", addr)
+		r.addPeer(t, addr, ourASN)
+		s := newSpeaker(t, Options{})
+		ctx := context.Background()
+		p := r.peerConfig("ds", ourASN)
+		p.DualStack = true
+		if err := s.SetPeers(ctx, []bgp.PeerConfig{p}); err != nil {
+			t.Fatal(err)
+		}
+		v4, v6 := netip.MustParsePrefix("203.0.113.5/32"), netip.MustParsePrefix("2001:db8::5/128")
+		if err := s.SetPaths(ctx, []bgp.Path{{Prefix: v4}, {Prefix: v6}}); err != nil {
+			t.Fatal(err)
+		}
+		waitEstablished(t, s, "ds")
+		eventually(t, 10*time.Second, "both families over "+addr, func() bool {
+			_, ok4 := r.paths(t, familyV4)[v4]
+			_, ok6 := r.paths(t, familyV6)[v6]
+			return ok4 && ok6
+		})
+		t.Logf("transport %s: IPv4 next hop %v, IPv6 next hop %v", addr, r.paths(t, familyV4)[v4].NextHop, r.paths(t, familyV6)[v6].NextHop)
+	}
+}

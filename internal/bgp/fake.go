@@ -1,0 +1,115 @@
+package bgp
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"sync"
+)
+
+// Fake is an in-memory Speaker for tests of the speaker core: it validates
+// and stores the desired state like a real implementation (peers validated
+// with ValidatePeers, paths validated and merged with MergePaths) and
+// reports every peer as Established. Err, if set, is returned by the next
+// SetPeers or SetPaths call instead of applying it.
+type Fake struct {
+	mu     sync.Mutex
+	peers  []PeerConfig
+	paths  []Path
+	closed bool
+	calls  int
+	// Err is returned (once) by the next SetPeers/SetPaths.
+	Err error
+}
+
+var _ Speaker = (*Fake)(nil)
+
+// SetPeers implements Speaker.
+func (f *Fake) SetPeers(_ context.Context, peers []PeerConfig) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.pre(); err != nil {
+		return err
+	}
+	if err := ValidatePeers(peers); err != nil {
+		return err
+	}
+	f.peers = slices.Clone(peers)
+	slices.SortFunc(f.peers, func(a, b PeerConfig) int { return strings.Compare(a.Name, b.Name) })
+	return nil
+}
+
+// SetPaths implements Speaker.
+func (f *Fake) SetPaths(_ context.Context, paths []Path) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.pre(); err != nil {
+		return err
+	}
+	for _, p := range paths {
+		if err := p.Validate(); err != nil {
+			return err
+		}
+	}
+	f.paths, _ = MergePaths(paths)
+	return nil
+}
+
+func (f *Fake) pre() error {
+	f.calls++
+	if f.closed {
+		return ErrClosed
+	}
+	if err := f.Err; err != nil {
+		f.Err = nil
+		return err
+	}
+	return nil
+}
+
+// PeerStates implements Speaker: every peer Established, advertised = the
+// number of paths it receives.
+func (f *Fake) PeerStates() []PeerState {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := make([]PeerState, 0, len(f.peers))
+	for _, p := range f.peers {
+		var n uint64
+		for _, path := range f.paths {
+			if path.SendsTo(p.Name) {
+				n++
+			}
+		}
+		out = append(out, PeerState{Name: p.Name, Peer: p.MetricLabel(), State: StateEstablished, EstablishedCount: 1, Advertised: n})
+	}
+	return out
+}
+
+// Close implements Speaker.
+func (f *Fake) Close() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.closed = true
+	return nil
+}
+
+// Peers returns the applied peers, sorted by name.
+func (f *Fake) Peers() []PeerConfig {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.peers)
+}
+
+// Paths returns the applied (merged) paths, sorted by prefix.
+func (f *Fake) Paths() []Path {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.paths)
+}
+
+// Calls counts SetPeers and SetPaths calls.
+func (f *Fake) Calls() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.calls
+}
