@@ -140,3 +140,26 @@ func TestDropReasonString(t *testing.T) {
 		t.Error("out of range reason not reported as unknown")
 	}
 }
+
+func FuzzHandleARP(f *testing.F) {
+	f.Add(rawARP(bcast, peerMAC, 1, peerMAC, peer4, make(net.HardwareAddr, 6), vip4))
+	f.Add(rawARP(ourMAC, peerMAC, 2, peerMAC, peer4, ourMAC, vip4))
+	f.Fuzz(func(t *testing.T, frame []byte) {
+		reply, _, reason := handleARP(frame, eth0, fakeLookup)
+		if (reply != nil) != (reason == DropNone) {
+			t.Fatalf("reply %x with reason %s", reply, reason)
+		}
+	})
+}
+
+func BenchmarkHandleARP(b *testing.B) {
+	req := rawARP(bcast, peerMAC, 1, peerMAC, peer4, make(net.HardwareAddr, 6), vip4)
+	tb := newTable()
+	tb.announce("ns/svc", vip4, nil)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, _, r := handleARP(req, eth0, tb.lookup); r != DropNone {
+			b.Fatal(r)
+		}
+	}
+}

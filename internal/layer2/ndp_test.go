@@ -236,3 +236,15 @@ func disassemble(t *testing.T, raw []bpf.RawInstruction) []bpf.Instruction {
 	}
 	return out
 }
+
+func FuzzHandleNDPFrame(f *testing.F) {
+	snmMAC := net.HardwareAddr{0x33, 0x33, 0xff, 0, 0, 0x10}
+	f.Add(rawNSFrame(snmMAC, peerMAC, peer6, netip.MustParseAddr("ff02::1:ff00:10"), 255, rawNS(vip6, peerMAC)))
+	f.Add(rawNSFrame(ourMAC, peerMAC, peer6, vip6, 255, rawNS(vip6, nil)))
+	f.Fuzz(func(t *testing.T, frame []byte) {
+		reply, _, reason := handleNDPFrame(frame, eth0, fakeLookup)
+		if (reply.NA != nil) != (reason == DropNone) {
+			t.Fatalf("advertisement %v with reason %s", reply.NA, reason)
+		}
+	})
+}

@@ -42,7 +42,7 @@ type lab struct {
 	clientLink   linkInfo
 }
 
-func run(t *testing.T, name string, args ...string) string {
+func run(t testing.TB, name string, args ...string) string {
 	t.Helper()
 	out, err := exec.Command(name, args...).CombinedOutput()
 	if err != nil {
@@ -51,7 +51,7 @@ func run(t *testing.T, name string, args ...string) string {
 	return string(out)
 }
 
-func newLab(t *testing.T) *lab {
+func newLab(t testing.TB) *lab {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("needs root and network namespaces; skipped under -short")
@@ -124,7 +124,7 @@ func newLab(t *testing.T) *lab {
 	return l
 }
 
-func (l *lab) eth0(t *testing.T, h *netlink.Handle) linkInfo {
+func (l *lab) eth0(t testing.TB, h *netlink.Handle) linkInfo {
 	t.Helper()
 	links, err := listLinks(h)
 	if err != nil {
@@ -140,7 +140,7 @@ func (l *lab) eth0(t *testing.T, h *netlink.Handle) linkInfo {
 }
 
 // testLogger writes the announcer's logs to the test log.
-type testLogger struct{ t *testing.T }
+type testLogger struct{ t testing.TB }
 
 func (w testLogger) Write(b []byte) (int, error) {
 	w.t.Log(strings.TrimSpace(string(b)))
@@ -148,7 +148,7 @@ func (w testLogger) Write(b []byte) (int, error) {
 }
 
 // start runs an Announcer in the node namespace until the test ends.
-func (l *lab) start(t *testing.T, opts Options) (*Announcer, *prometheus.Registry) {
+func (l *lab) start(t testing.TB, opts Options) (*Announcer, *prometheus.Registry) {
 	t.Helper()
 	reg := prometheus.NewRegistry()
 	opts.NetNSPath = "/run/netns/" + l.node
@@ -181,7 +181,7 @@ func (l *lab) start(t *testing.T, opts Options) (*Announcer, *prometheus.Registr
 }
 
 // waitActive waits until ip is answered on the node's eth0.
-func waitActive(t *testing.T, a *Announcer, ip netip.Addr, want bool) {
+func waitActive(t testing.TB, a *Announcer, ip netip.Addr, want bool) {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
 	for time.Now().Before(deadline) {
@@ -194,7 +194,7 @@ func waitActive(t *testing.T, a *Announcer, ip netip.Addr, want bool) {
 }
 
 // arping resolves ip from the client namespace; it returns the MAC or "".
-func (l *lab) arping(t *testing.T, ip netip.Addr) string {
+func (l *lab) arping(t testing.TB, ip netip.Addr) string {
 	t.Helper()
 	out, err := exec.Command("ip", "netns", "exec", l.client, "arping", "-c", "1", "-w", "1", "-I", "eth0", ip.String()).CombinedOutput()
 	if err != nil {
@@ -214,7 +214,7 @@ func (l *lab) arping(t *testing.T, ip netip.Addr) string {
 }
 
 // ndisc6 resolves ip from the client namespace; it returns the MAC or "".
-func (l *lab) ndisc6(t *testing.T, ip netip.Addr) string {
+func (l *lab) ndisc6(t testing.TB, ip netip.Addr) string {
 	t.Helper()
 	out, err := exec.Command("ip", "netns", "exec", l.client, "ndisc6", "-q", "-1", "-r", "2", "-w", "400", ip.String(), "eth0").CombinedOutput()
 	if err != nil {
@@ -329,7 +329,7 @@ type capture struct {
 	conn []net.PacketConn
 }
 
-func (l *lab) capture(t *testing.T, mac net.HardwareAddr) *capture {
+func (l *lab) capture(t testing.TB, mac net.HardwareAddr) *capture {
 	t.Helper()
 	c := &capture{arp: map[netip.Addr]int{}, na: map[netip.Addr]int{}}
 	for _, proto := range []int{0x0806, 0x86dd} {
@@ -449,7 +449,7 @@ func TestRealGratuitousBurst(t *testing.T) {
 }
 
 // clientNeigh returns the MAC the client's neighbour cache holds for ip.
-func (l *lab) clientNeigh(t *testing.T, ip netip.Addr) string {
+func (l *lab) clientNeigh(t testing.TB, ip netip.Addr) string {
 	family := netlink.FAMILY_V4
 	if ip.Is6() {
 		family = netlink.FAMILY_V6
@@ -589,7 +589,7 @@ func TestRealUnicastProbe(t *testing.T) {
 	}
 }
 
-func (l *lab) clientNeighState(t *testing.T, ip netip.Addr) int {
+func (l *lab) clientNeighState(t testing.TB, ip netip.Addr) int {
 	family := netlink.FAMILY_V4
 	if ip.Is6() {
 		family = netlink.FAMILY_V6
@@ -653,4 +653,32 @@ func TestRealInterfaceChanges(t *testing.T) {
 	run(t, "ip", "-n", l.node, "link", "set", "eth0", "down")
 	waitActive(t, a, v4, false)
 	waitActive(t, a, v6, false)
+}
+
+// BenchmarkTakeover measures, on the real veth segment, the time from
+// Announce of a new IP to the client's neighbour cache holding this node's MAC
+// instead of an old announcer's (ns/op is that latency).
+func BenchmarkTakeover(b *testing.B) {
+	l := newLab(b)
+	a, _ := l.start(b, Options{})
+	probe := netip.MustParseAddr("198.51.100.199")
+	if err := a.Announce("bench/probe", probe, nil); err != nil {
+		b.Fatal(err)
+	}
+	waitActive(b, a, probe, true)
+	mac := l.nodeMAC.String()
+	b.ResetTimer()
+	for i := range b.N {
+		b.StopTimer()
+		ip := netip.AddrFrom4([4]byte{203, 0, 113, byte(i % 250)})
+		a.Withdraw("bench/svc", netip.AddrFrom4([4]byte{203, 0, 113, byte((i + 249) % 250)}))
+		run(b, "ip", "-n", l.client, "neigh", "replace", ip.String(), "lladdr", "02:00:5e:00:00:99", "dev", "eth0", "nud", "reachable")
+		b.StartTimer()
+		if err := a.Announce("bench/svc", ip, nil); err != nil {
+			b.Fatal(err)
+		}
+		for l.clientNeigh(b, ip) != mac {
+			time.Sleep(50 * time.Microsecond)
+		}
+	}
 }
