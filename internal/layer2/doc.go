@@ -5,24 +5,68 @@
 // announced here (takeover), so that clients and switches move to this node's
 // MAC address quickly.
 //
+// # Use
+//
 // The package makes no decisions: the speaker glue tells an [Announcer] which
-// owner (a Service key) announces which IP on which interfaces, through
-// [Announcer.Announce], [Announcer.Withdraw] or the declarative
-// [Announcer.SetOwner]. Several owners may announce the same IP; the IP stays
-// announced until the last owner withdraws it (refcount).
+// owner (a Service key, "namespace/name") announces which IP on which
+// interfaces, and the Announcer applies it idempotently:
+//
+//	a, err := layer2.New(log, registry, layer2.Options{})
+//	go a.Run(ctx)                                   // owns every goroutine and socket
+//	a.SetOwner("ns/svc", []layer2.Target{{IP: ip}}) // declarative, per Service
+//	a.Announce("ns/svc", ip, []string{"eth1"})      // or one IP at a time
+//	a.Withdraw("ns/svc", ip)                        // or SetOwner("ns/svc", nil)
+//	a.Interfaces(ip)                                // where ip is answered now
+//
+// Several owners may announce the same IP; the IP stays announced until the
+// last owner withdraws it (refcount). An empty interface list means every
+// eligible interface; the interfaces of several owners are unioned. A
+// withdrawal takes effect for the next received request. An IP that starts
+// being answered on an interface (new announcement, or a new eligible
+// interface) gets a gratuitous burst there; a second owner of an IP already
+// answered does not.
+//
+// # Interfaces
+//
+// An interface is eligible when it is up, not enslaved (bond, bridge or team
+// port), not NOARP, has an Ethernet address and matches none of
+// [Options.ExcludeInterfaces] ([DefaultExcludeInterfaces], MetalLB's list).
+// ARP also needs IFF_BROADCAST; NDP needs a usable (not tentative) IPv6
+// link-local address. No IPv4 address is needed on the interface. The
+// interfaces are listed through netlink every [Options.RescanInterval], and
+// every second while a link-local address is still tentative.
+//
+// # Wire behaviour
 //
 // No kernel state is changed: no address is added to an interface, no route
-// or neighbour entry is written. The responders use raw sockets (AF_PACKET for
-// ARP, ICMPv6 for NDP) and therefore need CAP_NET_RAW.
+// or neighbour entry is written. The responders use raw sockets and need
+// CAP_NET_RAW:
+//   - ARP: an AF_PACKET socket bound to EtherType 0x0806. Requests that are
+//     broadcast or unicast to the interface MAC and target an announced IP
+//     are answered with the interface MAC. A gratuitous packet is an ARP
+//     request (sender IP = target IP, zero target MAC, RFC 5227 §2.3) plus an
+//     ARP reply (target MAC = sender MAC, RFC 5944 §4.6), both broadcast.
+//   - NDP: an AF_PACKET socket bound to EtherType 0x86dd with a BPF filter for
+//     Neighbor Solicitations receives solicitations (multicast and the unicast
+//     neighbour-unreachability probes MetalLB misses) and sends solicited
+//     advertisements (S=1, O=1, target link-layer option) from the Service IP
+//     itself, straight to the solicitor's MAC. An ICMPv6 socket
+//     (mdlayher/ndp) holds the solicited-node multicast memberships,
+//     refcounted per group. A gratuitous packet is an unsolicited neighbor
+//     advertisement (O=1, S=0) to ff02::1 (RFC 4861 §7.2.6).
 //
-// The request handling functions (handleARP, handleNDP) are pure: they take
-// the received bytes and the node's view of the interface and return either a
-// reply or a typed [DropReason], so they are table-tested without root.
+// Solicitations without a source link-layer address option (duplicate
+// address detection) are not answered, like MetalLB. The request handlers
+// (handleARP, handleNDPFrame) are pure: they take the received bytes and
+// return a reply or a typed [DropReason], so they are table-tested without
+// root.
 //
-// Unlike MetalLB, the NDP responder reads solicitations from an AF_PACKET
-// socket (with a BPF filter for Neighbor Solicitations), so it also answers
-// the unicast neighbour-unreachability probes a client sends to the Service
-// IP, and it sends advertisements with the Service IP as IPv6 source, as a
-// host owning the address does. An ICMPv6 socket only holds the
-// solicited-node multicast memberships.
+// # Metrics
+//
+// Counters with MetalLB's names, labelled by ip, registered on the
+// prometheus.Registerer given to [New]: metallb_layer2_requests_received and
+// metallb_layer2_responses_sent (requests for an IP announced on the
+// receiving interface, and the replies sent), metallb_layer2_gratuitous_sent
+// (every gratuitous ARP frame or unsolicited advertisement). The series of an
+// IP are deleted when it is no longer announced anywhere.
 package layer2
