@@ -104,15 +104,6 @@ func toAPIPeer(p bgp.PeerConfig) *api.Peer {
 	return out
 }
 
-// onlyMultiHopChanged reports whether the two configs differ only in
-// EBGPMultiHop, the one change gobgp's UpdatePeer applies to a live session
-// (it re-sets the socket TTL). Every other change needs a new OPEN and is
-// applied by recreating that peer.
-func onlyMultiHopChanged(o, n bgp.PeerConfig) bool {
-	o.EBGPMultiHop = n.EBGPMultiHop
-	return o == n
-}
-
 // toAPIPath translates a merged Path into a gobgp path. IPv4 uses NEXT_HOP
 // 0.0.0.0 and IPv6 MP_REACH_NLRI with next hop "::" (RFC 4760); gobgp
 // replaces an unspecified next hop of a local path with the session's local

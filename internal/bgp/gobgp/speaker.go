@@ -178,8 +178,7 @@ func (s *Speaker) stop(ctx context.Context) error {
 // SetPeers implements bgp.Speaker. Peers are validated as a whole (nothing
 // is applied on a validation error). A router ID change restarts gobgp and
 // re-announces everything; otherwise removed peers are deleted, changed
-// peers recreated (or updated in place when only EBGPMultiHop changed) and
-// new peers added, leaving unchanged sessions alone. Errors of individual
+// peers recreated and new peers added, leaving unchanged sessions alone. Errors of individual
 // peers are joined; the others are still applied.
 func (s *Speaker) SetPeers(ctx context.Context, peers []bgp.PeerConfig) error {
 	if err := bgp.ValidatePeers(peers); err != nil {
@@ -226,15 +225,10 @@ func (s *Speaker) SetPeers(ctx context.Context, peers []bgp.PeerConfig) error {
 		errs = append(errs, s.deletePeer(ctx, p))
 	}
 	for _, u := range d.Update {
-		if u.Old.Key() == u.New.Key() && onlyMultiHopChanged(u.Old, u.New) {
-			if _, err := s.srv.UpdatePeer(ctx, &api.UpdatePeerRequest{Peer: toAPIPeer(u.New)}); err != nil {
-				errs = append(errs, fmt.Errorf("update peer %q: %w", u.New.Name, err))
-				continue
-			}
-			s.peers[u.New.Name] = u.New
-			s.log.Info("BGP peer updated", "peer", u.New.Name, "ebgpMultiHop", u.New.EBGPMultiHop)
-			continue
-		}
+		// Every change recreates the peer (a new OPEN carries the new
+		// timers, capabilities, ASN and password). gobgp's UpdatePeer is not
+		// used: it ignores most fields, and its one in-place change (the
+		// multihop TTL) races with the connect loop in gobgp v3.37.
 		if err := s.deletePeer(ctx, u.Old); err != nil {
 			errs = append(errs, err)
 			continue

@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"reflect"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -25,6 +26,18 @@ func skipShort(t *testing.T) {
 		t.Skip("two in-process gobgp servers trip races inside gobgp v3.37 itself (see race_on_test.go); run without -race")
 	}
 	t.Parallel()
+}
+
+// skipShortOneServer is for tests with a single gobgp server (no router),
+// which also run under -race.
+func skipShortOneServer(t *testing.T) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("in-process BGP skipped with -short")
+	}
+	if !gobgpRaces { // parallel StartBgp calls race on gobgp package globals
+		t.Parallel()
+	}
 }
 
 func u32(v uint32) *uint32 { return &v }
@@ -386,7 +399,7 @@ func TestWithoutGracefulRestartRoutesGo(t *testing.T) {
 // TestPeerConfigReachesGobgp checks the translated neighbor: multihop TTL,
 // timers, local ASN, source address, port, graceful restart and families.
 func TestPeerConfigReachesGobgp(t *testing.T) {
-	skipShort(t)
+	skipShortOneServer(t)
 	s := newSpeaker(t, Options{})
 	ctx := context.Background()
 	p := bgp.PeerConfig{
@@ -434,7 +447,7 @@ func TestPeerConfigReachesGobgp(t *testing.T) {
 		t.Errorf("families %v", fams)
 	}
 
-	// A multihop-only change is applied in place (UpdatePeer).
+	// A multihop change recreates the peer with the new TTL.
 	p.EBGPMultiHop = 9
 	if err := s.SetPeers(ctx, []bgp.PeerConfig{p}); err != nil {
 		t.Fatal(err)
@@ -524,5 +537,77 @@ func TestDualStackSession(t *testing.T) {
 			return ok4 && ok6
 		})
 		t.Logf("transport %s: IPv4 next hop %v, IPv6 next hop %v", addr, r.paths(t, familyV4)[v4].NextHop, r.paths(t, familyV6)[v6].NextHop)
+	}
+}
+
+// TestConcurrentUse drives SetPeers, SetPaths, PeerStates and a metrics
+// scrape concurrently against one gobgp server whose peers point at closed
+// loopback ports (sessions cycle Idle/Active, producing events). It runs
+// under -race too (one gobgp server only), covering Herald's own locking.
+func TestConcurrentUse(t *testing.T) {
+	skipShortOneServer(t)
+	reg := prometheus.NewRegistry()
+	s := newSpeaker(t, Options{Registerer: reg})
+	ctx := context.Background()
+	port := uint16(freePort(t, "127.0.0.1")) // closed: connections are refused locally
+	peers := func(hold time.Duration) []bgp.PeerConfig {
+		return []bgp.PeerConfig{
+			{Name: "x", Address: netip.MustParseAddr("127.0.0.4"), Port: port, MyASN: 1, PeerASN: 2, HoldTime: hold, ConnectTime: time.Second},
+			{Name: "y", Address: netip.MustParseAddr("127.0.0.5"), Port: port, MyASN: 1, PeerASN: 1, ConnectTime: time.Second},
+		}
+	}
+	if err := s.SetPeers(ctx, peers(3*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		for i := 0; ; i++ {
+			select {
+			case <-done:
+				return
+			default:
+			}
+			if err := s.SetPeers(ctx, peers(time.Duration(3+i%3)*time.Second)); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+	}()
+	go func() {
+		defer wg.Done()
+		for {
+			select {
+			case <-done:
+				return
+			default:
+			}
+			s.PeerStates()
+			if _, err := reg.Gather(); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+	}()
+	for i := range 200 {
+		paths := []bgp.Path{{Prefix: netip.PrefixFrom(netip.AddrFrom4([4]byte{203, 0, 113, byte(i)}), 32), Peers: []string{"x"}}}
+		if i%2 == 0 {
+			paths = append(paths, bgp.Path{Prefix: netip.MustParsePrefix("2001:db8::/64")})
+		}
+		if err := s.SetPaths(ctx, paths); err != nil {
+			t.Fatal(err)
+		}
+	}
+	close(done)
+	wg.Wait()
+	var n int
+	s.srv.ListPath(ctx, &api.ListPathRequest{TableType: api.TableType_GLOBAL, Family: familyV4}, func(*api.Destination) { n++ })
+	if n != 1 {
+		t.Errorf("global RIB has %d IPv4 paths, want exactly the last one", n)
+	}
+	if st := s.PeerStates(); len(st) != 2 || st[0].State == bgp.StateEstablished {
+		t.Errorf("states %+v", st)
 	}
 }
