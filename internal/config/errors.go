@@ -91,8 +91,7 @@ func IsTransient(err error) bool {
 	}
 	all := true
 	walk(err, func(e error) {
-		var t *TransientError
-		if !errors.As(e, &t) {
+		if _, ok := e.(*TransientError); !ok {
 			all = false
 		}
 	})
@@ -103,28 +102,33 @@ func IsTransient(err error) bool {
 // transient parts. Errors of other types are ignored.
 func Split(err error) (invalid []*ValidationError, transient []*TransientError) {
 	walk(err, func(e error) {
-		var v *ValidationError
-		var t *TransientError
-		switch {
-		case errors.As(e, &v):
-			invalid = append(invalid, v)
-		case errors.As(e, &t):
-			transient = append(transient, t)
+		switch e := e.(type) {
+		case *ValidationError:
+			invalid = append(invalid, e)
+		case *TransientError:
+			transient = append(transient, e)
 		}
 	})
 	return invalid, transient
 }
 
-// walk calls fn for every leaf of an errors.Join tree.
+// walk calls fn for every leaf of an error tree: it descends through
+// errors.Join (Unwrap() []error) and through wrapping (fmt.Errorf with %w),
+// so that a caller may wrap Build's error and still use IsTransient/Split.
 func walk(err error, fn func(error)) {
-	if err == nil {
+	switch u := err.(type) {
+	case nil:
 		return
-	}
-	if j, ok := err.(interface{ Unwrap() []error }); ok {
-		for _, e := range j.Unwrap() {
+	case interface{ Unwrap() []error }:
+		for _, e := range u.Unwrap() {
 			walk(e, fn)
 		}
 		return
+	case interface{ Unwrap() error }:
+		if inner := u.Unwrap(); inner != nil {
+			walk(inner, fn)
+			return
+		}
 	}
 	fn(err)
 }

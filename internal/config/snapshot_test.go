@@ -1,6 +1,7 @@
 package config
 
 import (
+	"errors"
 	"fmt"
 	"net/netip"
 	"slices"
@@ -308,5 +309,19 @@ func TestErrorRendering(t *testing.T) {
 	tr := &TransientError{Kind: KindNode, Name: "n1", Rule: "not found"}
 	if tr.Error() != "Node n1: not found" || !IsTransient(tr) || IsTransient(nil) || IsTransient(e) {
 		t.Errorf("transient: %s", tr.Error())
+	}
+	// Wrapping keeps the classification; a mix is not transient.
+	if !IsTransient(fmt.Errorf("load: %w", errors.Join(tr, tr))) {
+		t.Error("wrapped transient errors not transient")
+	}
+	mixed := fmt.Errorf("load: %w", errors.Join(tr, e))
+	if IsTransient(mixed) {
+		t.Error("wrapped mix reported transient")
+	}
+	if inv, trs := Split(mixed); len(inv) != 1 || len(trs) != 1 {
+		t.Errorf("Split(wrapped mix) = %v, %v", inv, trs)
+	}
+	if IsTransient(errors.New("other")) {
+		t.Error("foreign error reported transient")
 	}
 }
