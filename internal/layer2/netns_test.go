@@ -150,8 +150,15 @@ func (w testLogger) Write(b []byte) (int, error) {
 // start runs an Announcer in the node namespace until the test ends.
 func (l *lab) start(t testing.TB, opts Options) (*Announcer, *prometheus.Registry) {
 	t.Helper()
+	return startIn(t, l.node, opts)
+}
+
+// startIn runs an Announcer in the named network namespace until the test
+// ends.
+func startIn(t testing.TB, ns string, opts Options) (*Announcer, *prometheus.Registry) {
+	t.Helper()
 	reg := prometheus.NewRegistry()
-	opts.NetNSPath = "/run/netns/" + l.node
+	opts.NetNSPath = "/run/netns/" + ns
 	if opts.RescanInterval == 0 {
 		opts.RescanInterval = 200 * time.Millisecond
 	}
@@ -159,7 +166,8 @@ func (l *lab) start(t testing.TB, opts Options) (*Announcer, *prometheus.Registr
 	if !testing.Verbose() {
 		w = io.Discard
 	}
-	a, err := New(slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelDebug})), reg, opts)
+	log := slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelDebug})).With("netns", ns)
+	a, err := New(log, reg, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
