@@ -114,4 +114,3 @@ func mustNS(t testing.TB, name string) netns.NsHandle {
 	t.Cleanup(func() { h.Close() })
 	return h
 }
-
