@@ -611,3 +611,51 @@ func TestConcurrentUse(t *testing.T) {
 		t.Errorf("states %+v", st)
 	}
 }
+
+// TestGracefulRestartRecovery: the speaker dies (connection cut, no
+// NOTIFICATION) and a new speaker comes back within the restart time
+// announcing only part of the old set. The router keeps the re-announced
+// prefix (no longer stale) and drops the other one at End-of-RIB
+// (RFC 4724 §4.2), long before the 60 s restart time.
+func TestGracefulRestartRecovery(t *testing.T) {
+	skipShort(t)
+	r := newRouter(t, routerASN, "198.51.100.254", "127.0.0.1")
+	r.addPeer(t, "127.0.0.1", ourASN, withGR(60))
+	target := netip.AddrPortFrom(r.addr, uint16(r.port)).String()
+	keep, drop := netip.MustParsePrefix("203.0.113.11/32"), netip.MustParsePrefix("203.0.113.12/32")
+	ctx := context.Background()
+	run := func(name string, paths ...bgp.Path) (*Speaker, *tcpProxy) {
+		proxy := newTCPProxy(t, target)
+		s := newSpeaker(t, Options{})
+		p := r.peerConfig(name, ourASN)
+		p.Port = uint16(proxy.port())
+		p.GracefulRestart = true
+		p.GracefulRestartTime = 60 * time.Second
+		if err := s.SetPeers(ctx, []bgp.PeerConfig{p}); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.SetPaths(ctx, paths); err != nil {
+			t.Fatal(err)
+		}
+		waitEstablished(t, s, name)
+		return s, proxy
+	}
+	_, proxy := run("first", bgp.Path{Prefix: keep}, bgp.Path{Prefix: drop})
+	eventually(t, 10*time.Second, "both routes at router", func() bool { return len(r.paths(t, familyV4)) == 2 })
+	proxy.cut()
+	eventually(t, 5*time.Second, "routes stale", func() bool {
+		got := r.paths(t, familyV4)
+		return got[keep].Stale && got[drop].Stale
+	})
+	start := time.Now()
+	run("second", bgp.Path{Prefix: keep})
+	eventually(t, 20*time.Second, "kept route fresh, dropped route gone", func() bool {
+		got := r.paths(t, familyV4)
+		k, ok := got[keep]
+		_, stillDrop := got[drop]
+		return ok && !k.Stale && !stillDrop
+	})
+	if waited := time.Since(start); waited > 30*time.Second {
+		t.Errorf("stale cleanup took %v: looks like the restart timer, not End-of-RIB", waited)
+	}
+}
