@@ -30,7 +30,7 @@
 //
 // An interface is eligible when it is up, not enslaved (bond, bridge or team
 // port), not NOARP, has an Ethernet address and matches none of
-// [Options.ExcludeInterfaces] ([DefaultExcludeInterfaces], MetalLB's list).
+// [Options.ExcludeInterfaces] ([DefaultExcludeInterfaces], MetalLB's list by default).
 // ARP also needs IFF_BROADCAST; NDP needs a usable (not tentative) IPv6
 // link-local address. No IPv4 address is needed on the interface. The
 // interfaces are listed through netlink every [Options.RescanInterval], and

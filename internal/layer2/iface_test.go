@@ -55,7 +55,7 @@ func TestOptionsResolve(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.count != DefaultGratuitousCount || r.interval != DefaultGratuitousInterval || r.rescan != DefaultRescanInterval || len(r.exclude) != len(DefaultExcludeInterfaces) {
+	if r.count != DefaultGratuitousCount || r.interval != DefaultGratuitousInterval || r.rescan != DefaultRescanInterval || len(r.exclude) != len(DefaultExcludeInterfaces()) {
 		t.Fatalf("defaults not applied: %+v", r)
 	}
 	if r, _ := (Options{GratuitousCount: -1, ExcludeInterfaces: []string{}}).resolve(); r.count != 0 || len(r.exclude) != 0 {

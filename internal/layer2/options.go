@@ -21,12 +21,15 @@ const (
 	DefaultRescanInterval = 10 * time.Second
 )
 
-// DefaultExcludeInterfaces are MetalLB's interface name patterns that are
+// DefaultExcludeInterfaces returns MetalLB's interface name patterns that are
 // never used for layer 2 announcements (container, CNI and virtual devices).
-var DefaultExcludeInterfaces = []string{
-	`^docker.*`, `^cbr.*`, `^dummy.*`, `^virbr.*`, `^lxcbr.*`, `^veth.*`, `^lo$`,
-	`^cali.*`, `^tunl.*`, `^flannel.*`, `^kube-ipvs.*`, `^cni.*`,
-	`^nodelocaldns.*`, `^lxc.*`,
+// Each call returns a new slice.
+func DefaultExcludeInterfaces() []string {
+	return []string{
+		`^docker.*`, `^cbr.*`, `^dummy.*`, `^virbr.*`, `^lxcbr.*`, `^veth.*`, `^lo$`,
+		`^cali.*`, `^tunl.*`, `^flannel.*`, `^kube-ipvs.*`, `^cni.*`,
+		`^nodelocaldns.*`, `^lxc.*`,
+	}
 }
 
 // Options configures an [Announcer]. The zero value selects the defaults.
@@ -39,7 +42,7 @@ type Options struct {
 	GratuitousInterval time.Duration
 	// ExcludeInterfaces are regular expressions (RE2) matched against interface
 	// names; a matching interface is never used. nil selects
-	// DefaultExcludeInterfaces; an empty non-nil slice excludes nothing.
+	// DefaultExcludeInterfaces(); an empty non-nil slice excludes nothing.
 	ExcludeInterfaces []string
 	// RescanInterval is the period of the interface scan; 0 selects
 	// DefaultRescanInterval.
@@ -86,7 +89,7 @@ func (o Options) resolve() (resolved, error) {
 	}
 	pats := o.ExcludeInterfaces
 	if pats == nil {
-		pats = DefaultExcludeInterfaces
+		pats = DefaultExcludeInterfaces()
 	}
 	for i, p := range pats {
 		re, err := regexp.Compile(p)
