@@ -8,8 +8,9 @@ import (
 // parameters a BGPPeer can refer to.
 //
 // Herald's embedded gobgp backend does not implement BFD: the object is
-// accepted by the API server so MetalLB YAML applies, but Herald's config
-// validation rejects any BFDProfile and any BGPPeer referring to one.
+// accepted (its ranges are validated, and Herald's configuration reports a
+// warning) so MetalLB YAML applies, but a BGPPeer referring to a profile is
+// rejected by Herald's configuration validation.
 type BFDProfileSpec struct {
 	// ReceiveInterval is the minimum interval between received BFD control
 	// packets this system is capable of, in milliseconds, 10..60000.

@@ -37,7 +37,6 @@ type BGPPeerSpec struct {
 	HoldTime *metav1.Duration `json:"holdTime,omitempty"`
 
 	// KeepaliveTime is the interval between KEEPALIVE messages.
-	// Not supported by Herald.
 	// +optional
 	KeepaliveTime *metav1.Duration `json:"keepaliveTime,omitempty"`
 
@@ -56,12 +55,11 @@ type BGPPeerSpec struct {
 	Password string `json:"password,omitempty"`
 
 	// BFDProfile is the name of a BFDProfile enabling BFD on the session.
-	// Not supported by Herald.
+	// Not supported by Herald (its gobgp backend has no BFD).
 	// +optional
 	BFDProfile string `json:"bfdProfile,omitempty"`
 
-	// EBGPMultiHop allows an eBGP peer more than one hop away. Herald
-	// accepts it; it has no effect.
+	// EBGPMultiHop allows an eBGP peer more than one hop away.
 	// +optional
 	EBGPMultiHop bool `json:"ebgpMultiHop,omitempty"`
 }

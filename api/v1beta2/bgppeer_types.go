@@ -21,9 +21,12 @@ const (
 // BGPPeerSpec describes a BGP-4 session (RFC 4271) that speakers open to a
 // router.
 //
-// Fields marked "not supported by Herald" are accepted by the API server so
-// MetalLB YAML applies, but Herald's configuration validation rejects a peer
-// that sets them to a non-zero value (they are FRR features of MetalLB).
+// The API server checks ranges, enums and the CEL rules below; the rules
+// that involve several fields or objects (exactly one of peerASN and
+// dynamicASN, exactly one of peerAddress and interface, password vs
+// passwordSecret, timers, parseable IPs) are checked by Herald's
+// configuration validation, which rejects the whole configuration with an
+// error naming the peer and field.
 //
 // +kubebuilder:validation:XValidation:rule="(has(self.enableGracefulRestart) && self.enableGracefulRestart) == (has(oldSelf.enableGracefulRestart) && oldSelf.enableGracefulRestart)",message="enableGracefulRestart cannot be changed after creation"
 type BGPPeerSpec struct {
@@ -41,14 +44,13 @@ type BGPPeerSpec struct {
 	PeerASN uint32 `json:"peerASN,omitempty"`
 
 	// DynamicASN accepts any remote ASN equal to myASN ("internal") or
-	// different from it ("external") instead of a fixed peerASN.
-	// Not supported by Herald.
+	// different from it ("external") instead of a fixed peerASN, as sent in
+	// the router's OPEN message.
 	// +optional
 	DynamicASN DynamicASNMode `json:"dynamicASN,omitempty"`
 
 	// LocalASN is the ASN presented to the peer instead of myASN
-	// (FRR "local-as X no-prepend replace-as"), 1..4294967295.
-	// Not supported by Herald.
+	// (the router sees the session coming from localASN), 1..4294967295.
 	// +optional
 	// +kubebuilder:validation:Maximum=4294967295
 	LocalASN uint32 `json:"localASN,omitempty"`
@@ -59,8 +61,7 @@ type BGPPeerSpec struct {
 	PeerAddress string `json:"peerAddress,omitempty"`
 
 	// Interface is a node interface to run unnumbered BGP over (the peer is
-	// found through IPv6 link-local neighbor discovery).
-	// Not supported by Herald.
+	// found through IPv6 link-local neighbor discovery, RFC 4861).
 	// +optional
 	Interface string `json:"interface,omitempty"`
 
@@ -86,12 +87,12 @@ type BGPPeerSpec struct {
 
 	// KeepaliveTime is the interval between KEEPALIVE messages; it must not
 	// exceed holdTime. When only keepaliveTime is set, holdTime is three
-	// times it. Not supported by Herald (gobgp derives it from holdTime).
+	// times it.
 	// +optional
 	KeepaliveTime *metav1.Duration `json:"keepaliveTime,omitempty"`
 
 	// ConnectTime is the delay between attempts to open the TCP connection,
-	// whole seconds from 1s to 65535s. Not supported by Herald.
+	// whole seconds from 1s to 65535s. Unset uses the BGP backend's default.
 	// +optional
 	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1s') && duration(self) <= duration('65535s')",message="connectTime must be between 1s and 65535s"
 	// +kubebuilder:validation:XValidation:rule="duration(self) == duration(string(duration(self).getSeconds()) + 's')",message="connectTime must be a whole number of seconds"
@@ -121,34 +122,35 @@ type BGPPeerSpec struct {
 	PasswordSecret *corev1.SecretReference `json:"passwordSecret,omitempty"`
 
 	// BFDProfile is the name of a BFDProfile enabling BFD on the session.
-	// Not supported by Herald: its gobgp backend has no BFD.
+	// Not supported by Herald: its gobgp backend has no BFD, so Herald's
+	// configuration validation rejects a peer that sets it.
 	// +optional
 	BFDProfile string `json:"bfdProfile,omitempty"`
 
 	// EnableGracefulRestart enables BGP graceful restart (RFC 4724) on the
-	// session. It cannot be changed after creation.
-	// Not supported by Herald yet.
+	// session. It cannot be changed after creation (the API server rejects
+	// the update).
 	// +optional
 	EnableGracefulRestart bool `json:"enableGracefulRestart,omitempty"`
 
 	// EBGPMultiHop allows an eBGP peer that is more than one hop away. It is
-	// rejected when peerASN == myASN. Herald accepts it; it has no effect.
+	// rejected when peerASN == myASN (iBGP).
 	// +optional
 	EBGPMultiHop bool `json:"ebgpMultiHop,omitempty"`
 
 	// VRF is the host VRF the session is opened from. Empty is the default
-	// VRF. Not supported by Herald.
+	// VRF.
 	// +optional
 	VRF string `json:"vrf,omitempty"`
 
-	// DisableMP is deprecated and has no effect.
-	// Not supported by Herald (rejected when true).
+	// DisableMP is deprecated and ignored: Herald always negotiates
+	// multiprotocol BGP (RFC 4760) and warns when this is set.
 	// +optional
 	DisableMP bool `json:"disableMP,omitempty"`
 
 	// DualStackAddressFamily also negotiates the other address family on the
 	// session (IPv4 routes over an IPv6 session and vice versa,
-	// RFC 4760). Default false. Not supported by Herald.
+	// RFC 4760). Default false.
 	// +optional
 	DualStackAddressFamily bool `json:"dualStackAddressFamily,omitempty"`
 }
