@@ -22,6 +22,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -116,6 +117,10 @@ func Start(t testing.TB) *Env {
 			Paths:              []string{filepath.Join(root, "manifests", "crds")},
 			ErrorIfPathMissing: true,
 		},
+	}
+	if os.Getenv("KUBEBUILDER_CONTROLPLANE_START_TIMEOUT") == "" {
+		// envtest's 60 s default is too short on a loaded 2-core CI machine.
+		te.ControlPlaneStartTimeout = 3 * time.Minute
 	}
 	cfg, err := te.Start()
 	if err != nil {
