@@ -1,0 +1,95 @@
+package configload
+
+import (
+	"errors"
+	"sync"
+
+	"github.com/herald-lb/herald/internal/config"
+)
+
+// Outcome says what one Tracker.Update did.
+type Outcome int
+
+const (
+	// Unchanged: the new snapshot is valid and equal to the one in force.
+	Unchanged Outcome = iota
+	// Changed: the new snapshot is valid, differs, and is now in force.
+	Changed
+	// Rejected: the configuration is invalid (or waits for a referenced
+	// object); the previous valid snapshot, if any, stays in force.
+	Rejected
+)
+
+func (o Outcome) String() string {
+	switch o {
+	case Unchanged:
+		return "unchanged"
+	case Changed:
+		return "changed"
+	}
+	return "rejected"
+}
+
+// Tracker keeps the configuration in force: the last snapshot config.Build
+// accepted. A rejected configuration never replaces it, so no Service loses
+// or changes its IP because of a bad object. Safe for concurrent use.
+type Tracker struct {
+	opts config.Options
+
+	mu      sync.Mutex
+	current *config.Snapshot
+	lastErr error
+}
+
+// NewTracker returns a Tracker that builds with opts (Herald's namespace, and
+// for a speaker its node name).
+func NewTracker(opts config.Options) *Tracker {
+	return &Tracker{opts: opts}
+}
+
+// Update builds r and returns the snapshot in force afterwards (nil when no
+// configuration was ever valid), what happened, and the build error when
+// rejected (a *config.ValidationError / *config.TransientError or several
+// joined; test with config.IsTransient). Equal snapshots report Unchanged, so
+// callers reprocess Services only on a semantic change (metallb#1606).
+func (t *Tracker) Update(r config.Resources) (*config.Snapshot, Outcome, error) {
+	snap, err := config.Build(r, t.opts)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if err != nil {
+		t.lastErr = err
+		return t.current, Rejected, err
+	}
+	t.lastErr = nil
+	if t.current != nil && t.current.Equal(snap) {
+		return t.current, Unchanged, nil
+	}
+	t.current = snap
+	return snap, Changed, nil
+}
+
+// Current returns the snapshot in force, or nil before the first valid one.
+func (t *Tracker) Current() *config.Snapshot {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.current
+}
+
+// Stale reports whether the latest configuration was rejected, so the one in
+// force is older than what is stored (metallb_k8s_client_config_stale_bool).
+func (t *Tracker) Stale() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.lastErr != nil
+}
+
+// LastError returns the error of the latest rejected build, or nil.
+func (t *Tracker) LastError() error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.lastErr
+}
+
+// ErrNoConfig is returned by callers that need a configuration before any
+// valid one has been loaded.
+var ErrNoConfig = errors.New("no valid configuration loaded yet")
