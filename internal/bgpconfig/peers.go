@@ -1,0 +1,100 @@
+package bgpconfig
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"time"
+
+	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/herald-lb/herald/internal/bgp"
+	"github.com/herald-lb/herald/internal/config"
+)
+
+// DefaultConnectTime is the ConnectRetry timer (RFC 4271 §10) used when a
+// BGPPeer sets no connectTime: 10 s, instead of gobgp's 120 s.
+const DefaultConnectTime = 10 * time.Second
+
+// MultiHopTTL is the IP TTL of eBGP sessions whose BGPPeer sets ebgpMultiHop
+// (FRR's default for "neighbor X ebgp-multihop" without a hop count).
+const MultiHopTTL = 255
+
+// Errors returned (wrapped, naming the peer) by Peers for peers it leaves out.
+var (
+	// ErrDynamicASN: the peer uses spec.dynamicASN, which Herald's BGP
+	// backend cannot enforce (see the package documentation).
+	ErrDynamicASN = errors.New("dynamicASN is not supported by Herald's BGP speaker; set spec.peerASN")
+	// ErrZonedAddress: the peer address carries an IPv6 zone; use
+	// spec.interface for link-local (unnumbered) sessions.
+	ErrZonedAddress = errors.New("peer address with an IPv6 zone is not supported; use spec.interface")
+)
+
+// Peers returns the sessions a node opens: one bgp.PeerConfig per peer of snap
+// whose nodeSelectors match nodeLabels, sorted by name. nodeIPv4 is the
+// router ID used when no peer sets one (zero: leave it to the speaker's
+// default). Peers that cannot be translated are left out and reported in err
+// (errors.Join of one error per peer, each wrapping ErrDynamicASN or
+// ErrZonedAddress); the others are still returned. A nil snap gives nil.
+func Peers(snap *config.Snapshot, nodeLabels labels.Labels, nodeIPv4 netip.Addr) ([]bgp.PeerConfig, error) {
+	if snap == nil {
+		return nil, nil
+	}
+	routerID := snap.RouterIDForNode(nodeLabels)
+	if !routerID.IsValid() && nodeIPv4.IsValid() && nodeIPv4.Unmap().Is4() {
+		routerID = nodeIPv4.Unmap()
+	}
+	var (
+		out  []bgp.PeerConfig
+		errs []error
+	)
+	for _, p := range snap.PeersForNode(nodeLabels) {
+		pc, err := Peer(p, routerID)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		out = append(out, pc)
+	}
+	return out, errors.Join(errs...)
+}
+
+// Peer translates one parsed BGPPeer. routerID is the node's router ID
+// (the peer's own routerID wins when set). Errors wrap ErrDynamicASN or
+// ErrZonedAddress and name the peer.
+func Peer(p *config.Peer, routerID netip.Addr) (bgp.PeerConfig, error) {
+	if p.DynamicASN != config.DynamicASNNone || p.PeerASN == 0 {
+		return bgp.PeerConfig{}, fmt.Errorf("BGPPeer %s: spec.dynamicASN %q: %w", p.Name, p.DynamicASN, ErrDynamicASN)
+	}
+	if p.Address.Zone() != "" {
+		return bgp.PeerConfig{}, fmt.Errorf("BGPPeer %s: spec.peerAddress %s: %w", p.Name, p.Address, ErrZonedAddress)
+	}
+	pc := bgp.PeerConfig{
+		Name:            p.Name,
+		Address:         p.Address,
+		Interface:       p.Interface,
+		Port:            p.Port,
+		MyASN:           p.MyASN,
+		PeerASN:         p.PeerASN,
+		LocalASN:        p.LocalASN,
+		RouterID:        routerID,
+		SourceAddress:   p.SourceAddress,
+		HoldTime:        p.HoldTime,
+		KeepaliveTime:   p.KeepaliveTime,
+		ConnectTime:     p.ConnectTime,
+		Password:        p.Password.Reveal(),
+		GracefulRestart: p.GracefulRestart,
+		VRF:             p.VRF,
+		DualStack:       p.DualStack,
+	}
+	if p.RouterID.IsValid() {
+		pc.RouterID = p.RouterID
+	}
+	if pc.ConnectTime == 0 {
+		pc.ConnectTime = DefaultConnectTime
+	}
+	if p.EBGPMultiHop && !p.IBGP() {
+		pc.EBGPMultiHop = MultiHopTTL
+	}
+	return pc, nil
+}
