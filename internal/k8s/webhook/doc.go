@@ -1,0 +1,59 @@
+// Package webhook is Herald's validating admission webhook for the metallb.io
+// objects (IPAddressPool, L2Advertisement, BGPAdvertisement, BGPPeer v1beta2,
+// Community, BFDProfile) and the certificates it serves with.
+//
+// # Judging a change
+//
+// Every request (CREATE, UPDATE, DELETE) is judged the same way by Reviewer:
+// list the stored objects (configload.Read through an uncached API reader),
+// apply the change (replace, add or remove the object), and run config.Build
+// with IgnoreTransient on the states before and after. config.Build is the
+// only validation: the webhook admits exactly what the controller and the
+// speakers will run. The refusal text is Build's: kind, namespace/name, field,
+// value and rule, e.g.
+//
+//	configuration rejected: IPAddressPool herald-system/b: spec.addresses[0] "198.51.100.0/25": overlaps IPAddressPool a
+//
+// A change is refused only for errors it causes: errors that are new after
+// the change, and errors that name the object under review. An unrelated
+// object that is already invalid (stored before the webhook existed, or
+// while it was down) does not block every other change; it is listed in an
+// admission warning instead. (MetalLB refuses any change while any stored
+// object is invalid.)
+//
+// Transient errors (a reference to a Secret or Community alias that does not
+// exist yet) never block a CREATE or UPDATE, so objects can be applied in any
+// order. A DELETE that creates such a dangling reference (deleting a
+// Community whose alias a BGPAdvertisement still uses) is refused and names
+// the referencing object, except while Herald's namespace is terminating.
+// Objects created or updated outside Herald's namespace are refused (Herald
+// would ignore them); deleting them is allowed. config's warnings (for
+// example disableMP is deprecated, BFDProfiles cannot be used) are returned
+// as admission warnings when they are new or about the object under review.
+//
+// BGPPeer is validated as v1beta2 only. The server also answers CRD
+// conversion at /convert (controller-runtime's handler over the api/v1beta1
+// ConvertTo/ConvertFrom functions) and, with Options.ConversionCRDs, injects
+// the caBundle into those CRDs. manifests/crds marks BGPPeer v1beta1 as not
+// served, so the API server does not call /convert today; manifests/base
+// configures the conversion webhook so that serving v1beta1 needs no other
+// change.
+//
+// # Certificates
+//
+// Setup registers the handlers on their own webhook server (port 9443,
+// HTTP/1.1 only) and, with Options.CertRotation, runs
+// github.com/open-policy-agent/cert-controller's rotator: a self-signed CA
+// and a serving certificate for herald-webhook-service.<namespace>.svc in
+// Secret herald-webhook-cert, the CA injected as caBundle into every webhook
+// of ValidatingWebhookConfiguration herald-webhook-configuration, renewal
+// 90 days before expiry. The server starts only once the certificate is in
+// CertDir and the caBundle is injected.
+//
+// The alternative is cert-manager: run the controller with
+// --disable-cert-rotation, let a cert-manager Certificate write Secret
+// herald-webhook-cert (mounted at --cert-dir), and annotate the
+// ValidatingWebhookConfiguration with
+// cert-manager.io/inject-ca-from: herald-system/<certificate name> so that
+// cert-manager's CA injector fills caBundle.
+package webhook
