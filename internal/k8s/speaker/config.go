@@ -1,0 +1,181 @@
+package speaker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"sort"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/herald-lb/herald/internal/bgp"
+	"github.com/herald-lb/herald/internal/bgpconfig"
+	"github.com/herald-lb/herald/internal/config"
+	"github.com/herald-lb/herald/internal/k8s/configload"
+)
+
+// reconcileConfig reloads this node's configuration snapshot, reports it,
+// re-applies the BGP peers when they changed, and re-decides every Service
+// when the snapshot changed semantically, or always when all is set.
+func (s *Speaker) reconcileConfig(ctx context.Context, all bool) error {
+	res, err := configload.Read(ctx, s.client, s.opts.Namespace)
+	if err != nil {
+		s.log.Error("reading the configuration failed", "error", err)
+		return errors.Join(err, s.report(ctx, err, true))
+	}
+	snap, outcome, berr := s.tracker.Update(res)
+	if s.cfgMetric != nil {
+		s.cfgMetric.Observe(snap, outcome)
+	}
+	switch outcome {
+	case configload.Rejected:
+		s.log.Error("configuration rejected, the last valid one stays in force",
+			"error", configload.Summary(berr), "transient", config.IsTransient(berr), "inForce", snap != nil)
+	case configload.Changed:
+		s.log.Info("configuration loaded", "config", snap.String())
+	}
+	repErr := s.report(ctx, berr, false)
+	view, err := s.clusterView(ctx)
+	if err != nil {
+		return errors.Join(err, repErr)
+	}
+	peerErr := s.syncPeers(ctx, snap, view)
+	var allErr error
+	if snap != nil && (all || outcome == configload.Changed) {
+		allErr = s.reconcileAll(ctx, snap, view)
+	}
+	return errors.Join(repErr, peerErr, allErr)
+}
+
+func (s *Speaker) report(ctx context.Context, err error, infra bool) error {
+	s.reporter.Owner = s.ownerRef(ctx)
+	if rerr := s.reporter.Report(ctx, err, infra); rerr != nil {
+		s.log.Error("writing ConfigurationState failed", "error", rerr)
+		return rerr
+	}
+	return nil
+}
+
+// reconcileAll re-decides every Service in the cache and every Service this
+// node has status objects or applied state for, then applies the BGP paths.
+func (s *Speaker) reconcileAll(ctx context.Context, snap *config.Snapshot, view *clusterView) error {
+	var svcs corev1.ServiceList
+	if err := s.client.List(ctx, &svcs); err != nil {
+		return fmt.Errorf("list Services: %w", err)
+	}
+	existing, err := s.listOwnStatus(ctx)
+	if err != nil {
+		return err
+	}
+	keys := map[string]bool{}
+	for i := range svcs.Items {
+		keys[svcs.Items[i].Namespace+"/"+svcs.Items[i].Name] = true
+	}
+	for k := range existing {
+		keys[k] = true
+	}
+	for k := range s.services {
+		keys[k] = true
+	}
+	sorted := make([]string, 0, len(keys))
+	for k := range keys {
+		sorted = append(sorted, k)
+	}
+	sort.Strings(sorted)
+	var errs []error
+	for _, k := range sorted {
+		ex := existing[k]
+		if ex == nil {
+			ex = &existingStatus{}
+		}
+		if _, err := s.reconcileService(ctx, snap, view, k, ex); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := s.applyPaths(ctx); err != nil {
+		errs = append(errs, err)
+	}
+	s.log.Debug("re-decided every Service", "services", len(sorted), "errors", len(errs))
+	return errors.Join(errs...)
+}
+
+// syncPeers translates this node's peers and applies them when they differ
+// from the applied ones.
+func (s *Speaker) syncPeers(ctx context.Context, snap *config.Snapshot, view *clusterView) error {
+	if s.opts.BGP == nil || snap == nil || view.self == nil {
+		return nil
+	}
+	nodeLabels := labels.Set(view.self.Labels)
+	routerID := bgpconfig.RouterID(snap, nodeLabels, nodeIPv4(view.self))
+	var desired []bgp.PeerConfig
+	seen := map[string]bool{}
+	for _, p := range snap.PeersForNode(nodeLabels) {
+		seen[p.Name] = true
+		pc, err := bgpconfig.Peer(p, routerID)
+		if err != nil {
+			if s.peerErrors[p.Name] != err.Error() {
+				s.peerErrors[p.Name] = err.Error()
+				s.log.Error("BGP peer not applied", "peer", p.Name, "error", err)
+				s.peerEvent(ctx, p.Name, corev1.EventTypeWarning, reasonPeerNotApplied, "not applied on node %s: %v", s.opts.NodeName, err)
+			}
+			continue
+		}
+		delete(s.peerErrors, p.Name)
+		desired = append(desired, pc)
+	}
+	for name := range s.peerErrors {
+		if !seen[name] {
+			delete(s.peerErrors, name)
+		}
+	}
+	if s.peersApplied && bgp.DiffPeers(desired, s.appliedPeers).Empty() {
+		return nil
+	}
+	if err := s.opts.BGP.SetPeers(ctx, desired); err != nil {
+		s.peersApplied = false
+		s.log.Error("applying BGP peers failed", "error", err)
+		return fmt.Errorf("apply BGP peers: %w", err)
+	}
+	names := make([]string, 0, len(desired))
+	for _, p := range desired {
+		names = append(names, p.Name)
+	}
+	s.log.Info("BGP peers applied", "peers", names, "routerID", routerID)
+	s.appliedPeers, s.peersApplied = desired, true
+	return nil
+}
+
+// nodeIPv4 returns the node's first IPv4 InternalIP, else its first IPv4
+// ExternalIP, else the zero Addr.
+func nodeIPv4(n *corev1.Node) netip.Addr {
+	for _, t := range []corev1.NodeAddressType{corev1.NodeInternalIP, corev1.NodeExternalIP} {
+		for _, a := range n.Status.Addresses {
+			if a.Type != t {
+				continue
+			}
+			if ip, err := netip.ParseAddr(a.Address); err == nil && ip.Unmap().Is4() {
+				return ip.Unmap()
+			}
+		}
+	}
+	return netip.Addr{}
+}
+
+// ownerRef returns the speaker Pod as an owner reference, or nil when
+// PodName is unset or the Pod cannot be read (retried on the next call).
+func (s *Speaker) ownerRef(ctx context.Context) *metav1.OwnerReference {
+	if s.owner != nil || s.opts.PodName == "" {
+		return s.owner
+	}
+	var pod corev1.Pod
+	if err := s.apiReader.Get(ctx, types.NamespacedName{Namespace: s.opts.Namespace, Name: s.opts.PodName}, &pod); err != nil {
+		s.log.Debug("speaker Pod not readable, objects are written without owner", "pod", s.opts.PodName, "error", err)
+		return nil
+	}
+	s.owner = &metav1.OwnerReference{APIVersion: "v1", Kind: "Pod", Name: pod.Name, UID: pod.UID}
+	return s.owner
+}

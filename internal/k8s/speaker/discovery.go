@@ -1,0 +1,87 @@
+package speaker
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/herald-lb/herald/api/v1beta2"
+	"github.com/herald-lb/herald/internal/bgp"
+)
+
+// Event reasons on BGPPeers (Herald's; MetalLB has no session events).
+const (
+	reasonSessionEstablished = "sessionEstablished"
+	reasonSessionDown        = "sessionDown"
+	reasonPeerNotApplied     = "peerNotApplied"
+)
+
+// speakerAddrs returns podIP:port of every running, not terminating Pod
+// with an IP, sorted.
+func speakerAddrs(pods []corev1.Pod, port int) []netip.AddrPort {
+	var out []netip.AddrPort
+	for i := range pods {
+		p := &pods[i]
+		if p.DeletionTimestamp != nil || p.Status.Phase != corev1.PodRunning {
+			continue
+		}
+		ip, err := netip.ParseAddr(p.Status.PodIP)
+		if err != nil {
+			continue
+		}
+		out = append(out, netip.AddrPortFrom(ip.Unmap(), uint16(port)))
+	}
+	slices.SortFunc(out, func(a, b netip.AddrPort) int { return a.Compare(b) })
+	return slices.Compact(out)
+}
+
+// syncPods hands the speaker Pods' memberlist addresses to Members.
+func (s *Speaker) syncPods(ctx context.Context) error {
+	if s.opts.Members == nil {
+		return nil
+	}
+	var pods corev1.PodList
+	if err := s.client.List(ctx, &pods, client.InNamespace(s.opts.Namespace),
+		client.MatchingLabelsSelector{Selector: s.opts.MemberSelector}); err != nil {
+		return fmt.Errorf("list speaker Pods: %w", err)
+	}
+	addrs := speakerAddrs(pods.Items, s.opts.MemberPort)
+	s.log.Debug("speaker peers discovered", "addrs", addrs)
+	s.opts.Members.SetPeers(addrs)
+	return nil
+}
+
+// peerState logs a BGP session state change and emits an event on the
+// BGPPeer when the session comes up or goes down. last holds the previous
+// state per peer; it is only touched by the trigger goroutine.
+func (s *Speaker) peerState(ctx context.Context, st bgp.PeerState, last map[string]bgp.SessionState) {
+	prev, seen := last[st.Name]
+	last[st.Name] = st.State
+	if seen && prev == st.State {
+		return
+	}
+	s.log.Info("BGP session state", "peer", st.Name, "address", st.Peer, "state", st.State.String(), "previous", prev.String())
+	up := st.State == bgp.StateEstablished
+	switch {
+	case up && prev != bgp.StateEstablished:
+		s.peerEvent(ctx, st.Name, corev1.EventTypeNormal, reasonSessionEstablished, "session to %s established on node %s", st.Peer, s.opts.NodeName)
+	case !up && prev == bgp.StateEstablished:
+		s.peerEvent(ctx, st.Name, corev1.EventTypeWarning, reasonSessionDown, "session to %s down on node %s (state %s)", st.Peer, s.opts.NodeName, st.State)
+	}
+}
+
+func (s *Speaker) peerEvent(ctx context.Context, name, eventtype, reason, format string, args ...any) {
+	if s.opts.Recorder == nil {
+		return
+	}
+	var peer v1beta2.BGPPeer
+	if err := s.client.Get(ctx, types.NamespacedName{Namespace: s.opts.Namespace, Name: name}, &peer); err != nil {
+		return
+	}
+	s.opts.Recorder.Eventf(&peer, eventtype, reason, format, args...)
+}

@@ -1,0 +1,144 @@
+package speaker
+
+import (
+	"errors"
+	"log/slog"
+	"net/netip"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/herald-lb/herald/api/v1beta1"
+	"github.com/herald-lb/herald/api/v1beta2"
+	"github.com/herald-lb/herald/internal/announce"
+	"github.com/herald-lb/herald/internal/bgp"
+	"github.com/herald-lb/herald/internal/layer2"
+)
+
+// L2Announcer is what the speaker needs from the layer 2 announcer
+// (*layer2.Announcer implements it).
+type L2Announcer interface {
+	// SetOwner declares every IP owner (a Service key) announces; an empty
+	// targets withdraws all of them.
+	SetOwner(owner string, targets []layer2.Target) error
+	// Interfaces returns the interfaces ip is answered on now.
+	Interfaces(ip netip.Addr) []string
+}
+
+// Members is what the speaker needs from memberlist (*members.List
+// implements it).
+type Members interface {
+	// Live returns node name -> alive.
+	Live() map[string]bool
+	// Changes signals (coalesced) that Live changed.
+	Changes() <-chan struct{}
+	// SetPeers replaces the speaker addresses to stay joined with.
+	SetPeers(addrs []netip.AddrPort)
+}
+
+// EventRecorder emits Kubernetes events (client-go record.EventRecorder,
+// e.g. the manager's GetEventRecorderFor("metallb-speaker")).
+type EventRecorder interface {
+	Eventf(object runtime.Object, eventtype, reason, messageFmt string, args ...any)
+}
+
+// DefaultDiscoveryResync is how often the speaker Pods are listed again and
+// handed to Members.SetPeers even without a Pod event.
+const DefaultDiscoveryResync = time.Minute
+
+// Options configure the speaker glue.
+type Options struct {
+	// NodeName is this speaker's node (spec.nodeName). Required.
+	NodeName string
+	// Namespace is Herald's namespace: configuration objects, Secrets,
+	// speaker Pods, status objects and the ConfigurationState live there.
+	// Required.
+	Namespace string
+	// PodName is the speaker's own Pod, the owner of the objects it writes;
+	// "" or a missing Pod means no owner reference.
+	PodName string
+	// Logger is required.
+	Logger *slog.Logger
+	// Registerer receives metallb_speaker_announced and the
+	// metallb_k8s_client_* metrics; nil registers nothing.
+	Registerer prometheus.Registerer
+	// Recorder emits Service and BGPPeer events; nil emits none.
+	Recorder EventRecorder
+	// L2 announces in layer 2; nil disables layer 2 (--enable-l2=false).
+	L2 L2Announcer
+	// BGP announces over BGP; nil disables BGP (--enable-bgp=false).
+	BGP bgp.Speaker
+	// PeerStates, if set, delivers BGP session state changes (from the
+	// gobgp speaker's OnPeerState) for events and logs.
+	PeerStates <-chan bgp.PeerState
+	// Members is memberlist; nil means memberlist is off and liveness comes
+	// from Node conditions.
+	Members Members
+	// MemberPort is the memberlist port of every speaker (--ml-bindport).
+	MemberPort int
+	// MemberSelector selects the speaker Pods in Namespace (--ml-labels).
+	// Required when Members is set.
+	MemberSelector labels.Selector
+	// DiscoveryResync is the period of the speaker Pod resync;
+	// 0 selects DefaultDiscoveryResync.
+	DiscoveryResync time.Duration
+	// Announce are the decision options (--ignore-exclude-lb, --lb-class).
+	Announce announce.Options
+}
+
+func (o *Options) validate() error {
+	var errs []error
+	if o.NodeName == "" {
+		errs = append(errs, errors.New("speaker options: NodeName is required"))
+	}
+	if o.Namespace == "" {
+		errs = append(errs, errors.New("speaker options: Namespace is required"))
+	}
+	if o.Logger == nil {
+		errs = append(errs, errors.New("speaker options: Logger is required"))
+	}
+	if o.Members != nil && o.MemberSelector == nil {
+		errs = append(errs, errors.New("speaker options: MemberSelector is required with Members"))
+	}
+	return errors.Join(errs...)
+}
+
+// CacheOptions returns the manager cache settings the speaker needs: Herald's
+// objects, Secrets and Pods only from namespace (Pods only those matching
+// podSelector; nil caches none), managed fields stripped from everything.
+func CacheOptions(namespace string, podSelector labels.Selector) cache.Options {
+	inNS := map[string]cache.Config{namespace: {}}
+	by := map[client.Object]cache.ByObject{
+		&corev1.Secret{}:             {Namespaces: inNS},
+		&v1beta1.IPAddressPool{}:     {Namespaces: inNS},
+		&v1beta1.L2Advertisement{}:   {Namespaces: inNS},
+		&v1beta1.BGPAdvertisement{}:  {Namespaces: inNS},
+		&v1beta2.BGPPeer{}:           {Namespaces: inNS},
+		&v1beta1.Community{}:         {Namespaces: inNS},
+		&v1beta1.BFDProfile{}:        {Namespaces: inNS},
+		&discoveryv1.EndpointSlice{}: {},
+		&corev1.Service{}:            {},
+		&corev1.Node{}:               {},
+	}
+	if podSelector == nil {
+		podSelector = labels.Nothing()
+	}
+	by[&corev1.Pod{}] = cache.ByObject{Namespaces: inNS, Label: podSelector}
+	return cache.Options{ByObject: by, DefaultTransform: cache.TransformStripManagedFields()}
+}
+
+// UncachedObjects are the kinds the speaker reads straight from the API
+// server (set them as the manager's client.CacheOptions.DisableFor): its own
+// status objects and ConfigurationState, which it lists rarely and must not
+// read stale.
+func UncachedObjects() []client.Object {
+	return []client.Object{
+		&v1beta1.ServiceL2Status{}, &v1beta1.ServiceBGPStatus{}, &v1beta1.ConfigurationState{},
+	}
+}

@@ -1,0 +1,357 @@
+package speaker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"slices"
+	"sort"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/herald-lb/herald/api/v1beta1"
+	"github.com/herald-lb/herald/internal/announce"
+	"github.com/herald-lb/herald/internal/bgp"
+	"github.com/herald-lb/herald/internal/config"
+	"github.com/herald-lb/herald/internal/layer2"
+	"github.com/herald-lb/herald/internal/members"
+)
+
+// Protocol names used in events, logs and metallb_speaker_announced.
+const (
+	protoL2  = "layer2"
+	protoBGP = "bgp"
+)
+
+// Event reasons on Services (MetalLB's).
+const (
+	reasonNodeAssigned   = "nodeAssigned"
+	reasonAnnounceFailed = "announceFailed"
+)
+
+// serviceState is what the speaker applied for one Service.
+type serviceState struct {
+	ips       []netip.Addr
+	l2        []layer2.Target
+	l2Applied bool
+	paths     []bgp.Path
+	announced map[announcement]bool
+	protocols map[string]bool
+	l2Status  statusRecord[v1beta1.ServiceL2Status]
+	bgpStatus statusRecord[v1beta1.ServiceBGPStatus]
+}
+
+// clusterView is the part of the input shared by every Service decided in
+// one pass.
+type clusterView struct {
+	nodes []announce.Node
+	live  map[string]bool
+	self  *corev1.Node // nil when this node is not in the cache
+}
+
+func (s *Speaker) clusterView(ctx context.Context) (*clusterView, error) {
+	var list corev1.NodeList
+	if err := s.client.List(ctx, &list); err != nil {
+		return nil, fmt.Errorf("list Nodes: %w", err)
+	}
+	v := &clusterView{}
+	statuses := make([]members.NodeStatus, 0, len(list.Items))
+	for i := range list.Items {
+		n := &list.Items[i]
+		v.nodes = append(v.nodes, announce.NodeFromK8s(n))
+		statuses = append(statuses, nodeStatus(n))
+		if n.Name == s.opts.NodeName {
+			v.self = n
+		}
+	}
+	if s.opts.Members != nil {
+		v.live = s.opts.Members.Live()
+	} else {
+		v.live = members.LiveFromNodeConditions(statuses)
+	}
+	return v, nil
+}
+
+func nodeStatus(n *corev1.Node) members.NodeStatus { return members.NodeStatusFromNode(n) }
+
+// existingStatus are status objects listed by reconcileAll for one Service.
+type existingStatus struct {
+	l2  []v1beta1.ServiceL2Status
+	bgp []v1beta1.ServiceBGPStatus
+}
+
+// reconcileService decides one Service ("namespace/name") and applies the
+// decision. existing, when non-nil, are this node's status objects of the
+// Service as just listed. BGP paths are collected, not applied (applyPaths).
+func (s *Speaker) reconcileService(ctx context.Context, snap *config.Snapshot, view *clusterView, key string, existing *existingStatus) (reconcile.Result, error) {
+	nsName, ok := splitKey(key)
+	if !ok {
+		return reconcile.Result{}, nil
+	}
+	log := s.log.With("service", key)
+	st := s.services[key]
+	if st == nil {
+		st = &serviceState{}
+		s.services[key] = st
+	}
+	if existing != nil {
+		st.l2Status = statusRecord[v1beta1.ServiceL2Status]{known: true, objs: existing.l2}
+		st.bgpStatus = statusRecord[v1beta1.ServiceBGPStatus]{known: true, objs: existing.bgp}
+	}
+
+	var svc corev1.Service
+	var d announce.Decision
+	found := true
+	if err := s.client.Get(ctx, nsName, &svc); apierrors.IsNotFound(err) {
+		found = false
+		d = announce.Decision{Service: key, Reason: announce.ReasonServiceDeleted}
+	} else if err != nil {
+		return reconcile.Result{}, fmt.Errorf("get Service %s: %w", key, err)
+	} else {
+		in := announce.Input{
+			Config:  snap,
+			Node:    s.opts.NodeName,
+			Nodes:   view.nodes,
+			Live:    view.live,
+			Service: announce.ServiceFromK8s(&svc),
+			Options: s.opts.Announce,
+		}
+		var err error
+		if in.Endpoints, err = s.endpoints(ctx, svc.Namespace, svc.Name); err != nil {
+			return reconcile.Result{}, err
+		}
+		if in.Sharing, err = s.sharing(ctx, &svc); err != nil {
+			return reconcile.Result{}, err
+		}
+		if len(st.ips) > 0 && !slices.Equal(st.ips, in.Service.IPs) {
+			log.Debug("service IPs changed, withdrawing the old ones", "reason", announce.ReasonLoadBalancerIPChanged.String(),
+				"old", st.ips, "new", in.Service.IPs)
+		}
+		st.ips = in.Service.IPs
+		d = announce.Decide(in)
+	}
+	s.logDecision(log, &d)
+
+	// Layer 2.
+	var targets []layer2.Target
+	if s.opts.L2 != nil {
+		for _, t := range d.L2Targets() {
+			targets = append(targets, layer2.Target{IP: t.IP, Interfaces: t.Interfaces})
+		}
+		if !st.l2Applied || !equalTargets(st.l2, targets) {
+			if err := s.opts.L2.SetOwner(key, targets); err != nil {
+				st.l2Applied = false
+				if found {
+					s.event(&svc, corev1.EventTypeWarning, reasonAnnounceFailed, "failed to announce from node %s with protocol %s: %v", s.opts.NodeName, protoL2, err)
+				}
+				log.Error("layer 2 announcement failed", "error", err)
+				return reconcile.Result{}, fmt.Errorf("announce %s in layer 2: %w", key, err)
+			}
+			st.l2, st.l2Applied = targets, true
+		}
+	}
+	// BGP: collected here, applied for all Services by applyPaths.
+	st.paths = nil
+	var bgpPeers []string
+	if s.opts.BGP != nil {
+		st.paths = d.BGPPaths()
+		for _, ipd := range d.IPs {
+			if ipd.BGP.Announce {
+				bgpPeers = append(bgpPeers, ipd.BGP.Peers...)
+			}
+		}
+		slices.Sort(bgpPeers)
+		bgpPeers = slices.Compact(bgpPeers)
+	}
+
+	// Metric and events.
+	now := map[announcement]bool{}
+	protocols := map[string]bool{}
+	for _, t := range targets {
+		now[announcement{protoL2, t.IP.String()}] = true
+		protocols[protoL2] = true
+	}
+	if s.opts.BGP != nil {
+		for _, ipd := range d.IPs {
+			if ipd.BGP.Announce {
+				now[announcement{protoBGP, ipd.IP.String()}] = true
+				protocols[protoBGP] = true
+			}
+		}
+	}
+	s.announced.set(key, s.opts.NodeName, st.announced, now)
+	st.announced = now
+	for _, p := range []string{protoL2, protoBGP} {
+		if protocols[p] && !st.protocols[p] && found {
+			s.event(&svc, corev1.EventTypeNormal, reasonNodeAssigned, "announcing from node %q with protocol %q", s.opts.NodeName, p)
+			log.Info("announcing", "protocol", p, "ips", ipsOf(now, p))
+		}
+		if !protocols[p] && st.protocols[p] {
+			log.Info("withdrawn", "protocol", p)
+		}
+	}
+	st.protocols = protocols
+
+	// Status objects.
+	var res reconcile.Result
+	var l2Want *v1beta1.ServiceL2StatusStatus
+	if len(targets) > 0 {
+		l2Want = &v1beta1.ServiceL2StatusStatus{ServiceStatusCommon: s.common(nsName)}
+		var ifaces []string
+		for _, t := range targets {
+			ifaces = append(ifaces, s.opts.L2.Interfaces(t.IP)...)
+		}
+		slices.Sort(ifaces)
+		for _, name := range slices.Compact(ifaces) {
+			l2Want.Interfaces = append(l2Want.Interfaces, v1beta1.InterfaceInfo{Name: name})
+		}
+		if len(ifaces) == 0 {
+			res.RequeueAfter = requeueSoon // the announcer has not opened its interfaces yet
+		}
+	}
+	var bgpWant *v1beta1.ServiceBGPStatusStatus
+	if protocols[protoBGP] {
+		bgpWant = &v1beta1.ServiceBGPStatusStatus{ServiceStatusCommon: s.common(nsName), Peers: bgpPeers}
+	}
+	errL2 := s.applyL2Status(ctx, nsName, l2Want, &st.l2Status)
+	errBGP := s.applyBGPStatus(ctx, nsName, bgpWant, &st.bgpStatus)
+	if err := errors.Join(errL2, errBGP); err != nil {
+		return res, err
+	}
+	if !found {
+		delete(s.services, key)
+	}
+	return res, nil
+}
+
+func (s *Speaker) common(svc types.NamespacedName) v1beta1.ServiceStatusCommon {
+	return v1beta1.ServiceStatusCommon{Node: s.opts.NodeName, ServiceName: svc.Name, ServiceNamespace: svc.Namespace}
+}
+
+// applyPaths merges the BGP paths of every Service and applies them when
+// they differ from what is applied.
+func (s *Speaker) applyPaths(ctx context.Context) error {
+	if s.opts.BGP == nil {
+		return nil
+	}
+	var all []bgp.Path
+	for _, st := range s.services {
+		all = append(all, st.paths...)
+	}
+	merged, conflicts := bgp.MergePaths(all)
+	if len(conflicts) > 0 {
+		s.log.Warn("BGP paths with conflicting LOCAL_PREF merged, highest wins", "prefixes", conflicts)
+	}
+	if s.pathsApplied && bgp.DiffPaths(merged, s.appliedPaths).Empty() {
+		return nil
+	}
+	if err := s.opts.BGP.SetPaths(ctx, merged); err != nil {
+		s.pathsApplied = false
+		s.log.Error("applying BGP paths failed", "error", err)
+		return fmt.Errorf("apply BGP paths: %w", err)
+	}
+	s.appliedPaths, s.pathsApplied = merged, true
+	s.log.Debug("BGP paths applied", "count", len(merged))
+	return nil
+}
+
+// announceFailed emits announceFailed on the Service key, if it exists.
+func (s *Speaker) announceFailed(ctx context.Context, key, protocol string, err error) {
+	nsName, ok := splitKey(key)
+	if !ok {
+		return
+	}
+	var svc corev1.Service
+	if s.client.Get(ctx, nsName, &svc) == nil {
+		s.event(&svc, corev1.EventTypeWarning, reasonAnnounceFailed, "failed to announce from node %s with protocol %s: %v", s.opts.NodeName, protocol, err)
+	}
+}
+
+func (s *Speaker) endpoints(ctx context.Context, ns, name string) ([]announce.Endpoint, error) {
+	var list discoveryv1.EndpointSliceList
+	if err := s.client.List(ctx, &list, client.InNamespace(ns), client.MatchingFields{indexSliceService: ns + "/" + name}); err != nil {
+		return nil, fmt.Errorf("list EndpointSlices of %s/%s: %w", ns, name, err)
+	}
+	return announce.EndpointsFromSlices(list.Items), nil
+}
+
+// sharing returns the other Services holding one of svc's IPs.
+func (s *Speaker) sharing(ctx context.Context, svc *corev1.Service) ([]announce.SharedService, error) {
+	var out []announce.SharedService
+	seen := map[string]bool{svc.Namespace + "/" + svc.Name: true}
+	for _, ip := range announce.ServiceFromK8s(svc).IPs {
+		var list corev1.ServiceList
+		if err := s.client.List(ctx, &list, client.MatchingFields{indexServiceIP: ip.String()}); err != nil {
+			return nil, fmt.Errorf("list Services with IP %s: %w", ip, err)
+		}
+		for i := range list.Items {
+			o := &list.Items[i]
+			k := o.Namespace + "/" + o.Name
+			if seen[k] {
+				continue
+			}
+			seen[k] = true
+			eps, err := s.endpoints(ctx, o.Namespace, o.Name)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, announce.SharedService{Service: announce.ServiceFromK8s(o), Endpoints: eps})
+		}
+	}
+	return out, nil
+}
+
+// logDecision logs why IPs are not announced, at debug level.
+func (s *Speaker) logDecision(log *slog.Logger, d *announce.Decision) {
+	if d.Reason != announce.ReasonNone {
+		log.Debug("not announcing", "reason", d.Reason.String())
+		return
+	}
+	for _, ipd := range d.IPs {
+		if s.opts.L2 != nil && !ipd.L2.Announce {
+			log.Debug("not announcing", "protocol", protoL2, "ip", ipd.IP, "reason", ipd.L2.Reason.String(),
+				"detail", ipd.L2.Detail, "winner", ipd.L2.Winner)
+		}
+		if s.opts.BGP != nil && !ipd.BGP.Announce {
+			log.Debug("not announcing", "protocol", protoBGP, "ip", ipd.IP, "reason", ipd.BGP.Reason.String(), "detail", ipd.BGP.Detail)
+		}
+	}
+}
+
+func (s *Speaker) event(obj *corev1.Service, eventtype, reason, format string, args ...any) {
+	if s.opts.Recorder != nil {
+		s.opts.Recorder.Eventf(obj, eventtype, reason, format, args...)
+	}
+}
+
+func splitKey(key string) (types.NamespacedName, bool) {
+	ns, name, ok := strings.Cut(key, "/")
+	return types.NamespacedName{Namespace: ns, Name: name}, ok && ns != "" && name != ""
+}
+
+func equalTargets(a, b []layer2.Target) bool {
+	return slices.EqualFunc(a, b, func(x, y layer2.Target) bool {
+		return x.IP == y.IP && slices.Equal(x.Interfaces, y.Interfaces)
+	})
+}
+
+func ipsOf(set map[announcement]bool, protocol string) []string {
+	var out []string
+	for a := range set {
+		if a.protocol == protocol {
+			out = append(out, a.ip)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+func joinErr(a, b error) error { return errors.Join(a, b) }

@@ -1,0 +1,324 @@
+package speaker
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"reflect"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	"github.com/herald-lb/herald/api/v1beta1"
+	"github.com/herald-lb/herald/api/v1beta2"
+	"github.com/herald-lb/herald/internal/announce"
+	"github.com/herald-lb/herald/internal/bgp"
+	"github.com/herald-lb/herald/internal/config"
+	"github.com/herald-lb/herald/internal/k8s/configload"
+)
+
+// Keys with an empty namespace are not Services (every Service has one).
+const (
+	keyConfig = "config"
+	keyAll    = "all"
+	keyPods   = "pods"
+)
+
+func special(name string) reconcile.Request {
+	return reconcile.Request{NamespacedName: types.NamespacedName{Name: name}}
+}
+
+// Index names of the manager's field indexer.
+const (
+	indexSliceService = "herald.speaker/service"    // EndpointSlice -> "ns/service"
+	indexServiceIP    = "herald.speaker/ingress-ip" // Service -> each ingress IP
+)
+
+// Speaker is the speaker's reconcile loop. Create it with Setup.
+type Speaker struct {
+	opts      Options
+	log       *slog.Logger
+	client    client.Client // cache-backed reads, API writes
+	apiReader client.Reader // uncached reads
+	tracker   *configload.Tracker
+	cfgMetric *configload.Metrics
+	reporter  *configload.Reporter
+	announced *announcedMetric
+	triggers  chan event.TypedGenericEvent[string]
+
+	// State below is touched only by the single reconcile worker.
+	services     map[string]*serviceState
+	appliedPaths []bgp.Path
+	pathsApplied bool
+	appliedPeers []bgp.PeerConfig
+	peersApplied bool
+	peerErrors   map[string]string // BGPPeer name -> last translation error reported
+	owner        *metav1.OwnerReference
+}
+
+// Setup creates the speaker's controller on mgr. mgr's cache should be
+// built with CacheOptions and its client with UncachedObjects disabled from
+// the cache. The controller starts with the manager; the announcers and
+// memberlist are run by the caller.
+func Setup(mgr manager.Manager, opts Options) (*Speaker, error) {
+	if err := opts.validate(); err != nil {
+		return nil, err
+	}
+	if opts.DiscoveryResync == 0 {
+		opts.DiscoveryResync = DefaultDiscoveryResync
+	}
+	s := &Speaker{
+		opts:       opts,
+		log:        opts.Logger.With("node", opts.NodeName),
+		client:     mgr.GetClient(),
+		apiReader:  mgr.GetAPIReader(),
+		tracker:    configload.NewTracker(config.Options{Namespace: opts.Namespace, NodeName: opts.NodeName}),
+		triggers:   make(chan event.TypedGenericEvent[string], 16),
+		services:   map[string]*serviceState{},
+		peerErrors: map[string]string{},
+	}
+	var err error
+	if s.announced, err = newAnnouncedMetric(opts.Registerer); err != nil {
+		return nil, fmt.Errorf("register metallb_speaker_announced: %w", err)
+	}
+	if opts.Registerer != nil {
+		s.cfgMetric = configload.NewMetrics(opts.Registerer)
+	}
+	s.reporter = &configload.Reporter{
+		Client: s.client, Namespace: opts.Namespace, Name: "speaker-" + opts.NodeName,
+		Labels: map[string]string{v1beta1.LabelComponentType: "speaker", v1beta1.LabelNodeName: opts.NodeName},
+	}
+	if err := setupIndexes(mgr); err != nil {
+		return nil, err
+	}
+	if err := s.setupController(mgr); err != nil {
+		return nil, err
+	}
+	if err := mgr.Add(manager.RunnableFunc(s.runTriggers)); err != nil {
+		return nil, fmt.Errorf("add speaker triggers: %w", err)
+	}
+	return s, nil
+}
+
+func setupIndexes(mgr manager.Manager) error {
+	ctx := context.Background()
+	idx := mgr.GetFieldIndexer()
+	if err := idx.IndexField(ctx, &discoveryv1.EndpointSlice{}, indexSliceService, func(o client.Object) []string {
+		name := o.GetLabels()[discoveryv1.LabelServiceName]
+		if name == "" {
+			return nil
+		}
+		return []string{o.GetNamespace() + "/" + name}
+	}); err != nil {
+		return fmt.Errorf("index EndpointSlices by Service: %w", err)
+	}
+	if err := idx.IndexField(ctx, &corev1.Service{}, indexServiceIP, func(o client.Object) []string {
+		svc := o.(*corev1.Service)
+		var ips []string
+		for _, ip := range announce.ServiceFromK8s(svc).IPs {
+			ips = append(ips, ip.String())
+		}
+		return ips
+	}); err != nil {
+		return fmt.Errorf("index Services by ingress IP: %w", err)
+	}
+	return nil
+}
+
+func (s *Speaker) setupController(mgr manager.Manager) error {
+	toKey := func(name string) handler.EventHandler {
+		return handler.EnqueueRequestsFromMapFunc(func(context.Context, client.Object) []reconcile.Request {
+			return []reconcile.Request{special(name)}
+		})
+	}
+	b := builder.ControllerManagedBy(mgr).
+		Named("speaker").
+		WithOptions(controller.Options{MaxConcurrentReconciles: 1}).
+		Watches(&corev1.Service{}, handler.EnqueueRequestsFromMapFunc(s.mapService),
+			builder.WithPredicates(predicate.Funcs{UpdateFunc: serviceChanged})).
+		Watches(&discoveryv1.EndpointSlice{}, handler.EnqueueRequestsFromMapFunc(s.mapSlice),
+			builder.WithPredicates(predicate.Funcs{UpdateFunc: sliceChanged})).
+		Watches(&corev1.Node{}, toKey(keyAll),
+			builder.WithPredicates(predicate.Funcs{UpdateFunc: nodeChanged})).
+		Watches(&corev1.Namespace{}, toKey(keyConfig),
+			builder.WithPredicates(predicate.LabelChangedPredicate{})).
+		Watches(&corev1.Secret{}, toKey(keyConfig),
+			builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
+				return o.GetNamespace() == s.opts.Namespace
+			}))).
+		WatchesRawSource(source.TypedChannel(s.triggers,
+			handler.TypedEnqueueRequestsFromMapFunc(func(_ context.Context, key string) []reconcile.Request {
+				return []reconcile.Request{special(key)}
+			})))
+	for _, obj := range []client.Object{
+		&v1beta1.IPAddressPool{}, &v1beta1.L2Advertisement{}, &v1beta1.BGPAdvertisement{},
+		&v1beta2.BGPPeer{}, &v1beta1.Community{}, &v1beta1.BFDProfile{},
+	} {
+		b = b.Watches(obj, toKey(keyConfig), builder.WithPredicates(predicate.Or(
+			predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{})))
+	}
+	if s.opts.Members != nil {
+		b = b.Watches(&corev1.Pod{}, toKey(keyPods), builder.WithPredicates(predicate.Funcs{UpdateFunc: podChanged}))
+	}
+	return b.Complete(s)
+}
+
+// runTriggers queues the initial configuration load and Pod discovery, then
+// forwards memberlist changes and BGP session states until ctx ends.
+func (s *Speaker) runTriggers(ctx context.Context) error {
+	s.trigger(ctx, keyConfig)
+	if s.opts.Members != nil {
+		s.trigger(ctx, keyPods)
+	}
+	var changes <-chan struct{}
+	if s.opts.Members != nil {
+		changes = s.opts.Members.Changes()
+	}
+	peerStates := s.opts.PeerStates
+	last := map[string]bgp.SessionState{}
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-changes:
+			s.log.Debug("live speakers changed", "live", s.opts.Members.Live())
+			s.trigger(ctx, keyAll)
+		case st, ok := <-peerStates:
+			if !ok {
+				peerStates = nil
+				continue
+			}
+			s.peerState(ctx, st, last)
+		}
+	}
+}
+
+func (s *Speaker) trigger(ctx context.Context, key string) {
+	select {
+	case s.triggers <- event.TypedGenericEvent[string]{Object: key}:
+	case <-ctx.Done():
+	}
+}
+
+// Reconcile implements reconcile.Reconciler.
+func (s *Speaker) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	if req.Namespace == "" {
+		switch req.Name {
+		case keyConfig:
+			return reconcile.Result{}, s.reconcileConfig(ctx, false)
+		case keyAll:
+			return reconcile.Result{}, s.reconcileConfig(ctx, true)
+		case keyPods:
+			return reconcile.Result{RequeueAfter: s.opts.DiscoveryResync}, s.syncPods(ctx)
+		}
+		return reconcile.Result{}, nil
+	}
+	snap := s.tracker.Current()
+	if snap == nil {
+		return reconcile.Result{}, nil // decided once the first configuration loads
+	}
+	view, err := s.clusterView(ctx)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	key := req.String()
+	res, err := s.reconcileService(ctx, snap, view, key, nil)
+	if perr := s.applyPaths(ctx); perr != nil {
+		s.announceFailed(ctx, key, "bgp", perr)
+		err = joinErr(err, perr)
+	}
+	return res, err
+}
+
+// mapService queues a Service and every Service sharing one of its IPs.
+func (s *Speaker) mapService(ctx context.Context, o client.Object) []reconcile.Request {
+	reqs := []reconcile.Request{{NamespacedName: client.ObjectKeyFromObject(o)}}
+	if svc, ok := o.(*corev1.Service); ok {
+		reqs = append(reqs, s.sharers(ctx, svc)...)
+	}
+	return reqs
+}
+
+// mapSlice queues the Service of an EndpointSlice and the Services sharing
+// its IPs.
+func (s *Speaker) mapSlice(ctx context.Context, o client.Object) []reconcile.Request {
+	name := o.GetLabels()[discoveryv1.LabelServiceName]
+	if name == "" {
+		return nil
+	}
+	key := types.NamespacedName{Namespace: o.GetNamespace(), Name: name}
+	reqs := []reconcile.Request{{NamespacedName: key}}
+	var svc corev1.Service
+	if err := s.client.Get(ctx, key, &svc); err == nil {
+		reqs = append(reqs, s.sharers(ctx, &svc)...)
+	}
+	return reqs
+}
+
+func (s *Speaker) sharers(ctx context.Context, svc *corev1.Service) []reconcile.Request {
+	var reqs []reconcile.Request
+	for _, ip := range announce.ServiceFromK8s(svc).IPs {
+		var list corev1.ServiceList
+		if err := s.client.List(ctx, &list, client.MatchingFields{indexServiceIP: ip.String()}); err != nil {
+			continue
+		}
+		for i := range list.Items {
+			if list.Items[i].Namespace != svc.Namespace || list.Items[i].Name != svc.Name {
+				reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
+			}
+		}
+	}
+	return reqs
+}
+
+func serviceChanged(e event.UpdateEvent) bool {
+	o, ok1 := e.ObjectOld.(*corev1.Service)
+	n, ok2 := e.ObjectNew.(*corev1.Service)
+	return !ok1 || !ok2 || !reflect.DeepEqual(announce.ServiceFromK8s(o), announce.ServiceFromK8s(n))
+}
+
+func sliceChanged(e event.UpdateEvent) bool {
+	o, ok1 := e.ObjectOld.(*discoveryv1.EndpointSlice)
+	n, ok2 := e.ObjectNew.(*discoveryv1.EndpointSlice)
+	return !ok1 || !ok2 || !reflect.DeepEqual(
+		announce.EndpointsFromSlices([]discoveryv1.EndpointSlice{*o}),
+		announce.EndpointsFromSlices([]discoveryv1.EndpointSlice{*n}))
+}
+
+// nodeChanged reports a Node change that can change a decision: labels
+// (selectors, exclusion), NetworkUnavailable, readiness and taints (liveness
+// without memberlist), addresses (router ID).
+func nodeChanged(e event.UpdateEvent) bool {
+	o, ok1 := e.ObjectOld.(*corev1.Node)
+	n, ok2 := e.ObjectNew.(*corev1.Node)
+	if !ok1 || !ok2 {
+		return true
+	}
+	return !reflect.DeepEqual(o.Labels, n.Labels) ||
+		!reflect.DeepEqual(announce.NodeFromK8s(o), announce.NodeFromK8s(n)) ||
+		nodeStatus(o) != nodeStatus(n) ||
+		!reflect.DeepEqual(o.Status.Addresses, n.Status.Addresses)
+}
+
+func podChanged(e event.UpdateEvent) bool {
+	o, ok1 := e.ObjectOld.(*corev1.Pod)
+	n, ok2 := e.ObjectNew.(*corev1.Pod)
+	return !ok1 || !ok2 || o.Status.PodIP != n.Status.PodIP || o.Status.Phase != n.Status.Phase ||
+		(o.DeletionTimestamp == nil) != (n.DeletionTimestamp == nil)
+}
+
+// requeueSoon is used when status depends on something that settles by
+// itself (the announcer opening its interfaces).
+const requeueSoon = 10 * time.Second
