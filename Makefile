@@ -31,6 +31,12 @@ $(BIN)/helm: hack/tools/helm/go.mod hack/tools/helm/go.sum
 generate: $(BIN)/controller-gen
 	hack/generate.sh
 
+# manifests renders manifests/herald.yaml and the chart's copies of the CRDs
+# and webhooks from manifests/ (internal/packaging fails when they are stale).
+.PHONY: manifests
+manifests:
+	hack/render-manifests.sh
+
 # test is the README's test command and what CI runs: everything, from a fresh machine.
 test: deps test-assets tools
 	go vet ./...
