@@ -184,18 +184,28 @@ func TestLabInfra(t *testing.T) {
 						Containers: []corev1.Container{{
 							Name: "probe", Image: "example.invalid/probe",
 							Command: []string{"/probe", "-c"},
-							Args: []string{`echo "node=$(NODE_NAME) ip=$POD_IP"; ip -o -4 addr show dev eth0; ` +
+							Args: []string{`echo "node=$(NODE_NAME) ip=$POD_IP"; ip -o -4 addr show dev eth0; cat /etc/probe/greeting; ` +
 								`kubectl --kubeconfig "$KUBECONFIG" auth whoami -o jsonpath='{.status.userInfo.username}'; echo; exec sleep 300`},
+							Ports:        []corev1.ContainerPort{{Name: "http", ContainerPort: 8080}},
+							VolumeMounts: []corev1.VolumeMount{{Name: "cfg", MountPath: "/etc/probe"}},
 							Env: []corev1.EnvVar{
 								{Name: "NODE_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "spec.nodeName"}}},
 								{Name: "POD_IP", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "status.podIP"}}},
 							},
 						}},
+						Volumes: []corev1.Volume{{Name: "cfg", VolumeSource: corev1.VolumeSource{
+							ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: "probe"}}}}},
 					},
 				},
 			},
 		}
 		if _, err := c.AppsV1().DaemonSets("herald-system").Create(ctx, ds, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.CoreV1().ConfigMaps("herald-system").Create(ctx, &corev1.ConfigMap{
+			ObjectMeta: metav1.ObjectMeta{Name: "probe", Namespace: "herald-system"},
+			Data:       map[string]string{"greeting": "hello-from-configmap"},
+		}, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		pods, err := l.CreateDaemonSetPods(ctx, "herald-system", "probe")
@@ -211,7 +221,8 @@ func TestLabInfra(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := []string{"node=n2 ip=" + n2.IPv4.String(), "inet " + n2.IPv4.String() + "/24", "system:serviceaccount:herald-system:speaker"}
+		want := []string{"node=n2 ip=" + n2.IPv4.String(), "inet " + n2.IPv4.String() + "/24",
+			"hello-from-configmap", "system:serviceaccount:herald-system:speaker"}
 		err = waitFor(ctx, 20*time.Second, func() error {
 			b, err := os.ReadFile(p.Log)
 			if err != nil {
@@ -226,6 +237,26 @@ func TestLabInfra(t *testing.T) {
 		})
 		if err != nil {
 			t.Error(err)
+		}
+		// A Service selecting the pods by a named port gets slices with the
+		// pods' addresses and the resolved port.
+		if _, err := c.CoreV1().Services("herald-system").Create(ctx, &corev1.Service{
+			ObjectMeta: metav1.ObjectMeta{Name: "probe", Namespace: "herald-system"},
+			Spec: corev1.ServiceSpec{Selector: map[string]string{"app": "probe"},
+				Ports: []corev1.ServicePort{{Name: "web", Port: 443, TargetPort: intstr.FromString("http"), Protocol: corev1.ProtocolTCP}}},
+		}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if err := l.SetPodEndpoints(ctx, "herald-system", "probe", pods); err != nil {
+			t.Fatal(err)
+		}
+		v4, err := c.DiscoveryV1().EndpointSlices("herald-system").Get(ctx, lab.EndpointSliceName("probe", discoveryv1.AddressTypeIPv4), metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(v4.Ports) != 1 || *v4.Ports[0].Port != 8080 || len(v4.Endpoints) != len(l.Nodes) ||
+			v4.Endpoints[1].Addresses[0] != n2.IPv4.String() || v4.Endpoints[1].TargetRef.Name != pod.Name {
+			t.Errorf("probe slice: ports %v endpoints %v; want port 8080 and one endpoint per pod", v4.Ports, v4.Endpoints)
 		}
 		if err := l.StopProcess(pod.Name); err != nil {
 			t.Error(err)

@@ -93,6 +93,9 @@ func (l *Lab) startAPIServer(ctx context.Context, assets string) error {
 		"--authorization-mode=RBAC",
 		"--service-cluster-ip-range=" + ServiceClusterIPRanges,
 		"--allow-privileged=true",
+		// No kube-proxy routes ClusterIPs: the API server calls webhooks
+		// (and aggregated APIs) at an endpoint of the Service instead.
+		"--enable-aggregator-routing=true",
 		"--profiling=false",
 	}, nil); err != nil {
 		return err

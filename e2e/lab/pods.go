@@ -10,10 +10,15 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"regexp"
+	"sort"
 	"strings"
+	"time"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 )
@@ -98,6 +103,13 @@ func (l *Lab) createTemplatePod(ctx context.Context, namespace, name string, tmp
 // spec.nodeName, spec.serviceAccountName, status.podIP, status.hostIP), and
 // secretKeyRef / configMapKeyRef (read from the API). KUBECONFIG=kubeconfig
 // is added, as the lab has no in-cluster service account mount.
+//
+// Volume mounts (emptyDir, secret, configMap, and the projected
+// ServiceAccount token volume) are materialized under
+// StateDir/pods/<pod>/<mountPath> once, at this call (the lab does not sync
+// later changes as a kubelet would), and every occurrence of a mountPath in
+// argv and env values is rewritten to that directory. A secret or configMap
+// that does not exist yet is waited for (until ctx ends) unless optional.
 func (l *Lab) ContainerProcess(ctx context.Context, pod *corev1.Pod, container, binary, kubeconfig string) (argv, env []string, err error) {
 	var c *corev1.Container
 	for i := range pod.Spec.Containers {
@@ -108,12 +120,17 @@ func (l *Lab) ContainerProcess(ctx context.Context, pod *corev1.Pod, container, 
 	if c == nil {
 		return nil, nil, fmt.Errorf("pod %s/%s has no container %q", pod.Namespace, pod.Name, container)
 	}
+	mounts, err := l.materializeVolumes(ctx, pod, c)
+	if err != nil {
+		return nil, nil, err
+	}
 	vars := map[string]string{}
 	for _, e := range c.Env {
 		v, err := l.envValue(ctx, pod, e)
 		if err != nil {
 			return nil, nil, fmt.Errorf("pod %s/%s container %s env %s: %w", pod.Namespace, pod.Name, container, e.Name, err)
 		}
+		v = mounts.Replace(v)
 		vars[e.Name] = v
 		env = append(env, e.Name+"="+v)
 	}
@@ -124,9 +141,150 @@ func (l *Lab) ContainerProcess(ctx context.Context, pod *corev1.Pod, container, 
 	}
 	argv = append(argv, c.Args...)
 	for i := 1; i < len(argv); i++ {
-		argv[i] = expandVars(argv[i], vars)
+		argv[i] = mounts.Replace(expandVars(argv[i], vars))
 	}
 	return argv, env, nil
+}
+
+// materializeVolumes writes container c's volume mounts under
+// StateDir/pods/<pod>/ and returns a replacer from mount paths to them
+// (longest mount path first).
+func (l *Lab) materializeVolumes(ctx context.Context, pod *corev1.Pod, c *corev1.Container) (*strings.Replacer, error) {
+	vols := map[string]corev1.Volume{}
+	for _, v := range pod.Spec.Volumes {
+		vols[v.Name] = v
+	}
+	base := filepath.Join(l.cfg.StateDir, "pods", pod.Name)
+	ms := append([]corev1.VolumeMount(nil), c.VolumeMounts...)
+	sort.Slice(ms, func(i, j int) bool { return len(ms[i].MountPath) > len(ms[j].MountPath) })
+	var pairs []string
+	for _, m := range ms {
+		v, ok := vols[m.Name]
+		if !ok {
+			return nil, fmt.Errorf("pod %s/%s: volume mount %s: no volume of that name", pod.Namespace, pod.Name, m.Name)
+		}
+		dir := filepath.Join(base, filepath.Clean("/"+m.MountPath))
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return nil, err
+		}
+		files, err := l.volumeFiles(ctx, pod, v)
+		if err != nil {
+			return nil, fmt.Errorf("pod %s/%s: volume %s: %w", pod.Namespace, pod.Name, v.Name, err)
+		}
+		if m.SubPath != "" {
+			// A single file (or subdirectory) of the volume at the mount path.
+			b, ok := files[m.SubPath]
+			if !ok {
+				return nil, fmt.Errorf("pod %s/%s: volume %s has no %s", pod.Namespace, pod.Name, v.Name, m.SubPath)
+			}
+			if err := os.Remove(dir); err != nil {
+				return nil, err
+			}
+			if err := os.WriteFile(dir, b, 0o644); err != nil {
+				return nil, err
+			}
+		} else {
+			for name, b := range files {
+				p := filepath.Join(dir, filepath.Clean("/"+name))
+				if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+					return nil, err
+				}
+				if err := os.WriteFile(p, b, 0o644); err != nil {
+					return nil, err
+				}
+			}
+		}
+		pairs = append(pairs, m.MountPath, dir)
+	}
+	return strings.NewReplacer(pairs...), nil
+}
+
+// volumeFiles returns the files of an emptyDir (none), secret or configMap
+// volume, waiting for a missing, non-optional object.
+func (l *Lab) volumeFiles(ctx context.Context, pod *corev1.Pod, v corev1.Volume) (map[string][]byte, error) {
+	files := map[string][]byte{}
+	pick := func(data map[string][]byte, items []corev1.KeyToPath) {
+		if len(items) == 0 {
+			for k, b := range data {
+				files[k] = b
+			}
+			return
+		}
+		for _, it := range items {
+			if b, ok := data[it.Key]; ok {
+				files[it.Path] = b
+			}
+		}
+	}
+	switch {
+	case v.EmptyDir != nil:
+		return files, nil
+	case v.Projected != nil:
+		// The ServiceAccount admission plugin's kube-api-access volume:
+		// token, ca.crt and namespace, as on a cluster.
+		for _, src := range v.Projected.Sources {
+			switch {
+			case src.ServiceAccountToken != nil:
+				sa := pod.Spec.ServiceAccountName
+				if sa == "" {
+					sa = "default"
+				}
+				tr, err := l.Client().CoreV1().ServiceAccounts(pod.Namespace).CreateToken(ctx, sa, &authenticationv1.TokenRequest{
+					Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](24 * 3600)},
+				}, metav1.CreateOptions{})
+				if err != nil {
+					return nil, fmt.Errorf("token for %s/%s: %w", pod.Namespace, sa, err)
+				}
+				files[src.ServiceAccountToken.Path] = []byte(tr.Status.Token)
+			case src.ConfigMap != nil && src.ConfigMap.Name == "kube-root-ca.crt":
+				// kube-controller-manager would publish this ConfigMap.
+				files["ca.crt"] = l.pki.caPEM
+			case src.DownwardAPI != nil:
+				for _, it := range src.DownwardAPI.Items {
+					if it.FieldRef != nil && it.FieldRef.FieldPath == "metadata.namespace" {
+						files[it.Path] = []byte(pod.Namespace)
+					}
+				}
+			}
+		}
+		return files, nil
+	case v.Secret != nil:
+		optional := ptr.Deref(v.Secret.Optional, false)
+		err := poll(ctx, 10*time.Minute, func() error {
+			s, err := l.Client().CoreV1().Secrets(pod.Namespace).Get(ctx, v.Secret.SecretName, metav1.GetOptions{})
+			if apierrors.IsNotFound(err) && optional {
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			pick(s.Data, v.Secret.Items)
+			return nil
+		})
+		return files, err
+	case v.ConfigMap != nil:
+		optional := ptr.Deref(v.ConfigMap.Optional, false)
+		err := poll(ctx, 10*time.Minute, func() error {
+			cm, err := l.Client().CoreV1().ConfigMaps(pod.Namespace).Get(ctx, v.ConfigMap.Name, metav1.GetOptions{})
+			if apierrors.IsNotFound(err) && optional {
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			data := map[string][]byte{}
+			for k, s := range cm.Data {
+				data[k] = []byte(s)
+			}
+			for k, b := range cm.BinaryData {
+				data[k] = b
+			}
+			pick(data, v.ConfigMap.Items)
+			return nil
+		})
+		return files, err
+	}
+	return nil, fmt.Errorf("volume type not supported by the lab (emptyDir, secret, configMap and projected ServiceAccount tokens are)")
 }
 
 var varRefRE = regexp.MustCompile(`\$\(([A-Za-z_][A-Za-z0-9_.-]*)\)`)

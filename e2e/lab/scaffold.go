@@ -13,6 +13,7 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 )
 
@@ -282,17 +283,111 @@ func (l *Lab) SetEndpoints(ctx context.Context, namespace, service string, eps [
 				},
 			})
 		}
-		cur, err := l.Client().DiscoveryV1().EndpointSlices(namespace).Get(ctx, slice.Name, metav1.GetOptions{})
-		switch {
-		case apierrors.IsNotFound(err):
-			_, err = l.Client().DiscoveryV1().EndpointSlices(namespace).Create(ctx, slice, metav1.CreateOptions{})
-		case err == nil:
-			slice.ResourceVersion = cur.ResourceVersion
-			_, err = l.Client().DiscoveryV1().EndpointSlices(namespace).Update(ctx, slice, metav1.UpdateOptions{})
+		if err := l.putSlice(ctx, slice); err != nil {
+			return err
 		}
-		if err != nil {
-			return fmt.Errorf("set endpointslice %s/%s: %w", namespace, slice.Name, err)
+	}
+	return nil
+}
+
+// SetPodEndpoints creates or replaces the EndpointSlices of Service
+// namespace/service with pods as endpoints (lab scaffolding: plays the
+// EndpointSlice controller for Services that select Pods, e.g. Herald's
+// webhook Service, which the API server calls at an endpoint because it
+// runs with --enable-aggregator-routing). Each pod contributes its pod IPs
+// of the slice's family; ready follows its Ready condition; named target
+// ports are resolved from the pod's container ports.
+func (l *Lab) SetPodEndpoints(ctx context.Context, namespace, service string, pods []*corev1.Pod) error {
+	svc, err := l.Client().CoreV1().Services(namespace).Get(ctx, service, metav1.GetOptions{})
+	if err != nil {
+		return fmt.Errorf("set endpoints of %s/%s: %w", namespace, service, err)
+	}
+	for _, at := range []discoveryv1.AddressType{discoveryv1.AddressTypeIPv4, discoveryv1.AddressTypeIPv6} {
+		slice := &discoveryv1.EndpointSlice{
+			ObjectMeta: metav1.ObjectMeta{
+				Name: EndpointSliceName(service, at), Namespace: namespace,
+				Labels: map[string]string{
+					discoveryv1.LabelServiceName: service,
+					discoveryv1.LabelManagedBy:   ManagedByValue,
+				},
+				OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Service", Name: svc.Name, UID: svc.UID}},
+			},
+			AddressType: at,
+			Endpoints:   []discoveryv1.Endpoint{},
 		}
+		for _, sp := range svc.Spec.Ports {
+			port := sp.TargetPort.IntValue()
+			if sp.TargetPort.Type == intstr.String {
+				port = 0
+				for _, p := range pods {
+					if cp := containerPort(p, sp.TargetPort.StrVal); cp != 0 {
+						port = cp
+						break
+					}
+				}
+			} else if port == 0 {
+				port = int(sp.Port)
+			}
+			if port == 0 {
+				return fmt.Errorf("set endpoints of %s/%s: port %q: no pod has container port %q", namespace, service, sp.Name, sp.TargetPort.StrVal)
+			}
+			slice.Ports = append(slice.Ports, discoveryv1.EndpointPort{Name: ptr.To(sp.Name), Protocol: ptr.To(sp.Protocol), Port: ptr.To(int32(port))})
+		}
+		for _, p := range pods {
+			ready := podReady(p)
+			for _, ip := range p.Status.PodIPs {
+				a, err := netip.ParseAddr(ip.IP)
+				if err != nil || a.Is6() != (at == discoveryv1.AddressTypeIPv6) {
+					continue
+				}
+				slice.Endpoints = append(slice.Endpoints, discoveryv1.Endpoint{
+					Addresses:  []string{a.String()},
+					NodeName:   ptr.To(p.Spec.NodeName),
+					TargetRef:  &corev1.ObjectReference{Kind: "Pod", Namespace: p.Namespace, Name: p.Name, UID: p.UID},
+					Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(ready), Serving: ptr.To(ready), Terminating: ptr.To(false)},
+				})
+			}
+		}
+		if err := l.putSlice(ctx, slice); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func containerPort(p *corev1.Pod, name string) int {
+	for _, c := range p.Spec.Containers {
+		for _, cp := range c.Ports {
+			if cp.Name == name {
+				return int(cp.ContainerPort)
+			}
+		}
+	}
+	return 0
+}
+
+func podReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// putSlice creates slice or replaces the existing one of that name.
+func (l *Lab) putSlice(ctx context.Context, slice *discoveryv1.EndpointSlice) error {
+	api := l.Client().DiscoveryV1().EndpointSlices(slice.Namespace)
+	cur, err := api.Get(ctx, slice.Name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		_, err = api.Create(ctx, slice, metav1.CreateOptions{})
+	case err == nil:
+		slice.ResourceVersion = cur.ResourceVersion
+		_, err = api.Update(ctx, slice, metav1.UpdateOptions{})
+	}
+	if err != nil {
+		return fmt.Errorf("set endpointslice %s/%s: %w", slice.Namespace, slice.Name, err)
 	}
 	return nil
 }
