@@ -1,0 +1,134 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"sigs.k8s.io/yaml"
+
+	"github.com/herald-lb/herald/internal/k8s/serving"
+	"github.com/herald-lb/herald/internal/members"
+)
+
+// options are the speaker's command line, after environment fallbacks.
+type options struct {
+	nodeName, podName, namespace string
+	mlBindAddr                   string
+	mlBindPort                   int
+	mlLabels                     string
+	mlSecretKeyPath              string
+	mlTimings                    *members.TimingFlags
+	lbClass                      string
+	ignoreExcludeLB              bool
+	enableL2, enableBGP          bool
+	gratuitousCount              int
+	gratuitousInterval           time.Duration
+	excludeL2Config              string
+	logLevel                     string
+	serving                      serving.Flags
+}
+
+// memberlistEnabled is MetalLB's rule: both --ml-bindaddr and --ml-labels.
+func (o *options) memberlistEnabled() bool { return o.mlBindAddr != "" && o.mlLabels != "" }
+
+const saNamespaceFile = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+
+// register defines the flags on fs. Flags with a METALLB_* variable take
+// it as their default, so an explicit flag wins over the environment.
+func (o *options) register(fs *flag.FlagSet, getenv func(string) string) {
+	str := func(p *string, name, env, def, usage string) {
+		if v := getenv(env); v != "" {
+			def = v
+		}
+		fs.StringVar(p, name, def, usage+" (env "+env+")")
+	}
+	str(&o.nodeName, "node-name", "METALLB_NODE_NAME", "", "Name of this node (spec.nodeName). Required.")
+	str(&o.podName, "pod-name", "METALLB_POD_NAME", "", "Name of the speaker Pod, owner of the objects it writes.")
+	str(&o.namespace, "namespace", "METALLB_NAMESPACE", "", "Herald's namespace (default: the service account's).")
+	str(&o.mlBindAddr, "ml-bindaddr", "METALLB_ML_BIND_ADDR", "", "Memberlist bind address (the Pod IP); memberlist runs only with --ml-labels too.")
+	port := members.DefaultBindPort
+	if v, err := strconv.Atoi(getenv("METALLB_ML_BIND_PORT")); err == nil {
+		port = v
+	}
+	fs.IntVar(&o.mlBindPort, "ml-bindport", port, "Memberlist TCP and UDP port (env METALLB_ML_BIND_PORT)")
+	str(&o.mlLabels, "ml-labels", "METALLB_ML_LABELS", "", "Label selector of the speaker Pods, for memberlist discovery.")
+	str(&o.mlSecretKeyPath, "ml-secret-key-path", "METALLB_ML_SECRET_KEY_PATH", "", "Directory holding the memberlist key file \"secretkey\".")
+	o.mlTimings = members.AddTimingFlags(fs)
+	fs.StringVar(&o.lbClass, "lb-class", "", "loadBalancerClass handled by this speaker (empty: Services without a class).")
+	fs.BoolVar(&o.ignoreExcludeLB, "ignore-exclude-lb", false, "Ignore the node.kubernetes.io/exclude-from-external-load-balancers label.")
+	fs.BoolVar(&o.enableL2, "enable-l2", true, "Announce in layer 2 (ARP/NDP).")
+	fs.BoolVar(&o.enableBGP, "enable-bgp", true, "Announce over BGP.")
+	fs.IntVar(&o.gratuitousCount, "gratuitous-count", 0, "Gratuitous ARP/NA packets per takeover burst (0: default, <0: none).")
+	fs.DurationVar(&o.gratuitousInterval, "gratuitous-interval", 0, "Pause between gratuitous packets of a burst (0: default).")
+	fs.StringVar(&o.excludeL2Config, "exclude-l2-config", "/etc/metallb/excludel2.yaml", "YAML file with announcedInterfacesToExclude regexes (missing: defaults).")
+	fs.StringVar(&o.logLevel, "log-level", "info", "Log level: all, debug, info, warn, error, none.")
+	o.serving.Register(fs, 9120)
+	// The speaker runs on the host network: probes stay on loopback.
+	o.serving.HealthProbeHost = "127.0.0.1"
+}
+
+// complete fills defaults that need the file system and checks the result.
+func (o *options) complete(readFile func(string) ([]byte, error)) error {
+	var errs []error
+	if o.nodeName == "" {
+		errs = append(errs, errors.New("--node-name (METALLB_NODE_NAME) is required"))
+	}
+	if o.namespace == "" {
+		b, err := readFile(saNamespaceFile)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("--namespace (METALLB_NAMESPACE) is not set and the service account namespace is unreadable: %w", err))
+		} else {
+			o.namespace = strings.TrimSpace(string(b))
+		}
+	}
+	if o.mlBindPort < 0 || o.mlBindPort > 65535 {
+		errs = append(errs, fmt.Errorf("--ml-bindport %d: must be 0..65535", o.mlBindPort))
+	}
+	return errors.Join(errs...)
+}
+
+// memberlistSecret reads <--ml-secret-key-path>/secretkey as raw bytes
+// (not decoded, not trimmed: members.DeriveKey hashes them as mounted).
+// No path means unencrypted gossip.
+func (o *options) memberlistSecret(readFile func(string) ([]byte, error)) ([]byte, error) {
+	if o.mlSecretKeyPath == "" {
+		return nil, nil
+	}
+	b, err := readFile(filepath.Join(o.mlSecretKeyPath, "secretkey"))
+	if err != nil {
+		return nil, fmt.Errorf("--ml-secret-key-path: %w", err)
+	}
+	return b, nil
+}
+
+// excludeL2 reads the layer 2 interface exclusion file. A missing file, or a
+// file without announcedInterfacesToExclude, gives nil (the announcer's
+// defaults); an empty list excludes nothing.
+func excludeL2(path string, readFile func(string) ([]byte, error)) ([]string, error) {
+	b, err := readFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("--exclude-l2-config: %w", err)
+	}
+	var f struct {
+		AnnouncedInterfacesToExclude *[]string `json:"announcedInterfacesToExclude"`
+	}
+	if err := yaml.Unmarshal(b, &f); err != nil {
+		return nil, fmt.Errorf("--exclude-l2-config %s: %w", path, err)
+	}
+	if f.AnnouncedInterfacesToExclude == nil {
+		return nil, nil
+	}
+	if *f.AnnouncedInterfacesToExclude == nil {
+		return []string{}, nil
+	}
+	return *f.AnnouncedInterfacesToExclude, nil
+}

@@ -1,0 +1,177 @@
+// Command speaker is Herald's per-node daemon (a DaemonSet on the host
+// network with NET_RAW): it announces the Services' load balancer IPs from
+// this node in layer 2 (ARP/NDP) and over BGP, as MetalLB's speaker does.
+//
+// main only wires packages together: flags -> logger -> memberlist
+// (internal/members), layer 2 announcer (internal/layer2), BGP speaker
+// (internal/bgp/gobgp) -> controller-runtime manager with the reconcile loop
+// (internal/k8s/speaker). Outside a cluster, point it at an API server with
+// --kubeconfig.
+//
+// Shutdown order on SIGTERM/SIGINT: leave memberlist first (the other
+// speakers elect a successor at once), then stop reconciling, then stop
+// answering ARP/NDP and close the BGP sessions (Cease NOTIFICATION, so
+// routers withdraw the routes).
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"net/netip"
+	"os"
+
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrlconfig "sigs.k8s.io/controller-runtime/pkg/client/config"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	"github.com/herald-lb/herald/api/v1beta1"
+	"github.com/herald-lb/herald/api/v1beta2"
+	"github.com/herald-lb/herald/internal/announce"
+	"github.com/herald-lb/herald/internal/bgp"
+	"github.com/herald-lb/herald/internal/bgp/gobgp"
+	"github.com/herald-lb/herald/internal/k8s/speaker"
+	"github.com/herald-lb/herald/internal/layer2"
+	"github.com/herald-lb/herald/internal/logging"
+	"github.com/herald-lb/herald/internal/members"
+)
+
+func main() {
+	if err := run(os.Args[1:]); err != nil {
+		fmt.Fprintln(os.Stderr, "speaker:", err)
+		os.Exit(1)
+	}
+}
+
+func run(args []string) error {
+	var o options
+	fs := flag.NewFlagSet("speaker", flag.ContinueOnError)
+	o.register(fs, os.Getenv)
+	ctrlconfig.RegisterFlags(fs) // --kubeconfig
+	if err := fs.Parse(args); errors.Is(err, flag.ErrHelp) {
+		return nil
+	} else if err != nil {
+		return err
+	}
+	if err := o.complete(os.ReadFile); err != nil {
+		return err
+	}
+	log, err := logging.New(os.Stdout, o.logLevel, "speaker")
+	if err != nil {
+		return err
+	}
+	log = log.With("node", o.nodeName)
+	reg := ctrlmetrics.Registry
+
+	scheme := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, v1beta1.AddToScheme, v1beta2.AddToScheme} {
+		if err := add(scheme); err != nil {
+			return fmt.Errorf("build scheme: %w", err)
+		}
+	}
+
+	sopts := speaker.Options{
+		NodeName: o.nodeName, Namespace: o.namespace, PodName: o.podName,
+		Logger: log, Registerer: reg,
+		Announce: announce.Options{IgnoreExcludeLB: o.ignoreExcludeLB, LoadBalancerClass: o.lbClass},
+	}
+
+	// Memberlist.
+	var ml *members.List
+	var podSelector labels.Selector
+	if o.memberlistEnabled() {
+		bind, err := netip.ParseAddr(o.mlBindAddr)
+		if err != nil {
+			return fmt.Errorf("--ml-bindaddr %q: %w", o.mlBindAddr, err)
+		}
+		if podSelector, err = labels.Parse(o.mlLabels); err != nil {
+			return fmt.Errorf("--ml-labels %q: %w", o.mlLabels, err)
+		}
+		secret, err := o.memberlistSecret(os.ReadFile)
+		if err != nil {
+			return err
+		}
+		ml, err = members.New(members.Config{
+			NodeName: o.nodeName, BindAddr: bind, BindPort: o.mlBindPort, Secret: secret,
+			Timings: o.mlTimings.Timings(), Registerer: reg,
+		}, log.With("subsystem", "memberlist"))
+		if err != nil {
+			return err
+		}
+		sopts.Members, sopts.MemberSelector, sopts.MemberPort = ml, podSelector, o.mlBindPort
+	} else {
+		log.Info("memberlist disabled (needs --ml-bindaddr and --ml-labels): liveness from Node conditions")
+	}
+
+	// Layer 2.
+	var l2 *layer2.Announcer
+	if o.enableL2 {
+		exclude, err := excludeL2(o.excludeL2Config, os.ReadFile)
+		if err != nil {
+			return err
+		}
+		l2, err = layer2.New(log.With("subsystem", "layer2"), reg, layer2.Options{
+			GratuitousCount: o.gratuitousCount, GratuitousInterval: o.gratuitousInterval, ExcludeInterfaces: exclude,
+		})
+		if err != nil {
+			return fmt.Errorf("layer 2 announcer: %w", err)
+		}
+		sopts.L2 = l2
+	}
+
+	// BGP.
+	var bgpSpeaker *gobgp.Speaker
+	if o.enableBGP {
+		states := make(chan bgp.PeerState, 64)
+		bgpSpeaker, err = gobgp.New(gobgp.Options{
+			Logger: log.With("subsystem", "bgp"), Registerer: reg,
+			OnPeerState: func(st bgp.PeerState) {
+				select {
+				case states <- st:
+				default: // never block gobgp; the next change is reported
+				}
+			},
+		})
+		if err != nil {
+			return fmt.Errorf("BGP speaker: %w", err)
+		}
+		sopts.BGP, sopts.PeerStates = bgpSpeaker, states
+	}
+
+	// Manager.
+	restCfg, err := ctrlconfig.GetConfig()
+	if err != nil {
+		return fmt.Errorf("kubeconfig: %w", err)
+	}
+	metricsOpts, err := o.serving.MetricsOptions()
+	if err != nil {
+		return err
+	}
+	mgr, err := manager.New(restCfg, manager.Options{
+		Scheme:                 scheme,
+		Metrics:                metricsOpts,
+		HealthProbeBindAddress: o.serving.HealthProbeAddress(),
+		Cache:                  speaker.CacheOptions(o.namespace, podSelector),
+		Client:                 client.Options{Cache: &client.CacheOptions{DisableFor: speaker.UncachedObjects()}},
+	})
+	if err != nil {
+		return fmt.Errorf("manager: %w", err)
+	}
+	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+		return err
+	}
+	if err := mgr.AddReadyzCheck("ping", healthz.Ping); err != nil {
+		return err
+	}
+	sopts.Recorder = mgr.GetEventRecorderFor("metallb-speaker") //nolint:staticcheck // core/v1 events, as MetalLB's RBAC grants
+	if _, err := speaker.Setup(mgr, sopts); err != nil {
+		return err
+	}
+
+	return runAll(log, ml, l2, bgpSpeaker, mgr)
+}
