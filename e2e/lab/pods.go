@@ -28,9 +28,23 @@ import (
 func (l *Lab) Apply(ctx context.Context, files ...string) (string, error) {
 	args := []string{"apply", "--server-side", "--force-conflicts"}
 	for _, f := range files {
-		args = append(args, "-f", f)
+		abs, err := filepath.Abs(f)
+		if err != nil {
+			return "", err
+		}
+		args = append(args, "-f", abs)
 	}
 	return l.Kubectl(ctx, args...)
+}
+
+// ApplyKustomize runs `kubectl apply --server-side -k dir` (e.g.
+// manifests/base) against the lab's API server.
+func (l *Lab) ApplyKustomize(ctx context.Context, dir string) (string, error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return "", err
+	}
+	return l.Kubectl(ctx, "apply", "--server-side", "--force-conflicts", "-k", abs)
 }
 
 // CreateDaemonSetPods creates one Pod per lab node from DaemonSet
