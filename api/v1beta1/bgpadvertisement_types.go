@@ -33,6 +33,7 @@ type BGPAdvertisementSpec struct {
 	// whose peerASN equals myASN). 0 means the attribute is not set.
 	// +optional
 	// +kubebuilder:validation:Maximum=4294967295
+	// +kubebuilder:validation:Format=int64
 	LocalPref uint32 `json:"localPref,omitempty"`
 
 	// Communities are attached to the announced routes. Each entry is a

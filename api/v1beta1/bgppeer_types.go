@@ -12,10 +12,12 @@ type BGPPeerSpec struct {
 	// MyASN is the local autonomous system number, 1..4294967295.
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=4294967295
+	// +kubebuilder:validation:Format=int64
 	MyASN uint32 `json:"myASN"`
 
 	// PeerASN is the remote autonomous system number, 1..4294967295.
 	// +kubebuilder:validation:Maximum=4294967295
+	// +kubebuilder:validation:Format=int64
 	PeerASN uint32 `json:"peerASN"`
 
 	// PeerAddress is the IPv4 or IPv6 address of the router.

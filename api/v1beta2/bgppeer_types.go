@@ -34,6 +34,7 @@ type BGPPeerSpec struct {
 	// ASNs, RFC 6793).
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=4294967295
+	// +kubebuilder:validation:Format=int64
 	MyASN uint32 `json:"myASN"`
 
 	// PeerASN is the remote autonomous system number, 1..4294967295.
@@ -41,6 +42,7 @@ type BGPPeerSpec struct {
 	// peerASN == myASN is iBGP, otherwise eBGP.
 	// +optional
 	// +kubebuilder:validation:Maximum=4294967295
+	// +kubebuilder:validation:Format=int64
 	PeerASN uint32 `json:"peerASN,omitempty"`
 
 	// DynamicASN accepts any remote ASN equal to myASN ("internal") or
@@ -53,6 +55,7 @@ type BGPPeerSpec struct {
 	// (the router sees the session coming from localASN), 1..4294967295.
 	// +optional
 	// +kubebuilder:validation:Maximum=4294967295
+	// +kubebuilder:validation:Format=int64
 	LocalASN uint32 `json:"localASN,omitempty"`
 
 	// PeerAddress is the IPv4 or IPv6 address of the router. Exactly one of
@@ -95,7 +98,7 @@ type BGPPeerSpec struct {
 	// whole seconds from 1s to 65535s. Unset uses the BGP backend's default.
 	// +optional
 	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1s') && duration(self) <= duration('65535s')",message="connectTime must be between 1s and 65535s"
-	// +kubebuilder:validation:XValidation:rule="duration(self) == duration(string(duration(self).getSeconds()) + 's')",message="connectTime must be a whole number of seconds"
+	// +kubebuilder:validation:XValidation:rule="duration(self).getMilliseconds() % 1000 == 0",message="connectTime must be a whole number of seconds"
 	ConnectTime *metav1.Duration `json:"connectTime,omitempty"`
 
 	// RouterID is the BGP identifier sent in OPEN, written as an IPv4

@@ -88,7 +88,8 @@ func testServerSideApply(ctx context.Context, t *testing.T, env *testenv.Env) {
 	}
 
 	// Negative control: the same apply path rejects an unknown field.
-	bad := sample[0].DeepCopy()
+	bad := readObjects(t, filepath.Join("testdata", "metallb-sample.yaml"))[0]
+	bad.SetNamespace(ns)
 	bad.SetName("typo")
 	if err := unstructured.SetNestedField(bad.Object, true, "spec", "autoassign"); err != nil {
 		t.Fatal(err)

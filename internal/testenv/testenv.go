@@ -13,6 +13,11 @@
 //		ns := env.Namespace(t)
 //		err := env.Client.Create(ctx, &v1beta1.IPAddressPool{...Namespace: ns...})
 //	}
+//
+// StartWith installs admission webhooks too: with Options.WebhookPaths (for
+// example manifests/webhook) the API server calls the webhooks at
+// https://Env.Webhook.Host:Port/<path> with a certificate in
+// Env.Webhook.CertDir, where the test serves its handlers in-process.
 package testenv
 
 import (
@@ -49,6 +54,28 @@ type Env struct {
 	Scheme *runtime.Scheme
 	// KubeConfig is a kubeconfig file's content for Config, for kubectl.
 	KubeConfig []byte
+	// Webhook is where the API server calls the installed webhooks; nil
+	// without Options.WebhookPaths.
+	Webhook *WebhookServing
+}
+
+// Options tune StartWith. The zero value is what Start does.
+type Options struct {
+	// WebhookPaths are files or directories (relative to the repository
+	// root, or absolute) holding ValidatingWebhookConfigurations and
+	// MutatingWebhookConfigurations to install. Their service clientConfig
+	// is rewritten to call a local server (Env.Webhook) with a test CA;
+	// other kinds in the files are ignored.
+	WebhookPaths []string
+}
+
+// WebhookServing is where a test must serve the webhooks it installed: the
+// API server calls https://Host:Port/<service path> and trusts the
+// certificate tls.crt/tls.key in CertDir.
+type WebhookServing struct {
+	Host    string
+	Port    int
+	CertDir string
 }
 
 // NewScheme returns a scheme with the Kubernetes built-in types and every
@@ -90,6 +117,12 @@ func RepoRoot() (string, error) {
 // ("run make test-assets") and skips it under -short.
 func Start(t testing.TB) *Env {
 	t.Helper()
+	return StartWith(t, Options{})
+}
+
+// StartWith is Start with webhooks installed (see Options).
+func StartWith(t testing.TB, opts Options) *Env {
+	t.Helper()
 	if testing.Short() {
 		t.Skip("testenv: needs a real API server; skipped under -short")
 	}
@@ -118,6 +151,12 @@ func Start(t testing.TB) *Env {
 			ErrorIfPathMissing: true,
 		},
 	}
+	for _, p := range opts.WebhookPaths {
+		if !filepath.IsAbs(p) {
+			p = filepath.Join(root, p)
+		}
+		te.WebhookInstallOptions.Paths = append(te.WebhookInstallOptions.Paths, p)
+	}
 	if os.Getenv("KUBEBUILDER_CONTROLPLANE_START_TIMEOUT") == "" {
 		// envtest's 60 s default is too short on a loaded 2-core CI machine.
 		te.ControlPlaneStartTimeout = 3 * time.Minute
@@ -136,7 +175,12 @@ func Start(t testing.TB) *Env {
 	if err != nil {
 		t.Fatalf("testenv: client: %v", err)
 	}
-	return &Env{Config: cfg, Client: c, Scheme: scheme, KubeConfig: te.KubeConfig}
+	env := &Env{Config: cfg, Client: c, Scheme: scheme, KubeConfig: te.KubeConfig}
+	if len(opts.WebhookPaths) > 0 {
+		w := te.WebhookInstallOptions
+		env.Webhook = &WebhookServing{Host: w.LocalServingHost, Port: w.LocalServingPort, CertDir: w.LocalServingCertDir}
+	}
+	return env
 }
 
 // Namespace creates a namespace with a unique name for the test and returns
