@@ -1,0 +1,177 @@
+package speaker
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"slices"
+	"strings"
+	"sync"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/herald-lb/herald/internal/layer2"
+)
+
+// fakeL2 records the declarative layer 2 state, like layer2.Announcer
+// without sockets: every announced IP is answered on "eth0".
+type fakeL2 struct {
+	mu     sync.Mutex
+	owners map[string][]layer2.Target
+	calls  int
+}
+
+func (f *fakeL2) SetOwner(owner string, targets []layer2.Target) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls++
+	if f.owners == nil {
+		f.owners = map[string][]layer2.Target{}
+	}
+	if len(targets) == 0 {
+		delete(f.owners, owner)
+	} else {
+		f.owners[owner] = slices.Clone(targets)
+	}
+	return nil
+}
+
+func (f *fakeL2) Interfaces(ip netip.Addr) []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, ts := range f.owners {
+		for _, t := range ts {
+			if t.IP == ip {
+				return []string{"eth0"}
+			}
+		}
+	}
+	return nil
+}
+
+// announced returns the IPs owner announces, as strings.
+func (f *fakeL2) announced(owner string) []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []string
+	for _, t := range f.owners[owner] {
+		out = append(out, t.IP.String())
+	}
+	return out
+}
+
+// fakeMembers is a memberlist stand-in whose live set the test controls;
+// every fakeMembers of a test shares one liveness.
+type fakeMembers struct {
+	live    *liveness
+	changes chan struct{}
+	mu      sync.Mutex
+	peers   []netip.AddrPort
+}
+
+type liveness struct {
+	mu   sync.Mutex
+	live map[string]bool
+	subs []*fakeMembers
+}
+
+func (l *liveness) member() *fakeMembers {
+	m := &fakeMembers{live: l, changes: make(chan struct{}, 1)}
+	l.mu.Lock()
+	l.subs = append(l.subs, m)
+	l.mu.Unlock()
+	return m
+}
+
+func (l *liveness) set(node string, alive bool) {
+	l.mu.Lock()
+	l.live[node] = alive
+	subs := slices.Clone(l.subs)
+	l.mu.Unlock()
+	for _, m := range subs {
+		select {
+		case m.changes <- struct{}{}:
+		default:
+		}
+	}
+}
+
+func (m *fakeMembers) Live() map[string]bool {
+	m.live.mu.Lock()
+	defer m.live.mu.Unlock()
+	out := map[string]bool{}
+	for k, v := range m.live.live {
+		out[k] = v
+	}
+	return out
+}
+
+func (m *fakeMembers) Changes() <-chan struct{} { return m.changes }
+
+func (m *fakeMembers) SetPeers(addrs []netip.AddrPort) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.peers = slices.Clone(addrs)
+}
+
+func (m *fakeMembers) getPeers() []netip.AddrPort {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return slices.Clone(m.peers)
+}
+
+// fakeRecorder keeps "Kind/name reason: message" lines.
+type fakeRecorder struct {
+	mu     sync.Mutex
+	events []string
+}
+
+func (r *fakeRecorder) Eventf(obj runtime.Object, eventtype, reason, format string, args ...any) {
+	name := "?"
+	if m, err := meta.Accessor(obj); err == nil {
+		name = m.GetName()
+	}
+	kind := fmt.Sprintf("%T", obj)
+	kind = kind[strings.LastIndex(kind, ".")+1:]
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.events = append(r.events, fmt.Sprintf("%s/%s %s %s: %s", kind, name, eventtype, reason, fmt.Sprintf(format, args...)))
+}
+
+func (r *fakeRecorder) has(substr string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, e := range r.events {
+		if strings.Contains(e, substr) {
+			return true
+		}
+	}
+	return false
+}
+
+// countingHandler counts log records by message (and forwards nothing).
+type countingHandler struct {
+	mu     *sync.Mutex
+	counts map[string]int
+}
+
+func newCountingHandler() countingHandler {
+	return countingHandler{mu: &sync.Mutex{}, counts: map[string]int{}}
+}
+
+func (h countingHandler) Enabled(context.Context, slog.Level) bool { return true }
+func (h countingHandler) Handle(_ context.Context, r slog.Record) error {
+	h.mu.Lock()
+	h.counts[r.Message]++
+	h.mu.Unlock()
+	return nil
+}
+func (h countingHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h countingHandler) WithGroup(string) slog.Handler      { return h }
+func (h countingHandler) count(msg string) int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.counts[msg]
+}
