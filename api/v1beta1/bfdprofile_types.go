@@ -76,7 +76,9 @@ type BFDProfile struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
 
-	Spec   BFDProfileSpec   `json:"spec,omitempty"`
+	// Spec is the desired state of the BFDProfile.
+	Spec BFDProfileSpec `json:"spec,omitempty"`
+	// Status is the observed state, written by Herald (see BFDProfileStatus).
 	Status BFDProfileStatus `json:"status,omitempty"`
 }
 
@@ -86,5 +88,6 @@ type BFDProfile struct {
 type BFDProfileList struct {
 	metav1.TypeMeta `json:",inline"`
 	metav1.ListMeta `json:"metadata,omitempty"`
-	Items           []BFDProfile `json:"items"`
+	// Items are the BFDProfile objects.
+	Items []BFDProfile `json:"items"`
 }

@@ -88,7 +88,9 @@ type BGPAdvertisement struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
 
-	Spec   BGPAdvertisementSpec   `json:"spec,omitempty"`
+	// Spec is the desired state of the BGPAdvertisement.
+	Spec BGPAdvertisementSpec `json:"spec,omitempty"`
+	// Status is the observed state, written by Herald (see BGPAdvertisementStatus).
 	Status BGPAdvertisementStatus `json:"status,omitempty"`
 }
 
@@ -98,5 +100,6 @@ type BGPAdvertisement struct {
 type BGPAdvertisementList struct {
 	metav1.TypeMeta `json:",inline"`
 	metav1.ListMeta `json:"metadata,omitempty"`
-	Items           []BGPAdvertisement `json:"items"`
+	// Items are the BGPAdvertisement objects.
+	Items []BGPAdvertisement `json:"items"`
 }

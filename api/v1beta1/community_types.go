@@ -35,7 +35,9 @@ type Community struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
 
-	Spec   CommunitySpec   `json:"spec,omitempty"`
+	// Spec is the desired state of the Community.
+	Spec CommunitySpec `json:"spec,omitempty"`
+	// Status is the observed state, written by Herald (see CommunityStatus).
 	Status CommunityStatus `json:"status,omitempty"`
 }
 
@@ -45,5 +47,6 @@ type Community struct {
 type CommunityList struct {
 	metav1.TypeMeta `json:",inline"`
 	metav1.ListMeta `json:"metadata,omitempty"`
-	Items           []Community `json:"items"`
+	// Items are the Community objects.
+	Items []Community `json:"items"`
 }

@@ -78,7 +78,9 @@ type ConfigurationState struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
 
-	Spec   ConfigurationStateSpec   `json:"spec,omitempty"`
+	// Spec is the desired state of the ConfigurationState.
+	Spec ConfigurationStateSpec `json:"spec,omitempty"`
+	// Status is the observed state, written by Herald (see ConfigurationStateStatus).
 	Status ConfigurationStateStatus `json:"status,omitempty"`
 }
 
@@ -88,5 +90,6 @@ type ConfigurationState struct {
 type ConfigurationStateList struct {
 	metav1.TypeMeta `json:",inline"`
 	metav1.ListMeta `json:"metadata,omitempty"`
-	Items           []ConfigurationState `json:"items"`
+	// Items are the ConfigurationState objects.
+	Items []ConfigurationState `json:"items"`
 }

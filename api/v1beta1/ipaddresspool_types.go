@@ -93,7 +93,9 @@ type IPAddressPool struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
 
-	Spec   IPAddressPoolSpec   `json:"spec"`
+	// Spec is the desired state of the IPAddressPool.
+	Spec IPAddressPoolSpec `json:"spec"`
+	// Status is the observed state, written by Herald (see IPAddressPoolStatus).
 	Status IPAddressPoolStatus `json:"status,omitempty"`
 }
 
@@ -103,5 +105,6 @@ type IPAddressPool struct {
 type IPAddressPoolList struct {
 	metav1.TypeMeta `json:",inline"`
 	metav1.ListMeta `json:"metadata,omitempty"`
-	Items           []IPAddressPool `json:"items"`
+	// Items are the IPAddressPool objects.
+	Items []IPAddressPool `json:"items"`
 }

@@ -71,7 +71,9 @@ type L2Advertisement struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
 
-	Spec   L2AdvertisementSpec   `json:"spec,omitempty"`
+	// Spec is the desired state of the L2Advertisement.
+	Spec L2AdvertisementSpec `json:"spec,omitempty"`
+	// Status is the observed state, written by Herald (see L2AdvertisementStatus).
 	Status L2AdvertisementStatus `json:"status,omitempty"`
 }
 
@@ -81,5 +83,6 @@ type L2Advertisement struct {
 type L2AdvertisementList struct {
 	metav1.TypeMeta `json:",inline"`
 	metav1.ListMeta `json:"metadata,omitempty"`
-	Items           []L2Advertisement `json:"items"`
+	// Items are the L2Advertisement objects.
+	Items []L2Advertisement `json:"items"`
 }

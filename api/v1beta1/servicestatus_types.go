@@ -71,7 +71,9 @@ type ServiceL2Status struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
 
-	Spec   ServiceL2StatusSpec   `json:"spec,omitempty"`
+	// Spec is the desired state of the ServiceL2Status.
+	Spec ServiceL2StatusSpec `json:"spec,omitempty"`
+	// Status is the observed state, written by Herald (see ServiceL2StatusStatus).
 	Status ServiceL2StatusStatus `json:"status,omitempty"`
 }
 
@@ -81,7 +83,8 @@ type ServiceL2Status struct {
 type ServiceL2StatusList struct {
 	metav1.TypeMeta `json:",inline"`
 	metav1.ListMeta `json:"metadata,omitempty"`
-	Items           []ServiceL2Status `json:"items"`
+	// Items are the ServiceL2Status objects.
+	Items []ServiceL2Status `json:"items"`
 }
 
 // ServiceBGPStatusSpec is empty: the object is written by the speaker and
@@ -113,7 +116,9 @@ type ServiceBGPStatus struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
 
-	Spec   ServiceBGPStatusSpec   `json:"spec,omitempty"`
+	// Spec is the desired state of the ServiceBGPStatus.
+	Spec ServiceBGPStatusSpec `json:"spec,omitempty"`
+	// Status is the observed state, written by Herald (see ServiceBGPStatusStatus).
 	Status ServiceBGPStatusStatus `json:"status,omitempty"`
 }
 
@@ -123,5 +128,6 @@ type ServiceBGPStatus struct {
 type ServiceBGPStatusList struct {
 	metav1.TypeMeta `json:",inline"`
 	metav1.ListMeta `json:"metadata,omitempty"`
-	Items           []ServiceBGPStatus `json:"items"`
+	// Items are the ServiceBGPStatus objects.
+	Items []ServiceBGPStatus `json:"items"`
 }

@@ -175,7 +175,9 @@ type BGPPeer struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
 
-	Spec   BGPPeerSpec   `json:"spec,omitempty"`
+	// Spec is the desired state of the BGPPeer.
+	Spec BGPPeerSpec `json:"spec,omitempty"`
+	// Status is the observed state, written by Herald (see BGPPeerStatus).
 	Status BGPPeerStatus `json:"status,omitempty"`
 }
 
@@ -189,5 +191,6 @@ func (*BGPPeer) Hub() {}
 type BGPPeerList struct {
 	metav1.TypeMeta `json:",inline"`
 	metav1.ListMeta `json:"metadata,omitempty"`
-	Items           []BGPPeer `json:"items"`
+	// Items are the BGPPeer objects.
+	Items []BGPPeer `json:"items"`
 }
