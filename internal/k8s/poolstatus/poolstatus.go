@@ -1,0 +1,180 @@
+// Package poolstatus publishes the allocator's per-pool address counters:
+// into each IPAddressPool's status (assignedIPv4, availableIPv4,
+// assignedIPv6, availableIPv6) and into MetalLB's allocator metrics
+// (metallb_allocator_addresses_total, _ipv4_addresses_total,
+// _ipv6_addresses_total and the three _in_use_total variants, label pool).
+//
+// Writes are debounced: Notify marks the counters dirty and the Writer
+// publishes at most once per Options.Delay, so a burst of allocations costs
+// one status patch per changed pool, not one per Service.
+package poolstatus
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/herald-lb/herald/api/v1beta1"
+	"github.com/herald-lb/herald/internal/ipam"
+)
+
+// DefaultDelay is the debounce delay when Options.Delay is 0.
+const DefaultDelay = 500 * time.Millisecond
+
+// Options configure a Writer. Client, Reader, Namespace and Stats are
+// required.
+type Options struct {
+	// Client patches IPAddressPool status.
+	Client client.Client
+	// Reader lists IPAddressPools (normally the manager's cache).
+	Reader client.Reader
+	// Namespace is Herald's namespace, where the pools live.
+	Namespace string
+	// Stats returns the current counters (ipam.Allocator.Stats).
+	Stats func() []ipam.PoolStats
+	// Delay is the debounce delay (DefaultDelay when 0).
+	Delay time.Duration
+	// Log receives write failures; nil discards them.
+	Log *slog.Logger
+	// Registerer receives the metallb_allocator_* gauges; nil registers
+	// nothing.
+	Registerer prometheus.Registerer
+}
+
+// Writer publishes pool counters. Run it with Start (a manager.Runnable).
+type Writer struct {
+	opts   Options
+	log    *slog.Logger
+	dirty  chan struct{}
+	gauges [6]*prometheus.GaugeVec
+	known  map[string]bool // pools with metric series
+}
+
+// New builds a Writer and registers its metrics.
+func New(opts Options) (*Writer, error) {
+	if opts.Client == nil || opts.Reader == nil || opts.Stats == nil {
+		return nil, errors.New("poolstatus: Client, Reader and Stats are required")
+	}
+	if opts.Delay <= 0 {
+		opts.Delay = DefaultDelay
+	}
+	log := opts.Log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	w := &Writer{opts: opts, log: log.With("controller", "poolstatus"), dirty: make(chan struct{}, 1), known: map[string]bool{}}
+	for i, d := range []struct{ name, help string }{
+		{"addresses_total", "Number of usable IP addresses in the pool, both families (saturated at the int64 maximum)."},
+		{"ipv4_addresses_total", "Number of usable IPv4 addresses in the pool."},
+		{"ipv6_addresses_total", "Number of usable IPv6 addresses in the pool (saturated at the int64 maximum)."},
+		{"addresses_in_use_total", "Number of IP addresses of the pool assigned to Services, both families."},
+		{"ipv4_addresses_in_use_total", "Number of IPv4 addresses of the pool assigned to Services."},
+		{"ipv6_addresses_in_use_total", "Number of IPv6 addresses of the pool assigned to Services."},
+	} {
+		w.gauges[i] = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: "metallb", Subsystem: "allocator", Name: d.name, Help: d.help,
+		}, []string{"pool"})
+		if opts.Registerer != nil {
+			if err := opts.Registerer.Register(w.gauges[i]); err != nil {
+				return nil, fmt.Errorf("poolstatus: register metrics: %w", err)
+			}
+		}
+	}
+	return w, nil
+}
+
+// Notify marks the counters dirty. It never blocks.
+func (w *Writer) Notify() {
+	select {
+	case w.dirty <- struct{}{}:
+	default:
+	}
+}
+
+// NeedLeaderElection: only the leader's allocator has counters.
+func (w *Writer) NeedLeaderElection() bool { return true }
+
+// Start publishes the counters after every Notify (at most once per Delay)
+// until ctx ends. It returns nil on shutdown.
+func (w *Writer) Start(ctx context.Context) error {
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-w.dirty:
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(w.opts.Delay):
+		}
+		if err := w.Publish(ctx); err != nil && ctx.Err() == nil {
+			w.log.Warn("publish pool counters; retrying", "error", err)
+			w.Notify()
+		}
+	}
+}
+
+// Publish writes the current counters to the metrics and to every
+// IPAddressPool whose status differs. Pools the allocator does not know
+// (not yet in a valid configuration) are left alone.
+func (w *Writer) Publish(ctx context.Context) error {
+	stats := w.opts.Stats()
+	byName := make(map[string]ipam.PoolStats, len(stats))
+	for _, s := range stats {
+		byName[s.Pool] = s
+		vals := [6]int64{s.Total(), s.TotalIPv4, s.TotalIPv6, s.InUse(), s.AssignedIPv4, s.AssignedIPv6}
+		for i, g := range w.gauges {
+			g.WithLabelValues(s.Pool).Set(float64(vals[i]))
+		}
+	}
+	for name := range w.known {
+		if _, ok := byName[name]; !ok {
+			for _, g := range w.gauges {
+				g.DeleteLabelValues(name)
+			}
+			delete(w.known, name)
+		}
+	}
+	for name := range byName {
+		w.known[name] = true
+	}
+
+	var pools v1beta1.IPAddressPoolList
+	if err := w.opts.Reader.List(ctx, &pools, client.InNamespace(w.opts.Namespace)); err != nil {
+		return fmt.Errorf("list IPAddressPools: %w", err)
+	}
+	var errs []error
+	for i := range pools.Items {
+		p := &pools.Items[i]
+		s, ok := byName[p.Name]
+		if !ok {
+			continue
+		}
+		want := v1beta1.IPAddressPoolStatus{
+			AssignedIPv4: s.AssignedIPv4, AssignedIPv6: s.AssignedIPv6,
+			AvailableIPv4: s.AvailableIPv4, AvailableIPv6: s.AvailableIPv6,
+		}
+		if p.Status == want {
+			continue
+		}
+		body, err := json.Marshal(map[string]any{"status": want})
+		if err != nil {
+			return err
+		}
+		target := &v1beta1.IPAddressPool{ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace, Name: p.Name}}
+		if err := w.opts.Client.Status().Patch(ctx, target, client.RawPatch(types.MergePatchType, body)); err != nil && !apierrors.IsNotFound(err) {
+			errs = append(errs, fmt.Errorf("patch IPAddressPool %s/%s status: %w", p.Namespace, p.Name, err))
+		}
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,130 @@
+package serviceip
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/herald-lb/herald/api/v1beta1"
+	"github.com/herald-lb/herald/internal/annotations"
+)
+
+// A new LoadBalancer Service gets the lowest free address, an IPAllocated
+// event, a True condition, the pool annotation, and the pool's status and
+// metrics count it.
+func TestAssignsIP(t *testing.T) {
+	f := newFixture(t)
+	f.pool("pool-a", []string{"198.51.100.10-198.51.100.12"})
+	r := f.start()
+	f.svc("web")
+	s := f.waitIPs("web", "198.51.100.10")
+	if s.Status.LoadBalancer.Ingress[0].IPMode == nil || *s.Status.LoadBalancer.Ingress[0].IPMode != corev1.LoadBalancerIPModeVIP {
+		t.Errorf("ipMode = %v, want VIP", s.Status.LoadBalancer.Ingress[0].IPMode)
+	}
+	cond := f.waitCondition("web", ReasonAllocated)
+	if cond.Status != "True" || cond.Message != `Assigned IP ["198.51.100.10"]` {
+		t.Errorf("condition = %+v", cond)
+	}
+	f.waitEvent("web", EventIPAllocated, `Assigned IP ["198.51.100.10"]`)
+	eventually(t, 30*time.Second, "pool annotation", func() (bool, string) {
+		got := f.get("web").Annotations[annotations.AllocatedFromPool]
+		return got == "pool-a", got
+	})
+
+	f.svc("api")
+	f.waitIPs("api", "198.51.100.11")
+	eventually(t, 30*time.Second, "pool status", func() (bool, string) {
+		var p v1beta1.IPAddressPool
+		if err := f.c.Get(f.ctx(), client.ObjectKey{Namespace: f.herald, Name: "pool-a"}, &p); err != nil {
+			return false, err.Error()
+		}
+		return p.Status.AssignedIPv4 == 2 && p.Status.AvailableIPv4 == 1, fmt.Sprintf("%+v", p.Status)
+	})
+	eventually(t, 10*time.Second, "in-use metric", func() (bool, string) {
+		v, _ := gauge(t, r.reg, "metallb_allocator_addresses_in_use_total", "pool", "pool-a")
+		tot, _ := gauge(t, r.reg, "metallb_allocator_ipv4_addresses_total", "pool", "pool-a")
+		return v == 2 && tot == 3, ""
+	})
+	if n, ok := gauge(t, r.reg, "herald_allocation_duration_seconds"); !ok || n < 2 {
+		t.Errorf("allocation duration samples = %v, want >= 2", n)
+	}
+
+	// Exhausted: the fourth Service stays pending with a reason, and gets
+	// the address freed by a deletion.
+	f.svc("db")
+	f.waitIPs("db", "198.51.100.12")
+	f.svc("late")
+	cond = f.waitCondition("late", ReasonPoolExhausted)
+	if cond.Status != "False" {
+		t.Errorf("condition = %+v", cond)
+	}
+	f.waitEvent("late", EventAllocationFailed, `"pool-a" has no free IPv4 address`)
+	if v, _ := gauge(t, r.reg, "herald_services_pending"); v != 1 {
+		t.Errorf("pending = %v, want 1", v)
+	}
+	if err := f.c.Delete(f.ctx(), f.get("api")); err != nil {
+		t.Fatal(err)
+	}
+	f.waitIPs("late", "198.51.100.11")
+	f.waitCondition("late", ReasonAllocated)
+	if v, _ := gauge(t, r.reg, "herald_services_pending"); v != 0 {
+		t.Errorf("pending = %v, want 0", v)
+	}
+
+	// Type change releases and clears everything.
+	s = f.get("web")
+	s.Spec.Type = corev1.ServiceTypeClusterIP
+	s.Spec.AllocateLoadBalancerNodePorts = nil
+	if err := f.c.Update(f.ctx(), s); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "web cleared", func() (bool, string) {
+		s := f.get("web")
+		_, ann := s.Annotations[annotations.AllocatedFromPool]
+		return len(s.Status.LoadBalancer.Ingress) == 0 && len(s.Status.Conditions) == 0 && !ann,
+			strings.Join(ingressStrings(s), ",")
+	})
+	f.svc("next")
+	f.waitIPs("next", "198.51.100.10")
+}
+
+// Requested IPs and the address-pool annotation are honoured; a requested
+// IP outside every pool fails with its reason; changing the request moves
+// the Service with a ClearAssignment event.
+func TestRequestedIPAndPool(t *testing.T) {
+	f := newFixture(t)
+	f.pool("pool-a", []string{"198.51.100.0/28"})
+	f.pool("pool-b", []string{"203.0.113.0/28"}, func(p *v1beta1.IPAddressPool) { p.Spec.AutoAssign = ptr(false) })
+	f.start()
+
+	f.svc("named", withAnnotation(annotations.AddressPool, "pool-b"))
+	f.waitIPs("named", "203.0.113.0")
+	f.svc("req", withAnnotation(annotations.LoadBalancerIPs, "198.51.100.7"))
+	f.waitIPs("req", "198.51.100.7")
+	f.svc("legacy", func(s *corev1.Service) { s.Spec.LoadBalancerIP = "203.0.113.9" })
+	f.waitIPs("legacy", "203.0.113.9")
+	f.svc("outside", withAnnotation(annotations.LoadBalancerIPs, "203.0.113.200"))
+	f.waitCondition("outside", ReasonRequestedIPNotInPool)
+	f.waitEvent("outside", EventAllocationFailed, "203.0.113.200")
+	f.svc("nopool", withAnnotation(annotations.AddressPool, "missing"))
+	f.waitCondition("nopool", ReasonUnknownPool)
+	f.svc("deprecated", withAnnotation(annotations.AddressPoolDeprecated, "pool-b"))
+	f.waitIPs("deprecated", "203.0.113.1")
+	f.waitEvent("deprecated", EventDeprecatedAnnotation, annotations.AddressPoolDeprecated)
+
+	s := f.get("req")
+	s.Annotations[annotations.LoadBalancerIPs] = "198.51.100.9"
+	if err := f.c.Update(f.ctx(), s); err != nil {
+		t.Fatal(err)
+	}
+	f.waitIPs("req", "198.51.100.9")
+	f.waitEvent("req", EventClearAssignment, "198.51.100.7")
+	eventually(t, 30*time.Second, "annotation pool-b", func() (bool, string) {
+		got := f.get("named").Annotations[annotations.AllocatedFromPool]
+		return got == "pool-b", got
+	})
+}

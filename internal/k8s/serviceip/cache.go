@@ -1,0 +1,33 @@
+package serviceip
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/herald-lb/herald/api/v1beta1"
+	"github.com/herald-lb/herald/api/v1beta2"
+)
+
+// CacheOptions returns the manager cache the controller needs: Herald's CRs
+// and Secrets only in namespace (Herald's), Services, Namespaces and Nodes
+// cluster-wide, managedFields stripped (they are never read and are most of
+// a Service's size).
+func CacheOptions(namespace string) cache.Options {
+	inNS := cache.ByObject{Namespaces: map[string]cache.Config{namespace: {}}}
+	return cache.Options{
+		DefaultTransform: cache.TransformStripManagedFields(),
+		ByObject: map[client.Object]cache.ByObject{
+			&v1beta1.IPAddressPool{}:      inNS,
+			&v1beta1.L2Advertisement{}:    inNS,
+			&v1beta1.BGPAdvertisement{}:   inNS,
+			&v1beta1.Community{}:          inNS,
+			&v1beta1.BFDProfile{}:         inNS,
+			&v1beta1.ConfigurationState{}: inNS,
+			&v1beta1.ServiceL2Status{}:    inNS,
+			&v1beta1.ServiceBGPStatus{}:   inNS,
+			&v1beta2.BGPPeer{}:            inNS,
+			&corev1.Secret{}:              inNS,
+		},
+	}
+}

@@ -1,0 +1,392 @@
+package serviceip
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/labels"
+	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/workqueue"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/herald-lb/herald/api/v1beta1"
+	"github.com/herald-lb/herald/api/v1beta2"
+	"github.com/herald-lb/herald/internal/config"
+	"github.com/herald-lb/herald/internal/ipam"
+	"github.com/herald-lb/herald/internal/k8s/configload"
+)
+
+// DefaultWorkers is the number of concurrent Service workers when
+// Options.Workers is 0.
+const DefaultWorkers = 8
+
+// configItem is the only item of the configuration queue: every
+// configuration event collapses into one reload.
+const configItem = "config"
+
+// Options configure a Controller. Client, Cache and Namespace are required.
+type Options struct {
+	// Client writes Service status and annotations (and ConfigurationState
+	// through Reporter). Reads go to Cache.
+	Client client.Client
+	// Cache is the manager's informer cache: Services, Namespaces and Nodes
+	// cluster-wide, Herald's CRs and Secrets in Namespace.
+	Cache cache.Cache
+	// Recorder emits Service and configuration events; nil emits none.
+	Recorder events.EventRecorder
+	// Log receives the controller's logs; nil discards them.
+	Log *slog.Logger
+	// Namespace is Herald's namespace (configuration objects).
+	Namespace string
+	// LBClass is --lb-class: only Services of this loadBalancerClass are
+	// handled ("" = only Services without a class).
+	LBClass string
+	// Workers is the number of concurrent Service workers (DefaultWorkers
+	// when 0).
+	Workers int
+	// Reporter writes the ConfigurationState "controller"; nil writes none.
+	Reporter *configload.Reporter
+	// ConfigMetrics are the metallb_k8s_client_* metrics; nil records none.
+	ConfigMetrics *configload.Metrics
+	// Registerer receives herald_allocation_duration_seconds and
+	// herald_services_pending; nil registers nothing.
+	Registerer prometheus.Registerer
+	// OnStatsChange, when set, is called (from a worker, must not block)
+	// whenever pool counters may have changed: the poolstatus writer's
+	// Notify.
+	OnStatsChange func()
+}
+
+// Controller is the Service IP reconcile loop. Create it with New and run it
+// with Start (it is a controller-runtime manager.Runnable).
+type Controller struct {
+	opts    Options
+	log     *slog.Logger
+	alloc   *ipam.Allocator
+	tracker *configload.Tracker
+	metrics *metrics
+
+	svcQueue  workqueue.TypedRateLimitingInterface[string]
+	annQueue  workqueue.TypedRateLimitingInterface[string]
+	confQueue workqueue.TypedRateLimitingInterface[string]
+
+	initialized atomic.Bool
+
+	mu      sync.Mutex
+	state   map[string]*svcState // per Service key
+	pending map[string]bool      // keys waiting for an address
+	since   map[string]time.Time // creation or request change, for the latency histogram
+	lastRej string               // text of the last rejected configuration reported by event
+}
+
+// svcState is what the controller remembers about one Service between
+// reconciles. Guarded by Controller.mu; only the worker owning the key
+// changes it (the workqueue never hands one key to two workers).
+type svcState struct {
+	// seen: the Service was imported at start or reconciled since; its
+	// ingress IPs are not re-imported from a possibly stale cache.
+	seen bool
+	// fp is the request fingerprint of the last reconcile.
+	fp string
+	// conflict is the ImportConflict the Service's existing IP met, and
+	// conflictFP the request it had then.
+	conflict   error
+	conflictFP string
+	// clearReason explains why the Service's IPs were taken back.
+	clearReason string
+}
+
+// New builds a Controller. It registers its metrics on opts.Registerer.
+func New(opts Options) (*Controller, error) {
+	if opts.Client == nil || opts.Cache == nil {
+		return nil, errors.New("serviceip: Client and Cache are required")
+	}
+	if opts.Workers <= 0 {
+		opts.Workers = DefaultWorkers
+	}
+	log := opts.Log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	m, err := newMetrics(opts.Registerer)
+	if err != nil {
+		return nil, err
+	}
+	rl := func() workqueue.TypedRateLimiter[string] {
+		return workqueue.NewTypedItemExponentialFailureRateLimiter[string](20*time.Millisecond, 30*time.Second)
+	}
+	return &Controller{
+		opts:      opts,
+		log:       log.With("controller", "serviceip"),
+		alloc:     ipam.New(),
+		tracker:   configload.NewTracker(config.Options{Namespace: opts.Namespace}),
+		metrics:   m,
+		svcQueue:  workqueue.NewTypedRateLimitingQueueWithConfig(rl(), workqueue.TypedRateLimitingQueueConfig[string]{Name: "serviceip"}),
+		annQueue:  workqueue.NewTypedRateLimitingQueueWithConfig(rl(), workqueue.TypedRateLimitingQueueConfig[string]{Name: "serviceip_annotation"}),
+		confQueue: workqueue.NewTypedRateLimitingQueueWithConfig(rl(), workqueue.TypedRateLimitingQueueConfig[string]{Name: "serviceip_config"}),
+		state:     map[string]*svcState{},
+		pending:   map[string]bool{},
+		since:     map[string]time.Time{},
+	}, nil
+}
+
+// Allocator returns the allocator the controller drives (for pool counters:
+// Stats). Callers must not change it.
+func (c *Controller) Allocator() *ipam.Allocator { return c.alloc }
+
+// Tracker returns the configuration tracker (the snapshot in force).
+func (c *Controller) Tracker() *configload.Tracker { return c.tracker }
+
+// Initialized reports whether the first valid configuration was loaded and
+// every existing assignment imported, i.e. allocation has started.
+func (c *Controller) Initialized() bool { return c.initialized.Load() }
+
+// NeedLeaderElection makes the manager start the loop only on the leader.
+func (c *Controller) NeedLeaderElection() bool { return true }
+
+// Start runs the loop until ctx ends: it installs the event handlers, waits
+// for the cache to sync, loads the configuration, imports every existing
+// assignment and then serves Service events. It returns nil on shutdown.
+func (c *Controller) Start(ctx context.Context) error {
+	defer c.svcQueue.ShutDown()
+	defer c.annQueue.ShutDown()
+	defer c.confQueue.ShutDown()
+	if err := c.installHandlers(ctx); err != nil {
+		return err
+	}
+	if !c.opts.Cache.WaitForCacheSync(ctx) {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return errors.New("serviceip: cache did not sync")
+	}
+	c.confQueue.Add(configItem)
+
+	var wg sync.WaitGroup
+	wg.Go(func() { c.run(ctx, c.confQueue, c.syncConfig, nil) })
+	for range c.opts.Workers {
+		wg.Go(func() { c.run(ctx, c.svcQueue, c.reconcile, nil) })
+	}
+	for range 2 {
+		wg.Go(func() { c.run(ctx, c.annQueue, c.syncAnnotation, c.yield) })
+	}
+	<-ctx.Done()
+	c.svcQueue.ShutDown()
+	c.annQueue.ShutDown()
+	c.confQueue.ShutDown()
+	wg.Wait()
+	return nil
+}
+
+// yield makes annotation work wait while Service status work is queued, so a
+// burst of new Services gets addresses before any annotation is written.
+func (c *Controller) yield(ctx context.Context) {
+	for c.svcQueue.Len() > 0 && ctx.Err() == nil {
+		select {
+		case <-ctx.Done():
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
+// run processes q until it shuts down. A failed item is retried with
+// exponential backoff.
+func (c *Controller) run(ctx context.Context, q workqueue.TypedRateLimitingInterface[string],
+	fn func(context.Context, string) error, before func(context.Context)) {
+	for {
+		key, shutdown := q.Get()
+		if shutdown {
+			return
+		}
+		if before != nil {
+			before(ctx)
+		}
+		err := fn(ctx, key)
+		switch {
+		case err == nil:
+			q.Forget(key)
+		case ctx.Err() != nil:
+		default:
+			c.log.Warn("retrying", "key", key, "error", err)
+			q.AddRateLimited(key)
+		}
+		q.Done(key)
+	}
+}
+
+// installHandlers registers the informer event handlers.
+func (c *Controller) installHandlers(ctx context.Context) error {
+	svcInf, err := c.opts.Cache.GetInformer(ctx, &corev1.Service{})
+	if err != nil {
+		return fmt.Errorf("serviceip: Service informer: %w", err)
+	}
+	if _, err := svcInf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj any) {
+			if s, ok := obj.(*corev1.Service); ok {
+				c.markSince(Key(s), len(s.Status.LoadBalancer.Ingress) == 0)
+				c.svcQueue.Add(Key(s))
+			}
+		},
+		UpdateFunc: func(oldObj, newObj any) {
+			o, ok1 := oldObj.(*corev1.Service)
+			n, ok2 := newObj.(*corev1.Service)
+			if !ok1 || !ok2 {
+				return
+			}
+			if !equality.Semantic.DeepEqual(o.Spec, n.Spec) || !equalMaps(o.Annotations, n.Annotations) || !equalMaps(o.Labels, n.Labels) {
+				c.markSince(Key(n), true)
+			}
+			c.svcQueue.Add(Key(n))
+		},
+		DeleteFunc: func(obj any) {
+			if d, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+				obj = d.Obj
+			}
+			if s, ok := obj.(*corev1.Service); ok {
+				c.svcQueue.Add(Key(s))
+			}
+		},
+	}); err != nil {
+		return fmt.Errorf("serviceip: Service handler: %w", err)
+	}
+
+	nsInf, err := c.opts.Cache.GetInformer(ctx, &corev1.Namespace{})
+	if err != nil {
+		return fmt.Errorf("serviceip: Namespace informer: %w", err)
+	}
+	if _, err := nsInf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		UpdateFunc: func(oldObj, newObj any) {
+			o, ok1 := oldObj.(*corev1.Namespace)
+			n, ok2 := newObj.(*corev1.Namespace)
+			if ok1 && ok2 && !equalMaps(o.Labels, n.Labels) {
+				c.enqueueNamespace(ctx, n.Name)
+			}
+		},
+	}); err != nil {
+		return fmt.Errorf("serviceip: Namespace handler: %w", err)
+	}
+
+	nodeInf, err := c.opts.Cache.GetInformer(ctx, &corev1.Node{})
+	if err != nil {
+		return fmt.Errorf("serviceip: Node informer: %w", err)
+	}
+	// Nodes matter to the configuration only through their labels (peer
+	// node selectors); status heartbeats must not reload it (metallb#1606).
+	if _, err := nodeInf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc: func(any) { c.confQueue.Add(configItem) },
+		UpdateFunc: func(oldObj, newObj any) {
+			o, ok1 := oldObj.(*corev1.Node)
+			n, ok2 := newObj.(*corev1.Node)
+			if ok1 && ok2 && !equalMaps(o.Labels, n.Labels) {
+				c.confQueue.Add(configItem)
+			}
+		},
+		DeleteFunc: func(any) { c.confQueue.Add(configItem) },
+	}); err != nil {
+		return fmt.Errorf("serviceip: Node handler: %w", err)
+	}
+
+	confHandler := toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { c.confQueue.Add(configItem) },
+		UpdateFunc: func(o, n any) { c.confQueue.Add(configItem) },
+		DeleteFunc: func(any) { c.confQueue.Add(configItem) },
+	}
+	for _, obj := range []client.Object{
+		&v1beta1.IPAddressPool{}, &v1beta1.L2Advertisement{}, &v1beta1.BGPAdvertisement{},
+		&v1beta1.Community{}, &v1beta1.BFDProfile{}, &v1beta2.BGPPeer{}, &corev1.Secret{},
+	} {
+		inf, err := c.opts.Cache.GetInformer(ctx, obj)
+		if err != nil {
+			return fmt.Errorf("serviceip: %T informer: %w", obj, err)
+		}
+		h := confHandler
+		if _, ok := obj.(*v1beta1.IPAddressPool); ok {
+			// Status writes (pool counters) do not change the
+			// configuration.
+			h.UpdateFunc = func(o, n any) {
+				op, ok1 := o.(*v1beta1.IPAddressPool)
+				np, ok2 := n.(*v1beta1.IPAddressPool)
+				if !ok1 || !ok2 || op.Generation != np.Generation || !equalMaps(op.Labels, np.Labels) {
+					c.confQueue.Add(configItem)
+				}
+			}
+		}
+		if _, err := inf.AddEventHandler(h); err != nil {
+			return fmt.Errorf("serviceip: %T handler: %w", obj, err)
+		}
+	}
+	return nil
+}
+
+// enqueueNamespace re-queues every Service of namespace ns (its labels
+// changed, so serviceAllocation namespaceSelectors may match differently).
+func (c *Controller) enqueueNamespace(ctx context.Context, ns string) {
+	var list corev1.ServiceList
+	if err := c.opts.Cache.List(ctx, &list, client.InNamespace(ns)); err != nil {
+		c.log.Warn("list Services of namespace", "namespace", ns, "error", err)
+		return
+	}
+	for i := range list.Items {
+		c.svcQueue.Add(Key(&list.Items[i]))
+	}
+}
+
+// markSince records when a Service started waiting for an address (created,
+// or its request changed), unless it already waits.
+func (c *Controller) markSince(key string, waiting bool) {
+	if !waiting {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.since[key]; !ok {
+		c.since[key] = time.Now()
+	}
+}
+
+// wakePending re-queues every pending Service: an address may have become
+// free.
+func (c *Controller) wakePending() {
+	c.mu.Lock()
+	keys := make([]string, 0, len(c.pending))
+	for k := range c.pending {
+		keys = append(keys, k)
+	}
+	c.mu.Unlock()
+	slices.Sort(keys)
+	for _, k := range keys {
+		c.svcQueue.Add(k)
+	}
+}
+
+func (c *Controller) setPending(key string, p bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if p {
+		c.pending[key] = true
+	} else {
+		delete(c.pending, key)
+	}
+	c.metrics.pending.Set(float64(len(c.pending)))
+}
+
+func (c *Controller) statsChanged() {
+	if c.opts.OnStatsChange != nil {
+		c.opts.OnStatsChange()
+	}
+}
+
+func equalMaps(a, b map[string]string) bool {
+	return labels.Equals(a, b)
+}

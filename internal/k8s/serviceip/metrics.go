@@ -1,0 +1,38 @@
+package serviceip
+
+import (
+	"fmt"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// metrics are the controller's own metrics (beyond MetalLB's set).
+type metrics struct {
+	// duration: Service creation or request change until its IPs are
+	// written to status, in seconds.
+	duration prometheus.Histogram
+	// pending: Services waiting for an address.
+	pending prometheus.Gauge
+}
+
+func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+	m := &metrics{
+		duration: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "herald_allocation_duration_seconds",
+			Help:    "Time from a Service's creation (or a change of its request) until its LoadBalancer IPs are written to its status, in seconds.",
+			Buckets: prometheus.ExponentialBuckets(0.005, 2, 14), // 5 ms .. ~41 s
+		}),
+		pending: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "herald_services_pending",
+			Help: "Number of LoadBalancer Services waiting for an address (allocation failed; retried when addresses free up or the configuration changes).",
+		}),
+	}
+	if reg != nil {
+		for _, col := range []prometheus.Collector{m.duration, m.pending} {
+			if err := reg.Register(col); err != nil {
+				return nil, fmt.Errorf("serviceip: register metrics: %w", err)
+			}
+		}
+	}
+	return m, nil
+}

@@ -1,0 +1,374 @@
+package serviceip
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/herald-lb/herald/internal/annotations"
+	"github.com/herald-lb/herald/internal/ipam"
+)
+
+// fieldManager names the controller's writes in managedFields.
+const fieldManager = "herald-controller"
+
+func splitKey(key string) client.ObjectKey {
+	ns, name, _ := strings.Cut(key, "/")
+	return client.ObjectKey{Namespace: ns, Name: name}
+}
+
+// reconcile brings one Service's addresses, status and condition in line
+// with the allocator. Nothing happens before initialisation (the first
+// valid configuration and the import of every existing assignment).
+func (c *Controller) reconcile(ctx context.Context, key string) error {
+	if !c.initialized.Load() {
+		return nil
+	}
+	var svc corev1.Service
+	if err := c.opts.Cache.Get(ctx, splitKey(key), &svc); err != nil {
+		if apierrors.IsNotFound(err) {
+			c.forget(key)
+			return nil
+		}
+		return fmt.Errorf("get Service %s: %w", key, err)
+	}
+	if svc.Spec.Type == corev1.ServiceTypeLoadBalancer && !OwnsClass(&svc, c.opts.LBClass) {
+		c.forget(key) // another implementation's Service: never written
+		return nil
+	}
+	if !Handled(&svc, c.opts.LBClass) {
+		return c.clear(ctx, &svc)
+	}
+
+	var nsLabels map[string]string
+	var ns corev1.Namespace
+	if err := c.opts.Cache.Get(ctx, client.ObjectKey{Name: svc.Namespace}, &ns); err == nil {
+		nsLabels = ns.Labels
+	}
+	req, reqErr := RequestFor(&svc, nsLabels)
+	fp := requestFingerprint(req)
+
+	c.mu.Lock()
+	st := c.stateLocked(key)
+	wasSeen, prevFP := st.seen, st.fp
+	st.seen, st.fp = true, fp
+	c.mu.Unlock()
+
+	before, hadBefore := c.alloc.Lookup(key)
+	statusIPs := IngressIPs(&svc)
+
+	if reqErr != nil {
+		c.alloc.Release(key)
+		return c.finish(ctx, &svc, outcome{before: before, err: reqErr, reqChanged: prevFP != fp})
+	}
+
+	if !wasSeen && !hadBefore && len(statusIPs) > 0 {
+		// First sight of a Service that already has addresses (written by
+		// another controller instance): keep them if they are valid.
+		asg, err := c.alloc.Import(key, statusIPs, req)
+		c.noteImport(key, fp, err)
+		before, hadBefore = asg, len(asg.IPs) > 0
+	}
+
+	c.mu.Lock()
+	conflict, conflictFP := st.conflict, st.conflictFP
+	c.mu.Unlock()
+	if conflict != nil {
+		if conflictFP == fp {
+			asg, err := c.alloc.Import(key, statusIPs, req)
+			var ce *ipam.ConflictError
+			if errors.As(err, &ce) {
+				return c.reportConflict(ctx, &svc, statusIPs, err)
+			}
+			before = asg
+		}
+		c.mu.Lock()
+		st.conflict, st.conflictFP = nil, ""
+		c.mu.Unlock()
+	}
+
+	asg, err := c.alloc.Allocate(req)
+	return c.finish(ctx, &svc, outcome{
+		before: before, after: asg, err: err, pending: err != nil,
+		reqChanged: hadBefore && prevFP != "" && prevFP != fp,
+	})
+}
+
+// outcome is the result of one allocation, for finish.
+type outcome struct {
+	before, after ipam.Assignment
+	err           error
+	// pending: the Service waits for an address (retried on wake-ups).
+	pending bool
+	// reqChanged: the sharing-relevant request changed, which may let a
+	// pending Service share an address now.
+	reqChanged bool
+}
+
+// finish writes the status and condition of an allocation outcome, emits
+// the events, and wakes pending Services when an address may have been freed.
+func (c *Controller) finish(ctx context.Context, svc *corev1.Service, o outcome) error {
+	key := Key(svc)
+	newIPs := o.after.IPs
+	if o.err != nil {
+		newIPs = nil
+	}
+	statusIPs := IngressIPs(svc)
+	lost := false
+	for _, ip := range o.before.IPs {
+		if !slices.Contains(newIPs, ip) {
+			lost = true
+		}
+	}
+
+	var cond metav1.Condition
+	if o.err == nil {
+		cond = desiredCondition(svc, true, ReasonAllocated, fmt.Sprintf("Assigned IP %q", ipStrings(newIPs)))
+	} else {
+		cond = desiredCondition(svc, false, ReasonFor(o.err), o.err.Error())
+	}
+	oldCond := meta.FindStatusCondition(svc.Status.Conditions, ConditionType)
+	condChanged := oldCond == nil || oldCond.Status != cond.Status || oldCond.Reason != cond.Reason || oldCond.Message != cond.Message
+
+	if !statusUpToDate(svc, newIPs, &cond) {
+		if err := c.patchStatus(ctx, svc, newIPs, &cond); err != nil {
+			return err
+		}
+	}
+
+	c.mu.Lock()
+	st := c.stateLocked(key)
+	clearReason := st.clearReason
+	st.clearReason = ""
+	started, waited := c.since[key]
+	if o.err == nil {
+		delete(c.since, key)
+	}
+	c.mu.Unlock()
+
+	dropped := droppedIPs(statusIPs, newIPs)
+	if len(dropped) > 0 {
+		if clearReason == "" {
+			switch {
+			case o.err != nil:
+				clearReason = o.err.Error()
+			case o.reqChanged:
+				clearReason = "the Service's request changed"
+			default:
+				clearReason = "the address is no longer valid for the Service"
+			}
+		}
+		c.event(svc, corev1.EventTypeNormal, EventClearAssignment, "Clear", fmt.Sprintf("Cleared IP %q: %s", ipStrings(dropped), clearReason))
+	}
+	if o.err == nil {
+		if !slices.Equal(statusIPs, newIPs) {
+			c.event(svc, corev1.EventTypeNormal, EventIPAllocated, "Allocate", fmt.Sprintf("Assigned IP %q", ipStrings(newIPs)))
+			if dep := annotations.Deprecated(svc); len(dep) > 0 {
+				c.event(svc, corev1.EventTypeWarning, EventDeprecatedAnnotation, "Allocate",
+					fmt.Sprintf("Service uses deprecated annotations %q: use the metallb.io/ keys instead", dep))
+			}
+			if waited {
+				c.metrics.duration.Observe(time.Since(started).Seconds())
+			}
+		}
+	} else if condChanged {
+		c.event(svc, corev1.EventTypeWarning, EventAllocationFailed, "Allocate", o.err.Error())
+	}
+	c.setPending(key, o.pending)
+
+	wantPool := ""
+	if o.err == nil && len(newIPs) > 0 {
+		wantPool = o.after.Pool
+	}
+	if svc.Annotations[annotations.AllocatedFromPool] != wantPool {
+		c.annQueue.Add(key)
+	}
+	if !slices.Equal(o.before.IPs, newIPs) {
+		c.statsChanged()
+	}
+	if lost || o.reqChanged {
+		c.wakePending()
+	}
+	return nil
+}
+
+// reportConflict keeps a Service whose existing address is held by another
+// one as it is, and says so in its condition and an event.
+func (c *Controller) reportConflict(ctx context.Context, svc *corev1.Service, statusIPs []netip.Addr, err error) error {
+	cond := desiredCondition(svc, false, ReasonImportConflict,
+		fmt.Sprintf("existing IP kept but not owned: %v", err))
+	old := meta.FindStatusCondition(svc.Status.Conditions, ConditionType)
+	if !statusUpToDate(svc, statusIPs, &cond) {
+		if perr := c.patchStatus(ctx, svc, statusIPs, &cond); perr != nil {
+			return perr
+		}
+	}
+	if old == nil || old.Reason != cond.Reason || old.Message != cond.Message {
+		c.event(svc, corev1.EventTypeWarning, EventAllocationFailed, "Import", cond.Message)
+	}
+	c.setPending(Key(svc), true)
+	return nil
+}
+
+// noteImport records the outcome of importing a Service's existing IPs.
+func (c *Controller) noteImport(key, fp string, err error) {
+	if err == nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	st := c.stateLocked(key)
+	var ce *ipam.ConflictError
+	if errors.As(err, &ce) {
+		st.conflict, st.conflictFP = err, fp
+		c.log.Warn("existing IP held by another Service; not moved", "service", key, "error", err)
+		return
+	}
+	st.clearReason = "the existing address could not be kept: " + err.Error()
+}
+
+// clear removes the controller's state from a Service that is no longer
+// handled (no longer a LoadBalancer, or headless): its IPs are released and
+// its ingress, condition and pool annotation removed.
+func (c *Controller) clear(ctx context.Context, svc *corev1.Service) error {
+	key := Key(svc)
+	_, had := c.alloc.Lookup(key)
+	c.forget(key)
+	ours := had || svc.Annotations[annotations.AllocatedFromPool] != "" ||
+		meta.FindStatusCondition(svc.Status.Conditions, ConditionType) != nil
+	if !ours {
+		return nil
+	}
+	if len(svc.Status.LoadBalancer.Ingress) > 0 || meta.FindStatusCondition(svc.Status.Conditions, ConditionType) != nil {
+		if err := c.patchStatus(ctx, svc, nil, nil); err != nil {
+			return err
+		}
+		if ips := IngressIPs(svc); len(ips) > 0 {
+			c.event(svc, corev1.EventTypeNormal, EventClearAssignment, "Clear",
+				fmt.Sprintf("Cleared IP %q: the Service is no longer a LoadBalancer with a ClusterIP", ipStrings(ips)))
+		}
+	}
+	if svc.Annotations[annotations.AllocatedFromPool] != "" {
+		c.annQueue.Add(key)
+	}
+	return nil
+}
+
+// forget drops everything the controller holds for key and wakes pending
+// Services if an address was freed.
+func (c *Controller) forget(key string) {
+	before, had := c.alloc.Lookup(key)
+	c.alloc.Release(key)
+	c.mu.Lock()
+	delete(c.state, key)
+	delete(c.since, key)
+	c.mu.Unlock()
+	c.setPending(key, false)
+	if had && len(before.IPs) > 0 {
+		c.statsChanged()
+		c.wakePending()
+	}
+}
+
+// stateLocked returns key's state, creating it. c.mu must be held.
+func (c *Controller) stateLocked(key string) *svcState {
+	st := c.state[key]
+	if st == nil {
+		st = &svcState{}
+		c.state[key] = st
+	}
+	return st
+}
+
+// patchStatus writes ips and cond (nil deletes ours) in one status patch.
+func (c *Controller) patchStatus(ctx context.Context, svc *corev1.Service, ips []netip.Addr, cond *metav1.Condition) error {
+	body, err := statusPatch(ips, cond)
+	if err != nil {
+		return err
+	}
+	target := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: svc.Namespace, Name: svc.Name}}
+	if err := c.opts.Client.Status().Patch(ctx, target, client.RawPatch(types.StrategicMergePatchType, body),
+		client.FieldOwner(fieldManager)); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil // deleted meanwhile: the delete event releases it
+		}
+		return fmt.Errorf("patch Service %s status: %w", Key(svc), err)
+	}
+	return nil
+}
+
+// syncAnnotation writes (or removes) metallb.io/ip-allocated-from-pool to
+// match the allocator. It runs after the status write, from the
+// low-priority queue.
+func (c *Controller) syncAnnotation(ctx context.Context, key string) error {
+	if !c.initialized.Load() {
+		return nil
+	}
+	var svc corev1.Service
+	if err := c.opts.Cache.Get(ctx, splitKey(key), &svc); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return fmt.Errorf("get Service %s: %w", key, err)
+	}
+	if svc.Spec.Type == corev1.ServiceTypeLoadBalancer && !OwnsClass(&svc, c.opts.LBClass) {
+		return nil
+	}
+	want := ""
+	if Handled(&svc, c.opts.LBClass) {
+		if asg, ok := c.alloc.Lookup(key); ok && len(asg.IPs) > 0 {
+			want = asg.Pool
+		}
+	}
+	have := svc.Annotations[annotations.AllocatedFromPool]
+	if have == want {
+		return nil
+	}
+	var val any
+	if want != "" {
+		val = want
+	}
+	body, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]any{annotations.AllocatedFromPool: val}}})
+	if err != nil {
+		return fmt.Errorf("build annotation patch: %w", err)
+	}
+	target := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: svc.Namespace, Name: svc.Name}}
+	if err := c.opts.Client.Patch(ctx, target, client.RawPatch(types.MergePatchType, body), client.FieldOwner(fieldManager)); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return fmt.Errorf("patch Service %s annotation: %w", key, err)
+	}
+	return nil
+}
+
+// droppedIPs returns the addresses of old not in cur.
+func droppedIPs(old, cur []netip.Addr) []netip.Addr {
+	var out []netip.Addr
+	for _, ip := range old {
+		if !slices.Contains(cur, ip) {
+			out = append(out, ip)
+		}
+	}
+	return out
+}
+
+// event records an event on obj when a recorder is configured.
+func (c *Controller) event(obj client.Object, typ, reason, action, msg string) {
+	if c.opts.Recorder == nil {
+		return
+	}
+	c.opts.Recorder.Eventf(obj, nil, typ, reason, action, "%s", msg)
+}

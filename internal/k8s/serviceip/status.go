@@ -1,0 +1,135 @@
+package serviceip
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/netip"
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/herald-lb/herald/internal/ipam"
+)
+
+// ConditionType is the Service status condition the controller maintains.
+const ConditionType = "herald.io/IPAllocated"
+
+// Condition reasons: ReasonAllocated when the Service holds its IPs, one
+// CamelCase word per failure kind otherwise.
+const (
+	ReasonAllocated            = "IPAllocated"
+	ReasonNoPoolMatches        = "NoPoolMatches"
+	ReasonPoolExhausted        = "PoolExhausted"
+	ReasonSharingConflict      = "SharingConflict"
+	ReasonIPInUse              = "IPInUse"
+	ReasonRequestedIPNotInPool = "RequestedIPNotInPool"
+	ReasonFamilyUnavailable    = "FamilyUnavailable"
+	ReasonUnknownPool          = "UnknownPool"
+	ReasonInvalidRequest       = "InvalidRequest"
+	ReasonNotEnoughClusterIPs  = "NotEnoughClusterIPs"
+	ReasonImportConflict       = "ImportConflict"
+	ReasonInternalError        = "InternalError"
+)
+
+// Event reasons, as MetalLB's controller emits them.
+const (
+	EventIPAllocated          = "IPAllocated"
+	EventAllocationFailed     = "AllocationFailed"
+	EventClearAssignment      = "ClearAssignment"
+	EventDeprecatedAnnotation = "deprecatedAnnotation"
+)
+
+// ReasonFor maps an allocation error to the condition reason.
+func ReasonFor(err error) string {
+	for _, r := range []struct {
+		err    error
+		reason string
+	}{
+		{ErrNotEnoughClusterIPs, ReasonNotEnoughClusterIPs},
+		{ipam.ErrSharingConflict, ReasonSharingConflict},
+		{ipam.ErrIPInUse, ReasonIPInUse},
+		{ipam.ErrNoPoolMatches, ReasonNoPoolMatches},
+		{ipam.ErrPoolExhausted, ReasonPoolExhausted},
+		{ipam.ErrRequestedIPNotInPool, ReasonRequestedIPNotInPool},
+		{ipam.ErrFamilyUnavailable, ReasonFamilyUnavailable},
+		{ipam.ErrUnknownPool, ReasonUnknownPool},
+		{ipam.ErrInvalidRequest, ReasonInvalidRequest},
+	} {
+		if errors.Is(err, r.err) {
+			return r.reason
+		}
+	}
+	return ReasonInvalidRequest
+}
+
+// desiredCondition returns the condition to write, keeping the transition
+// time of an existing condition with the same status.
+func desiredCondition(s *corev1.Service, ok bool, reason, msg string) metav1.Condition {
+	cond := metav1.Condition{
+		Type:               ConditionType,
+		Status:             metav1.ConditionFalse,
+		Reason:             reason,
+		Message:            msg,
+		ObservedGeneration: s.Generation,
+		LastTransitionTime: metav1.Now(),
+	}
+	if ok {
+		cond.Status = metav1.ConditionTrue
+	}
+	if old := meta.FindStatusCondition(s.Status.Conditions, ConditionType); old != nil && old.Status == cond.Status {
+		cond.LastTransitionTime = old.LastTransitionTime
+	}
+	return cond
+}
+
+// statusUpToDate reports whether s already shows ips and cond.
+func statusUpToDate(s *corev1.Service, ips []netip.Addr, cond *metav1.Condition) bool {
+	if !slices.Equal(IngressIPs(s), ips) || len(s.Status.LoadBalancer.Ingress) != len(ips) {
+		return false
+	}
+	old := meta.FindStatusCondition(s.Status.Conditions, ConditionType)
+	if cond == nil {
+		return old == nil
+	}
+	return old != nil && old.Status == cond.Status && old.Reason == cond.Reason &&
+		old.Message == cond.Message && old.ObservedGeneration == cond.ObservedGeneration
+}
+
+// statusPatch builds a strategic-merge patch of the status subresource that
+// sets the ingress list to ips and our condition to cond (other conditions
+// are kept: Service conditions merge by type). A nil cond deletes ours.
+func statusPatch(ips []netip.Addr, cond *metav1.Condition) ([]byte, error) {
+	ingress := make([]map[string]any, 0, len(ips))
+	for _, ip := range ips {
+		ingress = append(ingress, map[string]any{"ip": ip.String(), "ipMode": string(corev1.LoadBalancerIPModeVIP)})
+	}
+	var conds []any
+	if cond != nil {
+		conds = append(conds, cond)
+	} else {
+		conds = append(conds, map[string]any{"type": ConditionType, "$patch": "delete"})
+	}
+	var lb map[string]any
+	if len(ingress) > 0 {
+		lb = map[string]any{"ingress": ingress}
+	} else {
+		lb = map[string]any{"ingress": nil}
+	}
+	b, err := json.Marshal(map[string]any{"status": map[string]any{"loadBalancer": lb, "conditions": conds}})
+	if err != nil {
+		return nil, fmt.Errorf("build status patch: %w", err)
+	}
+	return b, nil
+}
+
+// ipStrings renders ips for event messages (MetalLB: Assigned IP ["a" "b"]).
+func ipStrings(ips []netip.Addr) []string {
+	out := make([]string, len(ips))
+	for i, ip := range ips {
+		out[i] = ip.String()
+	}
+	return out
+}
