@@ -16,10 +16,10 @@ import (
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"sigs.k8s.io/yaml"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	"sigs.k8s.io/yaml"
 
 	"github.com/herald-lb/herald/internal/testenv"
 )
@@ -62,9 +62,9 @@ func Start() (*Server, error) {
 		return nil, err
 	}
 	env := &envtest.Environment{
-		BinaryAssetsDirectory: assets,
-		Scheme:                scheme,
-		CRDInstallOptions: envtest.CRDInstallOptions{CRDs: crds},
+		BinaryAssetsDirectory:    assets,
+		Scheme:                   scheme,
+		CRDInstallOptions:        envtest.CRDInstallOptions{CRDs: crds},
 		ControlPlaneStartTimeout: 3 * time.Minute,
 	}
 	api := env.ControlPlane.GetAPIServer()
