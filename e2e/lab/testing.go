@@ -2,7 +2,10 @@ package lab
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -24,12 +27,19 @@ func UpForTest(t testing.TB, cfg Config) *Lab {
 	if cfg.StateDir == "" {
 		cfg.StateDir = t.TempDir()
 	}
+	if err := SweepOrphans(); err != nil {
+		t.Logf("sweep labs of crashed test runs: %v", err)
+	}
+	if err := claim(cfg); err != nil {
+		t.Fatalf("lab up: %v", err)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	start := time.Now()
 	l, err := Up(ctx, cfg)
 	if err != nil {
 		dumpLogs(t, cfg.StateDir)
+		unclaim(cfg.Prefix)
 		t.Fatalf("lab up: %v", err)
 	}
 	t.Logf("lab %s up in %s (state %s)", l.Prefix(), time.Since(start).Round(time.Millisecond), l.StateDir())
@@ -40,6 +50,7 @@ func UpForTest(t testing.TB, cfg Config) *Lab {
 		if err := l.Down(); err != nil {
 			t.Errorf("lab down: %v", err)
 		}
+		unclaim(l.Prefix())
 	})
 	return l
 }
@@ -62,4 +73,61 @@ func dumpLogs(t testing.TB, dir string) {
 		}
 		t.Logf("--- %s (tail)\n%s", e.Name(), strings.Join(lines, "\n"))
 	}
+}
+
+// claimsDir records which process owns each test lab, so that the labs of
+// a test binary that crashed (or was killed by a timeout) are removed by
+// the next test run.
+const claimsDir = "/var/run/herald-lab/claims"
+
+// claim records that this process owns the lab of cfg.
+func claim(cfg Config) error {
+	if err := os.MkdirAll(claimsDir, 0o755); err != nil {
+		return err
+	}
+	st, err := procStartTime(os.Getpid())
+	if err != nil {
+		return err
+	}
+	abs, err := filepath.Abs(cfg.StateDir)
+	if err != nil {
+		return err
+	}
+	line := fmt.Sprintf("%d %d %s\n", os.Getpid(), st, abs)
+	return os.WriteFile(filepath.Join(claimsDir, cfg.Prefix), []byte(line), 0o644)
+}
+
+func unclaim(prefix string) { _ = os.Remove(filepath.Join(claimsDir, prefix)) }
+
+// SweepOrphans removes the labs of test processes that no longer run
+// (see [UpForTest]); labs of live processes and the persistent lab are
+// left alone.
+func SweepOrphans() error {
+	ents, err := os.ReadDir(claimsDir)
+	if err != nil {
+		return nil // no claims yet
+	}
+	var errs []error
+	for _, e := range ents {
+		b, err := os.ReadFile(filepath.Join(claimsDir, e.Name()))
+		if err != nil {
+			continue
+		}
+		var pid int
+		var start uint64
+		var dir string
+		if _, err := fmt.Sscanf(string(b), "%d %d %s", &pid, &start, &dir); err != nil || !prefixRE.MatchString(e.Name()) {
+			unclaim(e.Name())
+			continue
+		}
+		if procAlive(pid, start) {
+			continue
+		}
+		if err := Cleanup(dir, e.Name()); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		unclaim(e.Name())
+	}
+	return errors.Join(errs...)
 }
