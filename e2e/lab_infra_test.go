@@ -329,6 +329,48 @@ router bgp 64512
 		if reply.Node != "n1" || reply.Client != lab.ClientAddr.String() {
 			t.Errorf("reply from %s = %+v, want node n1 seeing client %s", svcIP, reply, lab.ClientAddr)
 		}
+
+		// A second announcer from another AS: the router spreads flows over
+		// both (maximum-paths, as-path multipath-relax, L4 hashing).
+		n2 := l.Nodes[1]
+		err = l.StartNodeFRR(ctx, n2.Name, `frr defaults traditional
+hostname `+n2.Namespace+`
+router bgp 64513
+ bgp router-id `+n2.IPv4.String()+`
+ no bgp ebgp-requires-policy
+ no bgp network import-check
+ neighbor `+lab.RouterAddr.String()+` remote-as 64500
+ address-family ipv4 unicast
+  network `+svcIP.String()+`/32
+ exit-address-family
+`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = waitFor(ctx, 30*time.Second, func() error {
+			kr, err := l.KernelRoutes(ctx, "-4")
+			if err != nil {
+				return err
+			}
+			if !strings.Contains(kr, "via "+n1.IPv4.String()) || !strings.Contains(kr, "via "+n2.IPv4.String()) {
+				return errors.New("no ECMP route via n1 and n2:\n" + kr)
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen := map[string]int{}
+		for range 40 {
+			r, err := l.Get(ctx, l.ClientNamespace(), svcIP, lab.BackendPort)
+			if err != nil {
+				t.Fatal(err)
+			}
+			seen[r.Node]++
+		}
+		if seen["n1"] == 0 || seen["n2"] == 0 || len(seen) != 2 {
+			t.Errorf("40 connections over ECMP reached %v, want both n1 and n2", seen)
+		}
 	})
 
 	t.Run("layer2", func(t *testing.T) {
@@ -376,7 +418,7 @@ router bgp 64512
 
 	// Down removes everything; record what must go first.
 	var pids []int
-	for _, name := range []string{"etcd", "kube-apiserver", "frr-zebra", "frr-bgpd", "frr-bgpd-n1", "backend-n1"} {
+	for _, name := range []string{"etcd", "kube-apiserver", "frr-zebra", "frr-bgpd", "frr-bgpd-n1", "frr-zebra-n2", "backend-n1"} {
 		p := l.Process(name)
 		if p == nil {
 			t.Fatalf("no lab process %s", name)

@@ -73,7 +73,10 @@ var (
 		"net.ipv4.conf.all.arp_ignore=1", "net.ipv4.conf.default.arp_ignore=1",
 		"net.ipv4.conf.all.arp_announce=2", "net.ipv4.conf.default.arp_announce=2",
 	}
-	routerSysctls = []string{"net.ipv4.ip_forward=1", "net.ipv6.conf.all.forwarding=1"}
+	// The router forwards, and spreads ECMP flows by layer 4 hash (policy 1)
+	// so that one client's connections reach several nodes.
+	routerSysctls = []string{"net.ipv4.ip_forward=1", "net.ipv6.conf.all.forwarding=1",
+		"net.ipv4.fib_multipath_hash_policy=1", "net.ipv6.fib_multipath_hash_policy=1"}
 )
 
 func (l *Lab) members() []member {
