@@ -65,11 +65,9 @@ func (c *Controller) syncConfig(ctx context.Context, _ string) error {
 	c.mu.Lock()
 	for _, k := range keys {
 		c.stateLocked(k).clearReason = "the address is no longer in a pool that may serve the Service after a configuration change"
+		c.reassess[k] = true
 	}
 	c.mu.Unlock()
-	for _, k := range keys {
-		c.svcQueue.Add(k)
-	}
 	c.wakePending()
 	c.statsChanged()
 	return nil

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -32,8 +33,12 @@ import (
 const DefaultWorkers = 8
 
 // configItem is the only item of the configuration queue: every
-// configuration event collapses into one reload.
-const configItem = "config"
+// configuration event collapses into one reload. retryItem is the only item
+// of the retry queue: every wake-up collapses into one ordered pass.
+const (
+	configItem = "config"
+	retryItem  = "retry"
+)
 
 // Options configure a Controller. Client, Cache and Namespace are required.
 type Options struct {
@@ -80,14 +85,21 @@ type Controller struct {
 	svcQueue  workqueue.TypedRateLimitingInterface[string]
 	annQueue  workqueue.TypedRateLimitingInterface[string]
 	confQueue workqueue.TypedRateLimitingInterface[string]
+	// retryQueue serialises re-allocation of Services competing for
+	// freed addresses, in key order, so the outcome never depends on which
+	// worker runs first (MetalLB issue 8).
+	retryQueue workqueue.TypedRateLimitingInterface[string]
 
 	initialized atomic.Bool
 
 	mu      sync.Mutex
 	state   map[string]*svcState // per Service key
 	pending map[string]bool      // keys waiting for an address
-	since   map[string]time.Time // creation or request change, for the latency histogram
-	lastRej string               // text of the last rejected configuration reported by event
+	// reassess holds the keys a configuration change took addresses from;
+	// the retry pass re-allocates them (in key order) before the pending.
+	reassess map[string]bool
+	since    map[string]time.Time // creation or request change, for the latency histogram
+	lastRej  string               // text of the last rejected configuration reported by event
 }
 
 // svcState is what the controller remembers about one Service between
@@ -127,17 +139,19 @@ func New(opts Options) (*Controller, error) {
 		return workqueue.NewTypedItemExponentialFailureRateLimiter[string](20*time.Millisecond, 30*time.Second)
 	}
 	return &Controller{
-		opts:      opts,
-		log:       log.With("controller", "serviceip"),
-		alloc:     ipam.New(),
-		tracker:   configload.NewTracker(config.Options{Namespace: opts.Namespace}),
-		metrics:   m,
-		svcQueue:  workqueue.NewTypedRateLimitingQueueWithConfig(rl(), workqueue.TypedRateLimitingQueueConfig[string]{Name: "serviceip"}),
-		annQueue:  workqueue.NewTypedRateLimitingQueueWithConfig(rl(), workqueue.TypedRateLimitingQueueConfig[string]{Name: "serviceip_annotation"}),
-		confQueue: workqueue.NewTypedRateLimitingQueueWithConfig(rl(), workqueue.TypedRateLimitingQueueConfig[string]{Name: "serviceip_config"}),
-		state:     map[string]*svcState{},
-		pending:   map[string]bool{},
-		since:     map[string]time.Time{},
+		opts:       opts,
+		log:        log.With("controller", "serviceip"),
+		alloc:      ipam.New(),
+		tracker:    configload.NewTracker(config.Options{Namespace: opts.Namespace}),
+		metrics:    m,
+		svcQueue:   workqueue.NewTypedRateLimitingQueueWithConfig(rl(), workqueue.TypedRateLimitingQueueConfig[string]{Name: "serviceip"}),
+		annQueue:   workqueue.NewTypedRateLimitingQueueWithConfig(rl(), workqueue.TypedRateLimitingQueueConfig[string]{Name: "serviceip_annotation"}),
+		confQueue:  workqueue.NewTypedRateLimitingQueueWithConfig(rl(), workqueue.TypedRateLimitingQueueConfig[string]{Name: "serviceip_config"}),
+		retryQueue: workqueue.NewTypedRateLimitingQueueWithConfig(rl(), workqueue.TypedRateLimitingQueueConfig[string]{Name: "serviceip_retry"}),
+		reassess:   map[string]bool{},
+		state:      map[string]*svcState{},
+		pending:    map[string]bool{},
+		since:      map[string]time.Time{},
 	}, nil
 }
 
@@ -162,6 +176,7 @@ func (c *Controller) Start(ctx context.Context) error {
 	defer c.svcQueue.ShutDown()
 	defer c.annQueue.ShutDown()
 	defer c.confQueue.ShutDown()
+	defer c.retryQueue.ShutDown()
 	if err := c.installHandlers(ctx); err != nil {
 		return err
 	}
@@ -175,6 +190,7 @@ func (c *Controller) Start(ctx context.Context) error {
 
 	var wg sync.WaitGroup
 	wg.Go(func() { c.run(ctx, c.confQueue, c.syncConfig, nil) })
+	wg.Go(func() { c.run(ctx, c.retryQueue, c.retryPass, nil) })
 	for range c.opts.Workers {
 		wg.Go(func() { c.run(ctx, c.svcQueue, c.reconcile, nil) })
 	}
@@ -185,6 +201,7 @@ func (c *Controller) Start(ctx context.Context) error {
 	c.svcQueue.ShutDown()
 	c.annQueue.ShutDown()
 	c.confQueue.ShutDown()
+	c.retryQueue.ShutDown()
 	wg.Wait()
 	return nil
 }
@@ -355,19 +372,65 @@ func (c *Controller) markSince(key string, waiting bool) {
 	}
 }
 
-// wakePending re-queues every pending Service: an address may have become
-// free.
+// wakePending schedules a retry pass: an address may have become free.
 func (c *Controller) wakePending() {
+	c.retryQueue.Add(retryItem)
+}
+
+// retryPass re-allocates, one at a time and in key order, first the Services
+// a configuration change took addresses from, then the pending ones, and
+// queues each for its status write. Doing the allocation here rather than
+// in the concurrent workers makes the winner of a freed address a function
+// of the state alone.
+func (c *Controller) retryPass(ctx context.Context, _ string) error {
+	if !c.initialized.Load() {
+		return nil
+	}
 	c.mu.Lock()
-	keys := make([]string, 0, len(c.pending))
+	first := slices.Sorted(maps.Keys(c.reassess))
+	clear(c.reassess)
+	var then []string
 	for k := range c.pending {
-		keys = append(keys, k)
+		if !slices.Contains(first, k) {
+			then = append(then, k)
+		}
 	}
 	c.mu.Unlock()
-	slices.Sort(keys)
-	for _, k := range keys {
-		c.svcQueue.Add(k)
+	slices.Sort(then)
+	for _, key := range append(first, then...) {
+		c.preallocate(ctx, key)
+		c.svcQueue.Add(key)
 	}
+	return nil
+}
+
+// preallocate gives key its addresses if it holds none and can get some.
+// Its reconcile then finds them held and writes them.
+func (c *Controller) preallocate(ctx context.Context, key string) {
+	if asg, ok := c.alloc.Lookup(key); ok && len(asg.IPs) > 0 {
+		return
+	}
+	c.mu.Lock()
+	st := c.state[key]
+	skip := st == nil || st.conflict != nil
+	c.mu.Unlock()
+	if skip {
+		return
+	}
+	var svc corev1.Service
+	if err := c.opts.Cache.Get(ctx, splitKey(key), &svc); err != nil || !Handled(&svc, c.opts.LBClass) {
+		return
+	}
+	var nsLabels map[string]string
+	var ns corev1.Namespace
+	if err := c.opts.Cache.Get(ctx, client.ObjectKey{Name: svc.Namespace}, &ns); err == nil {
+		nsLabels = ns.Labels
+	}
+	req, err := RequestFor(&svc, nsLabels)
+	if err != nil {
+		return
+	}
+	_, _ = c.alloc.Allocate(req) // failures are reported by the reconcile
 }
 
 func (c *Controller) setPending(key string, p bool) {
