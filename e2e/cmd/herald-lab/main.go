@@ -85,6 +85,10 @@ func dispatch(ctx context.Context, log *slog.Logger, cmd string, args []string) 
 		if err != nil {
 			return err
 		}
+		// Lab scaffolding (plays the kubelets): the nodes register themselves.
+		if err := l.RegisterNodes(ctx, nil); err != nil {
+			return errors.Join(err, l.Down())
+		}
 		log.Info("lab up", "prefix", l.Prefix(), "took", time.Since(start).Round(time.Millisecond))
 		fmt.Print(l.Summary())
 		return nil
