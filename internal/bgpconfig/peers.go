@@ -40,10 +40,7 @@ func Peers(snap *config.Snapshot, nodeLabels labels.Labels, nodeIPv4 netip.Addr)
 	if snap == nil {
 		return nil, nil
 	}
-	routerID := snap.RouterIDForNode(nodeLabels)
-	if !routerID.IsValid() && nodeIPv4.IsValid() && nodeIPv4.Unmap().Is4() {
-		routerID = nodeIPv4.Unmap()
-	}
+	routerID := RouterID(snap, nodeLabels, nodeIPv4)
 	var (
 		out  []bgp.PeerConfig
 		errs []error
@@ -97,4 +94,19 @@ func Peer(p *config.Peer, routerID netip.Addr) (bgp.PeerConfig, error) {
 		pc.EBGPMultiHop = MultiHopTTL
 	}
 	return pc, nil
+}
+
+// RouterID returns the BGP Identifier of a node: the routerID its peers set
+// (config.Build makes them agree), else nodeIPv4 when it is an IPv4 address
+// (IPv4-mapped ones are unmapped), else the zero Addr.
+func RouterID(snap *config.Snapshot, nodeLabels labels.Labels, nodeIPv4 netip.Addr) netip.Addr {
+	if snap != nil {
+		if id := snap.RouterIDForNode(nodeLabels); id.IsValid() {
+			return id
+		}
+	}
+	if nodeIPv4.IsValid() && nodeIPv4.Unmap().Is4() {
+		return nodeIPv4.Unmap()
+	}
+	return netip.Addr{}
 }
