@@ -18,6 +18,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/herald-lb/herald/e2e/lab"
 )
@@ -459,6 +461,7 @@ func TestLabUpCleansLeftovers(t *testing.T) {
 	cfg := lab.Config{Prefix: lab.RandomPrefix(), Nodes: 1, StateDir: t.TempDir()}
 	first := lab.UpForTest(t, cfg)
 	old := first.Process("kube-apiserver").PID
+	cfg.LoopbackProxy = true // as `make lab` runs it
 	second := lab.UpForTest(t, cfg)
 	if err := syscall.Kill(old, 0); !errors.Is(err, syscall.ESRCH) {
 		t.Errorf("first lab's kube-apiserver (pid %d) survives the second Up (kill 0: %v)", old, err)
@@ -468,9 +471,29 @@ func TestLabUpCleansLeftovers(t *testing.T) {
 	if _, err := second.Client().CoreV1().Namespaces().Get(ctx, "default", metav1.GetOptions{}); err != nil {
 		t.Errorf("second lab's API server: %v", err)
 	}
+	// The host kubeconfig reaches the API server from the root namespace
+	// through the loopback proxy, as plain kubectl would.
+	hostCfg, err := clientcmd.BuildConfigFromFlags("", second.HostKubeconfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(hostCfg.Host, "https://127.0.0.1:") {
+		t.Errorf("host kubeconfig server %s, want the loopback proxy", hostCfg.Host)
+	}
+	hc, err := kubernetes.NewForConfig(hostCfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := hc.CoreV1().Namespaces().Get(ctx, "default", metav1.GetOptions{}); err != nil {
+		t.Errorf("API server through the loopback proxy: %v", err)
+	}
+	proxyPID := second.Process(lab.ProxyProcessName).PID
 	// Cleanup from the state directory alone, as `herald-lab down` does.
 	if err := lab.Cleanup(cfg.StateDir, ""); err != nil {
 		t.Fatal(err)
+	}
+	if err := syscall.Kill(proxyPID, 0); !errors.Is(err, syscall.ESRCH) {
+		t.Errorf("loopback proxy (pid %d) survives Cleanup (kill 0: %v)", proxyPID, err)
 	}
 	if lab.NamespaceExists(cfg.Prefix + "-ctl") {
 		t.Errorf("namespace %s-ctl left after Cleanup", cfg.Prefix)
