@@ -1,0 +1,274 @@
+package packaging
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/herald-lb/herald/internal/testenv"
+)
+
+// cluster drives kubectl and helm against one test API server.
+type cluster struct {
+	t          *testing.T
+	kubeconfig string
+	kubectl    string
+	helm       string
+	helmEnv    []string
+}
+
+func (c *cluster) kubectlRun(stdin []byte, args ...string) ([]byte, error) {
+	return tryRun("", stdin, nil, c.kubectl, append([]string{"--kubeconfig", c.kubeconfig}, args...)...)
+}
+
+func (c *cluster) mustKubectl(t *testing.T, stdin []byte, args ...string) []byte {
+	t.Helper()
+	out, err := c.kubectlRun(stdin, args...)
+	if err != nil {
+		t.Fatalf("kubectl %s: %v", strings.Join(args, " "), err)
+	}
+	return out
+}
+
+func (c *cluster) mustHelm(t *testing.T, args ...string) []byte {
+	t.Helper()
+	return run(t, "", nil, c.helmEnv, c.helm, append(args, "--kubeconfig", c.kubeconfig)...)
+}
+
+// withoutKinds drops the objects of the given API groups (kinds whose CRDs
+// the test server lacks, e.g. monitoring.coreos.com).
+func withoutGroups(t *testing.T, data []byte, groups ...string) []byte {
+	t.Helper()
+	var b bytes.Buffer
+	for _, o := range parseObjects(t, data) {
+		skip := false
+		for _, g := range groups {
+			skip = skip || strings.HasPrefix(o.APIVersion, g+"/")
+		}
+		if !skip {
+			b.WriteString("---\n")
+			b.Write(o.Raw)
+		}
+	}
+	return b.Bytes()
+}
+
+// wantAllExist fails unless every object of the YAML stream exists on the
+// server.
+func (c *cluster) wantAllExist(t *testing.T, data []byte) {
+	t.Helper()
+	objs := parseObjects(t, data)
+	out := c.mustKubectl(t, data, "get", "-f", "-", "-o", "name")
+	if got := len(strings.Fields(string(out))); got != len(objs) {
+		t.Errorf("%d of %d objects exist:\n%s", got, len(objs), out)
+	}
+}
+
+// TestAPIServer installs Herald into a real API server: the chart with
+// `helm install` (which must create the CRDs and keep them on uninstall)
+// and as a server-side dry-run with default and all options, then
+// manifests/herald.yaml for real, and checks the RBAC as the API server
+// evaluates it (`kubectl auth can-i`).
+func TestAPIServer(t *testing.T) {
+	env := testenv.Start(t)
+	dir := t.TempDir()
+	kc := filepath.Join(dir, "kubeconfig")
+	if err := os.WriteFile(kc, env.KubeConfig, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	hb, henv := helm(t)
+	c := &cluster{t: t, kubeconfig: kc, kubectl: kubectl(t), helm: hb, helmEnv: henv}
+	chart := filepath.Join(repoRoot(t), "charts", "herald")
+
+	var crdNames []string
+	for _, o := range ofKind(heraldYAML(t), "CustomResourceDefinition") {
+		crdNames = append(crdNames, o.Meta.Name)
+	}
+
+	t.Run("helm install creates the CRDs", func(t *testing.T) {
+		// The test environment pre-installs the CRDs; remove them so that
+		// the chart has to create them.
+		c.mustKubectl(t, nil, append([]string{"delete", "crd", "--wait=true", "--timeout=60s"}, prefixed("", crdNames)...)...)
+		c.mustHelm(t, "install", "alt", chart, "--namespace", "alt-system", "--create-namespace", "--timeout", "60s")
+		manifest := c.mustHelm(t, "get", "manifest", "alt", "--namespace", "alt-system")
+		c.wantAllExist(t, manifest)
+		out := c.mustKubectl(t, nil, "get", "crd", "bgppeers.metallb.io", "-o", "jsonpath={.metadata.labels.app\\.kubernetes\\.io/managed-by} {.spec.conversion.webhook.clientConfig.service.namespace}/{.spec.conversion.webhook.clientConfig.service.name}")
+		if got := string(out); got != "Helm alt-system/alt-herald-webhook-service" {
+			t.Errorf("bgppeers.metallb.io after helm install: %q", got)
+		}
+		// Established: a BGPPeer list works.
+		waitFor(t, func() error { _, err := c.kubectlRun(nil, "get", "bgppeers.metallb.io", "-A"); return err })
+		c.mustHelm(t, "uninstall", "alt", "--namespace", "alt-system", "--timeout", "60s")
+		// crds.keep: the CRDs (and so the users' pools) survive uninstall.
+		c.mustKubectl(t, nil, append([]string{"get", "crd"}, crdNames...)...)
+		if out, err := c.kubectlRun(nil, "get", "deployment", "alt-herald-controller", "-n", "alt-system"); err == nil {
+			t.Errorf("deployment left after helm uninstall: %s", out)
+		}
+	})
+
+	t.Run("helm template dry-run", func(t *testing.T) {
+		c.mustKubectl(t, nil, "create", "namespace", "dry-system")
+		for _, sets := range [][]string{nil, withoutNamespaceCreate(allOptions)} {
+			data := helmTemplate(t, "dry", "dry-system", sets...)
+			data = withoutGroups(t, data, "monitoring.coreos.com")
+			out := c.mustKubectl(t, data, "apply", "--server-side", "--force-conflicts", "--dry-run=server", "-f", "-")
+			if n := strings.Count(string(out), "(server dry run)"); n != len(parseObjects(t, data)) {
+				t.Errorf("options %v: %d of %d objects accepted:\n%s", sets, n, len(parseObjects(t, data)), out)
+			}
+		}
+	})
+
+	heraldFile := filepath.Join(repoRoot(t), "manifests", "herald.yaml")
+	t.Run("apply manifests/herald.yaml", func(t *testing.T) {
+		// --force-conflicts: the CRDs were last written by Helm above.
+		c.mustKubectl(t, nil, "apply", "--server-side", "--force-conflicts", "-f", heraldFile)
+		c.wantAllExist(t, readFile(t, heraldFile))
+		out := c.mustKubectl(t, nil, "get", "crd", "bgppeers.metallb.io", "-o", "jsonpath={.spec.conversion.webhook.clientConfig.service.namespace}/{.spec.conversion.webhook.clientConfig.service.name}{.spec.conversion.webhook.clientConfig.service.path}")
+		if got := string(out); got != "herald-system/herald-webhook-service/convert" {
+			t.Errorf("bgppeers.metallb.io conversion after apply: %q", got)
+		}
+		// Applying again changes nothing and succeeds (idempotent).
+		c.mustKubectl(t, nil, "apply", "--server-side", "-f", heraldFile)
+	})
+
+	t.Run("RBAC as the API server sees it", func(t *testing.T) {
+		const (
+			controller = "system:serviceaccount:herald-system:herald-controller"
+			speaker    = "system:serviceaccount:herald-system:herald-speaker"
+			dflt       = "system:serviceaccount:herald-system:default"
+		)
+		for _, tc := range []struct {
+			as   string
+			args string // kubectl auth can-i arguments
+			want bool
+		}{
+			{speaker, "list services -A", true},
+			{speaker, "watch services -A", true},
+			{speaker, "update services -n default", false},
+			{speaker, "patch services -n default", false},
+			{speaker, "update services --subresource=status -n default", false},
+			{speaker, "create services -n default", false},
+			{speaker, "delete services -n default", false},
+			{speaker, "list endpointslices.discovery.k8s.io -A", true},
+			{speaker, "list endpoints -A", false},
+			{speaker, "watch nodes", true},
+			{speaker, "update nodes", false},
+			{speaker, "list namespaces", true},
+			{speaker, "create events -n default", true},
+			{speaker, "create events.events.k8s.io -n default", true},
+			{speaker, "delete events -n default", false},
+			{speaker, "list secrets -n herald-system", true},
+			{speaker, "list secrets -n default", false},
+			{speaker, "list secrets -A", false},
+			{speaker, "update secrets/herald-memberlist -n herald-system", false},
+			{speaker, "list pods -n herald-system", true},
+			{speaker, "list pods -n default", false},
+			{speaker, "list configmaps -n herald-system", false},
+			{speaker, "list ipaddresspools.metallb.io -n herald-system", true},
+			{speaker, "update ipaddresspools.metallb.io -n herald-system", false},
+			{speaker, "update ipaddresspools.metallb.io --subresource=status -n herald-system", false},
+			{speaker, "create servicel2statuses.metallb.io -n herald-system", true},
+			{speaker, "update servicel2statuses.metallb.io --subresource=status -n herald-system", true},
+			{speaker, "delete servicebgpstatuses.metallb.io -n herald-system", true},
+			{speaker, "create servicel2statuses.metallb.io -n default", false},
+			{speaker, "create configurationstates.metallb.io -n herald-system", true},
+			{speaker, "create tokenreviews.authentication.k8s.io", true},
+			{speaker, "create subjectaccessreviews.authorization.k8s.io", true},
+			{speaker, "create leases.coordination.k8s.io -n herald-system", false},
+
+			{controller, "list secrets -A", false},
+			{controller, "list secrets -n default", false},
+			{controller, "list secrets -n herald-system", true},
+			{controller, "create secrets -n herald-system", true},
+			{controller, "update secrets/herald-memberlist -n herald-system", true},
+			{controller, "update secrets/herald-webhook-cert -n herald-system", true},
+			{controller, "update secrets/someone-else -n herald-system", false},
+			{controller, "delete secrets/herald-memberlist -n herald-system", false},
+			{controller, "list services -A", true},
+			{controller, "patch services -n default", true},
+			{controller, "update services -n default", false},
+			{controller, "delete services -n default", false},
+			{controller, "update services --subresource=status -n default", true},
+			{controller, "list endpointslices.discovery.k8s.io -A", false},
+			{controller, "list nodes", true},
+			{controller, "create events -n default", true},
+			{controller, "update validatingwebhookconfigurations/herald-webhook-configuration", true},
+			{controller, "update validatingwebhookconfigurations/someone-else", false},
+			{controller, "delete validatingwebhookconfigurations/herald-webhook-configuration", false},
+			{controller, "update customresourcedefinitions/bgppeers.metallb.io", true},
+			{controller, "update customresourcedefinitions/ipaddresspools.metallb.io", false},
+			{controller, "delete customresourcedefinitions/bgppeers.metallb.io", false},
+			{controller, "list ipaddresspools.metallb.io -n herald-system", true},
+			{controller, "update ipaddresspools.metallb.io -n herald-system", false},
+			{controller, "update ipaddresspools.metallb.io --subresource=status -n herald-system", true},
+			{controller, "list ipaddresspools.metallb.io -A", false},
+			{controller, "create configurationstates.metallb.io -n herald-system", true},
+			{controller, "create servicel2statuses.metallb.io -n herald-system", false},
+			{controller, "get deployments/herald-controller -n herald-system", true},
+			{controller, "get deployments/someone-else -n herald-system", false},
+			{controller, "get pods -n herald-system", true},
+			{controller, "list pods -n herald-system", false},
+			{controller, "create leases.coordination.k8s.io -n herald-system", true},
+			{controller, "create leases.coordination.k8s.io -n default", false},
+			{controller, "create tokenreviews.authentication.k8s.io", true},
+
+			{dflt, "list services -A", false},
+			{dflt, "list secrets -n herald-system", false},
+		} {
+			args := append([]string{"auth", "can-i", "--as=" + tc.as}, strings.Fields(tc.args)...)
+			out, err := c.kubectlRun(nil, args...)
+			var exit *exec.ExitError
+			switch {
+			case err == nil:
+				if !tc.want {
+					t.Errorf("%s can %s", tc.as, tc.args)
+				}
+			case errors.As(err, &exit) && exit.ExitCode() == 1 && strings.HasPrefix(string(out), "no"):
+				if tc.want {
+					t.Errorf("%s cannot %s", tc.as, tc.args)
+				}
+			default:
+				t.Errorf("kubectl auth can-i %s as %s: %v", tc.args, tc.as, err)
+			}
+		}
+	})
+}
+
+func prefixed(prefix string, names []string) []string {
+	out := make([]string, len(names))
+	for i, n := range names {
+		out[i] = prefix + n
+	}
+	return out
+}
+
+func withoutNamespaceCreate(sets []string) []string {
+	var out []string
+	for _, s := range sets {
+		if !strings.HasPrefix(s, "namespace.create=") {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// waitFor retries f for up to a minute.
+func waitFor(t *testing.T, f func() error) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		err := f()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("gave up waiting: %v", err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
