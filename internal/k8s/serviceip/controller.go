@@ -91,6 +91,8 @@ type Controller struct {
 	retryQueue workqueue.TypedRateLimitingInterface[string]
 
 	initialized atomic.Bool
+	// busy counts items being processed, across all queues.
+	busy atomic.Int64
 
 	mu      sync.Mutex
 	state   map[string]*svcState // per Service key
@@ -226,6 +228,7 @@ func (c *Controller) run(ctx context.Context, q workqueue.TypedRateLimitingInter
 		if shutdown {
 			return
 		}
+		c.busy.Add(1)
 		if before != nil {
 			before(ctx)
 		}
@@ -239,7 +242,15 @@ func (c *Controller) run(ctx context.Context, q workqueue.TypedRateLimitingInter
 			q.AddRateLimited(key)
 		}
 		q.Done(key)
+		c.busy.Add(-1)
 	}
+}
+
+// idle reports whether the controller is initialised and has no work queued
+// or in progress (events not yet delivered by the informers aside).
+func (c *Controller) idle() bool {
+	return c.initialized.Load() && c.busy.Load() == 0 && c.svcQueue.Len() == 0 &&
+		c.annQueue.Len() == 0 && c.confQueue.Len() == 0 && c.retryQueue.Len() == 0
 }
 
 // installHandlers registers the informer event handlers.
