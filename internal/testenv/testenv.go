@@ -76,6 +76,9 @@ type WebhookServing struct {
 	Host    string
 	Port    int
 	CertDir string
+	// CAData is the PEM CA that signed the certificate in CertDir (for
+	// tests that call the webhook server directly).
+	CAData []byte
 }
 
 // NewScheme returns a scheme with the Kubernetes built-in types and every
@@ -178,7 +181,7 @@ func StartWith(t testing.TB, opts Options) *Env {
 	env := &Env{Config: cfg, Client: c, Scheme: scheme, KubeConfig: te.KubeConfig}
 	if len(opts.WebhookPaths) > 0 {
 		w := te.WebhookInstallOptions
-		env.Webhook = &WebhookServing{Host: w.LocalServingHost, Port: w.LocalServingPort, CertDir: w.LocalServingCertDir}
+		env.Webhook = &WebhookServing{Host: w.LocalServingHost, Port: w.LocalServingPort, CertDir: w.LocalServingCertDir, CAData: w.LocalServingCAData}
 	}
 	return env
 }

@@ -31,13 +31,18 @@
 // example disableMP is deprecated, BFDProfiles cannot be used) are returned
 // as admission warnings when they are new or about the object under review.
 //
+// Two admissions running at the same moment are each judged against the
+// stored state without the other (two overlapping pools applied in parallel
+// can both pass, as with MetalLB); the runtime's own config.Build then
+// rejects the combination and keeps the last valid configuration.
+//
 // BGPPeer is validated as v1beta2 only. The server also answers CRD
 // conversion at /convert (controller-runtime's handler over the api/v1beta1
 // ConvertTo/ConvertFrom functions) and, with Options.ConversionCRDs, injects
-// the caBundle into those CRDs. manifests/crds marks BGPPeer v1beta1 as not
-// served, so the API server does not call /convert today; manifests/base
-// configures the conversion webhook so that serving v1beta1 needs no other
-// change.
+// the caBundle into those CRDs' conversion webhooks. manifests/crds marks
+// BGPPeer v1beta1 as not served, so the API server only calls /convert once
+// v1beta1 is served; manifests/base already configures the conversion
+// webhook.
 //
 // # Certificates
 //
@@ -46,8 +51,10 @@
 // github.com/open-policy-agent/cert-controller's rotator: a self-signed CA
 // and a serving certificate for herald-webhook-service.<namespace>.svc in
 // Secret herald-webhook-cert, the CA injected as caBundle into every webhook
-// of ValidatingWebhookConfiguration herald-webhook-configuration, renewal
-// 90 days before expiry. The server starts only once the certificate is in
+// of ValidatingWebhookConfiguration herald-webhook-configuration (and the
+// Options.ConversionCRDs), renewal 90 days before expiry. Options.WriteCertFiles
+// copies the Secret into CertDir (manifests/base mounts an emptyDir there
+// rather than the Secret, so a renewal takes effect at once). The server starts only once the certificate is in
 // CertDir and the caBundle is injected.
 //
 // The alternative is cert-manager: run the controller with

@@ -8,6 +8,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/base64"
 	"encoding/pem"
 	"errors"
 	"fmt"
@@ -22,9 +23,12 @@ import (
 	admissionv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/herald-lb/herald/api/v1beta1"
+	"github.com/herald-lb/herald/api/v1beta2"
 	"github.com/herald-lb/herald/internal/k8s/webhook"
 	"github.com/herald-lb/herald/internal/testenv"
 )
@@ -62,6 +66,31 @@ func TestCertRotation(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// Serve BGPPeer v1beta1 through the conversion webhook at /convert (as
+	// manifests/base configures it), without a caBundle: the rotator must
+	// inject it.
+	crd := &unstructured.Unstructured{}
+	crd.SetGroupVersionKind(schema.GroupVersionKind{Group: "apiextensions.k8s.io", Version: "v1", Kind: "CustomResourceDefinition"})
+	if err := c.Get(ctx, client.ObjectKey{Name: "bgppeers.metallb.io"}, crd); err != nil {
+		t.Fatal(err)
+	}
+	versions, _, _ := unstructured.NestedSlice(crd.Object, "spec", "versions")
+	for _, v := range versions {
+		if v := v.(map[string]any); v["name"] == "v1beta1" {
+			v["served"] = true
+		}
+	}
+	convertURL := fmt.Sprintf("https://localhost:%d%s", port, webhook.PathConvert)
+	must(t, unstructured.SetNestedSlice(crd.Object, versions, "spec", "versions"))
+	must(t, unstructured.SetNestedMap(crd.Object, map[string]any{
+		"strategy": "Webhook",
+		"webhook": map[string]any{
+			"conversionReviewVersions": []any{"v1"},
+			"clientConfig":             map[string]any{"url": convertURL},
+		},
+	}, "spec", "conversion"))
+	must(t, c.Update(ctx, crd))
+
 	certDir := filepath.Join(t.TempDir(), "certs")
 	startWebhooks(t, env, webhook.Options{
 		Namespace:          heraldNS,
@@ -73,6 +102,8 @@ func TestCertRotation(t *testing.T) {
 		SecretPollInterval: time.Second,
 		ExtraDNSNames:      []string{"localhost"},
 		WebhookConfigName:  configName,
+		// ipaddresspools has no conversion webhook: skipped, not fatal.
+		ConversionCRDs: []string{"bgppeers.metallb.io", "ipaddresspools.metallb.io"},
 	})
 
 	// The rotator writes the CA and the serving certificate into the Secret
@@ -195,6 +226,36 @@ func TestCertRotation(t *testing.T) {
 		return nil
 	})
 
+	// The CRD's conversion webhook got the same caBundle, and the API server
+	// converts a stored v1beta2 BGPPeer to v1beta1 through /convert.
+	eventually(t, 60*time.Second, "caBundle injected into the CRD", func() error {
+		got := crd.DeepCopy()
+		if err := c.Get(ctx, client.ObjectKey{Name: "bgppeers.metallb.io"}, got); err != nil {
+			return err
+		}
+		b, _, _ := unstructured.NestedString(got.Object, "spec", "conversion", "webhook", "clientConfig", "caBundle")
+		if b != base64.StdEncoding.EncodeToString(caBundle) {
+			return errors.New("CRD caBundle is not the Secret's CA")
+		}
+		return nil
+	})
+	peer := &v1beta2.BGPPeer{
+		ObjectMeta: metav1.ObjectMeta{Name: "tor", Namespace: heraldNS},
+		Spec:       v1beta2.BGPPeerSpec{MyASN: 64512, PeerASN: 64500, PeerAddress: "198.51.100.1", VRF: "red"},
+	}
+	must(t, c.Create(ctx, peer))
+	old := &unstructured.Unstructured{}
+	old.SetGroupVersionKind(schema.GroupVersionKind{Group: "metallb.io", Version: "v1beta1", Kind: "BGPPeer"})
+	eventually(t, 60*time.Second, "BGPPeer read as v1beta1", func() error {
+		return c.Get(ctx, client.ObjectKeyFromObject(peer), old)
+	})
+	if asn, _, _ := unstructured.NestedInt64(old.Object, "spec", "peerASN"); asn != 64500 {
+		t.Errorf("v1beta1 spec.peerASN = %d, want 64500", asn)
+	}
+	if a := old.GetAnnotations()[v1beta1.AnnotationV1beta2Fields]; !strings.Contains(a, `"vrf":"red"`) {
+		t.Errorf("v1beta1 object lacks the v1beta2-only fields annotation: %q", a)
+	}
+
 	// The API server trusts the webhook through the injected caBundle: an
 	// invalid pool is refused by Herald, a valid one stored.
 	bad := &v1beta1.IPAddressPool{
@@ -253,6 +314,13 @@ func signLeaf(t *testing.T, caPEM, caKeyPEM []byte, dnsName string, validFor tim
 	return keyPair{
 		cert: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
 		key:  pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)}),
+	}
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -12,6 +12,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
@@ -68,8 +70,8 @@ type Options struct {
 	// ConversionCRDs are CRDs whose spec.conversion.webhook.clientConfig
 	// also gets the caBundle (manifests/base patches bgppeers.metallb.io to
 	// convert at /convert, so the controller passes "bgppeers.metallb.io").
-	// Each must have that clientConfig: the rotator never reports ready
-	// otherwise.
+	// Setup reads each (30 s timeout) and skips, with a warning, a CRD
+	// without a conversion webhook; a CRD that does not exist is an error.
 	ConversionCRDs []string
 	// ExtraDNSNames are added to the serving certificate besides
 	// ServiceName.Namespace.svc (tests and out-of-cluster runs use
@@ -160,6 +162,18 @@ func Setup(mgr manager.Manager, opts Options) error {
 		dns := opts.ServiceName + "." + opts.Namespace + ".svc"
 		hooks := []rotator.WebhookInfo{{Name: opts.WebhookConfigName, Type: rotator.Validating}}
 		for _, crd := range opts.ConversionCRDs {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			ok, err := hasConversionWebhook(ctx, mgr.GetAPIReader(), crd)
+			cancel()
+			switch {
+			case err != nil:
+				return fmt.Errorf("webhook setup: %w", err)
+			case !ok:
+				// Injecting into it would fail forever and the rotator
+				// would never report ready.
+				log.Warn("CRD has no conversion webhook; no caBundle injected into it", "crd", crd)
+				continue
+			}
 			hooks = append(hooks, rotator.WebhookInfo{Name: crd, Type: rotator.CRDConversion})
 		}
 		err = rotator.AddRotator(mgr, &rotator.CertRotator{
@@ -209,6 +223,19 @@ func ensureSecret(ctx context.Context, c client.Client, key types.NamespacedName
 		return fmt.Errorf("create Secret %s: %w", key, err)
 	}
 	return nil
+}
+
+// hasConversionWebhook reports whether CRD name has
+// spec.conversion.webhook.clientConfig (read as unstructured, so the
+// manager's scheme needs no apiextensions types).
+func hasConversionWebhook(ctx context.Context, r client.Reader, name string) (bool, error) {
+	crd := &unstructured.Unstructured{}
+	crd.SetGroupVersionKind(schema.GroupVersionKind{Group: "apiextensions.k8s.io", Version: "v1", Kind: "CustomResourceDefinition"})
+	if err := r.Get(ctx, client.ObjectKey{Name: name}, crd); err != nil {
+		return false, fmt.Errorf("read CRD %s: %w", name, err)
+	}
+	_, found, err := unstructured.NestedMap(crd.Object, "spec", "conversion", "webhook", "clientConfig")
+	return found && err == nil, nil
 }
 
 // gatedServer starts the webhook server once ready is closed (certificates
