@@ -1,0 +1,491 @@
+package lab
+
+// Running Herald in the lab: its own manifests applied with kubectl, its
+// controller and speakers run as lab processes with the args, env and
+// volumes of the Deployment's and DaemonSet's Pod templates (so the lab and
+// the manifests cannot drift apart). Only the kubelet's part is played here.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/herald-lb/herald/api/v1beta1"
+	"github.com/herald-lb/herald/api/v1beta2"
+)
+
+// Names of Herald's objects in its manifests (see manifests/base).
+const (
+	HeraldNamespace      = "herald-system"
+	ControllerDeployment = "herald-controller"
+	SpeakerDaemonSet     = "herald-speaker"
+	WebhookService       = "herald-webhook-service"
+	controllerContainer  = "controller"
+	speakerContainer     = "speaker"
+	// healthPort is --health-probe-port in the manifests; the speaker binds
+	// it on 127.0.0.1 of its node namespace.
+	healthPort = 17472
+)
+
+// DefaultManifests is the kustomize directory InstallHerald applies by
+// default, relative to the module root.
+const DefaultManifests = "manifests/base"
+
+// InstallOptions says what InstallHerald installs and runs.
+type InstallOptions struct {
+	// Manifests is a kustomize directory or a YAML file (e.g.
+	// "manifests/herald.yaml"), relative to the module root unless
+	// absolute. Empty means DefaultManifests.
+	Manifests string
+	// Samples are YAML files (relative to the module root unless absolute)
+	// applied once the controller's webhook answers, so the webhook
+	// validates them, e.g. "manifests/samples/l2.yaml".
+	Samples []string
+	// ControllerNode is the lab node the controller Pod is scheduled on
+	// (its process runs in the control namespace); empty means n1.
+	ControllerNode string
+	// SpeakerNodes are the nodes that run a speaker; nil means every node.
+	SpeakerNodes []string
+	// BinDir holds prebuilt controller and speaker binaries; empty means
+	// they are built with `go build` into StateDir/bin.
+	BinDir string
+	// Timeout bounds each wait for readiness; 0 means 90 s.
+	Timeout time.Duration
+}
+
+// Herald is Herald installed in a lab: one controller process and one
+// speaker process per node, each playing its Pod. Its methods are safe for
+// concurrent use.
+type Herald struct {
+	lab     *Lab
+	opts    InstallOptions
+	binDir  string
+	client  client.Client
+	mu      sync.Mutex
+	ctlPod  *corev1.Pod
+	spkPods map[string]*corev1.Pod // by node name
+}
+
+// Scheme returns a scheme with the core Kubernetes types and Herald's API
+// (metallb.io v1beta1 and v1beta2).
+func Scheme() *runtime.Scheme {
+	s := runtime.NewScheme()
+	_ = clientgoscheme.AddToScheme(s)
+	_ = v1beta1.AddToScheme(s)
+	_ = v1beta2.AddToScheme(s)
+	return s
+}
+
+// BuildHerald builds the controller and speaker binaries into dir with
+// `go build` from the module root and returns dir.
+func BuildHerald(ctx context.Context, dir string) (string, error) {
+	root, err := moduleRoot()
+	if err != nil {
+		return "", err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return "", err
+	}
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", abs+"/", "./controller", "./speaker")
+	cmd.Dir = root
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build ./controller ./speaker: %w\n%s", err, out)
+	}
+	return abs, nil
+}
+
+// InstallHerald installs Herald into the lab from its manifests and runs
+// it: it builds the binaries (unless opts.BinDir), registers the Node
+// objects if missing, applies the manifests with `kubectl apply
+// --server-side`, starts the controller from the Deployment's template,
+// points herald-webhook-service (and the metrics Services) at it, waits
+// until the webhook refuses an invalid object and the ConfigurationState
+// "controller" is Valid, starts one speaker per node from the DaemonSet's
+// template, waits until each answers /readyz, then applies opts.Samples.
+func (l *Lab) InstallHerald(ctx context.Context, opts InstallOptions) (*Herald, error) {
+	if opts.Manifests == "" {
+		opts.Manifests = DefaultManifests
+	}
+	if opts.ControllerNode == "" {
+		opts.ControllerNode = NodeName(1)
+	}
+	if opts.SpeakerNodes == nil {
+		for _, n := range l.Nodes {
+			opts.SpeakerNodes = append(opts.SpeakerNodes, n.Name)
+		}
+	}
+	if opts.Timeout == 0 {
+		opts.Timeout = 90 * time.Second
+	}
+	cl, err := client.New(l.RESTConfig(), client.Options{Scheme: Scheme()})
+	if err != nil {
+		return nil, fmt.Errorf("install herald: %w", err)
+	}
+	h := &Herald{lab: l, opts: opts, client: cl, spkPods: map[string]*corev1.Pod{}}
+	h.binDir = opts.BinDir
+	if h.binDir == "" {
+		if h.binDir, err = BuildHerald(ctx, filepath.Join(l.StateDir(), "bin")); err != nil {
+			return nil, fmt.Errorf("install herald: %w", err)
+		}
+	}
+	if err := h.ensureNodes(ctx); err != nil {
+		return nil, fmt.Errorf("install herald: %w", err)
+	}
+	manifests, err := fromRoot(opts.Manifests)
+	if err != nil {
+		return nil, err
+	}
+	if st, err := os.Stat(manifests); err != nil {
+		return nil, fmt.Errorf("install herald: %w", err)
+	} else if st.IsDir() {
+		_, err = l.ApplyKustomize(ctx, manifests)
+	} else {
+		_, err = l.Apply(ctx, manifests)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("install herald: apply %s: %w", opts.Manifests, err)
+	}
+	if err := h.StartController(ctx); err != nil {
+		return h, err
+	}
+	pods, err := l.CreateDaemonSetPods(ctx, HeraldNamespace, SpeakerDaemonSet)
+	if err != nil {
+		return h, fmt.Errorf("install herald: %w", err)
+	}
+	want := map[string]bool{}
+	for _, n := range opts.SpeakerNodes {
+		want[n] = true
+	}
+	var run []*corev1.Pod
+	for _, p := range pods {
+		if !want[p.Spec.NodeName] {
+			// No speaker on this node: the Pod object goes too.
+			_ = l.Client().CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{})
+			continue
+		}
+		h.mu.Lock()
+		h.spkPods[p.Spec.NodeName] = p
+		h.mu.Unlock()
+		run = append(run, p)
+	}
+	if err := l.SetPodEndpoints(ctx, HeraldNamespace, "herald-speaker-metrics", run); err != nil && !apierrors.IsNotFound(err) {
+		return h, fmt.Errorf("install herald: %w", err)
+	}
+	for _, p := range run {
+		if err := h.StartSpeaker(ctx, p.Spec.NodeName); err != nil {
+			return h, err
+		}
+	}
+	if len(opts.Samples) > 0 {
+		if err := h.Apply(ctx, opts.Samples...); err != nil {
+			return h, err
+		}
+	}
+	return h, nil
+}
+
+// fromRoot resolves a path relative to the module root.
+func fromRoot(p string) (string, error) {
+	if filepath.IsAbs(p) {
+		return p, nil
+	}
+	root, err := moduleRoot()
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(root, p), nil
+}
+
+// ensureNodes registers the lab's Node objects unless they exist.
+func (h *Herald) ensureNodes(ctx context.Context) error {
+	nodes, err := h.lab.Client().CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return err
+	}
+	if len(nodes.Items) >= len(h.lab.Nodes) {
+		return nil
+	}
+	return h.lab.RegisterNodes(ctx, nil)
+}
+
+// Lab returns the lab Herald runs in.
+func (h *Herald) Lab() *Lab { return h.lab }
+
+// Client returns a controller-runtime client for the lab's API server that
+// knows Herald's API types (see Scheme).
+func (h *Herald) Client() client.Client { return h.client }
+
+// BinDir returns the directory holding the controller and speaker binaries.
+func (h *Herald) BinDir() string { return h.binDir }
+
+// Apply applies YAML files (relative to the module root unless absolute)
+// with `kubectl apply --server-side`, through Herald's webhook.
+func (h *Herald) Apply(ctx context.Context, files ...string) error {
+	var abs []string
+	for _, f := range files {
+		a, err := fromRoot(f)
+		if err != nil {
+			return err
+		}
+		abs = append(abs, a)
+	}
+	if _, err := h.lab.Apply(ctx, abs...); err != nil {
+		return fmt.Errorf("apply %s: %w", strings.Join(files, " "), err)
+	}
+	return nil
+}
+
+// ControllerProcessName is the lab process name of the controller.
+func (h *Herald) ControllerProcessName() string {
+	return TemplatePodName(ControllerDeployment, h.opts.ControllerNode)
+}
+
+// SpeakerProcessName is the lab process name of node's speaker.
+func SpeakerProcessName(node string) string { return TemplatePodName(SpeakerDaemonSet, node) }
+
+// Controller returns the controller's lab process, or nil when it is not
+// running.
+func (h *Herald) Controller() *Process { return h.lab.Process(h.ControllerProcessName()) }
+
+// Speaker returns node's speaker process, or nil when it is not running.
+func (h *Herald) Speaker(node string) *Process { return h.lab.Process(SpeakerProcessName(node)) }
+
+// SpeakerNodes returns the nodes that have a speaker Pod, sorted.
+func (h *Herald) SpeakerNodes() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var ns []string
+	for n := range h.spkPods {
+		ns = append(ns, n)
+	}
+	sort.Strings(ns)
+	return ns
+}
+
+// StartController creates the controller Pod (once) from the Deployment's
+// template, runs it, points the webhook Service at it and waits until it is
+// ready (see WaitControllerReady).
+func (h *Herald) StartController(ctx context.Context) error {
+	h.mu.Lock()
+	pod := h.ctlPod
+	h.mu.Unlock()
+	if pod == nil {
+		p, err := h.lab.CreateDeploymentPod(ctx, HeraldNamespace, ControllerDeployment, h.opts.ControllerNode)
+		if err != nil {
+			return fmt.Errorf("start controller: %w", err)
+		}
+		pod = p
+		h.mu.Lock()
+		h.ctlPod = p
+		h.mu.Unlock()
+		for _, svc := range []string{WebhookService, "herald-controller-metrics"} {
+			if err := h.lab.SetPodEndpoints(ctx, HeraldNamespace, svc, []*corev1.Pod{p}); err != nil && !apierrors.IsNotFound(err) {
+				return fmt.Errorf("start controller: %w", err)
+			}
+		}
+	}
+	if _, err := h.lab.StartPod(ctx, pod, controllerContainer, filepath.Join(h.binDir, "controller")); err != nil {
+		return fmt.Errorf("start controller: %w", err)
+	}
+	return h.WaitControllerReady(ctx)
+}
+
+// WaitControllerReady waits until the controller's webhook refuses an
+// invalid IPAddressPool (dry run) and its ConfigurationState "controller"
+// reports Valid. It fails early when the controller process exits.
+func (h *Herald) WaitControllerReady(ctx context.Context) error {
+	bad := &v1beta1.IPAddressPool{
+		ObjectMeta: metav1.ObjectMeta{Name: "lab-readiness-probe", Namespace: HeraldNamespace},
+		Spec:       v1beta1.IPAddressPoolSpec{Addresses: []string{"not-an-address"}},
+	}
+	var last error
+	err := poll(ctx, h.opts.Timeout, func() error {
+		if p := h.Controller(); p == nil || !p.Alive() {
+			return permanent(fmt.Errorf("the controller process is not running (log %s)",
+				filepath.Join(h.lab.StateDir(), h.ControllerProcessName()+".log")))
+		}
+		err := h.client.Create(ctx, bad.DeepCopy(), client.DryRunAll)
+		switch {
+		case err == nil:
+			last = errors.New("the API server accepted an invalid IPAddressPool: the webhook is not configured")
+			return last
+		case !strings.Contains(err.Error(), "denied the request"):
+			last = fmt.Errorf("webhook not answering yet: %w", err)
+			return last
+		}
+		var cs v1beta1.ConfigurationState
+		if err := h.client.Get(ctx, client.ObjectKey{Namespace: HeraldNamespace, Name: "controller"}, &cs); err != nil {
+			last = fmt.Errorf("ConfigurationState controller: %w", err)
+			return last
+		}
+		if cs.Status.Result != v1beta1.ConfigurationResultValid {
+			last = fmt.Errorf("ConfigurationState controller: result %q: %s", cs.Status.Result, cs.Status.ErrorSummary)
+			return last
+		}
+		return nil
+	})
+	if err != nil {
+		if last != nil && !errors.Is(err, last) {
+			err = fmt.Errorf("%w (last: %v)", err, last)
+		}
+		return fmt.Errorf("controller not ready: %w", err)
+	}
+	return nil
+}
+
+// StartSpeaker runs node's speaker from its Pod (created by InstallHerald)
+// and waits until its /readyz answers 200 inside the node's namespace.
+func (h *Herald) StartSpeaker(ctx context.Context, node string) error {
+	h.mu.Lock()
+	pod := h.spkPods[node]
+	h.mu.Unlock()
+	if pod == nil {
+		return fmt.Errorf("start speaker: no speaker pod on node %q", node)
+	}
+	if _, err := h.lab.StartPod(ctx, pod, speakerContainer, filepath.Join(h.binDir, "speaker")); err != nil {
+		return fmt.Errorf("start speaker %s: %w", node, err)
+	}
+	return h.WaitSpeakerReady(ctx, node)
+}
+
+// WaitSpeakerReady waits until node's speaker answers /readyz on
+// 127.0.0.1:17472 of the node's namespace with 200.
+func (h *Herald) WaitSpeakerReady(ctx context.Context, node string) error {
+	n, ok := h.lab.Node(node)
+	if !ok {
+		return fmt.Errorf("speaker %s: no such lab node", node)
+	}
+	url := fmt.Sprintf("http://127.0.0.1:%d/readyz", healthPort)
+	var last error
+	err := poll(ctx, h.opts.Timeout, func() error {
+		if p := h.Speaker(node); p == nil || !p.Alive() {
+			return permanent(fmt.Errorf("the speaker process on %s is not running (log %s)",
+				node, filepath.Join(h.lab.StateDir(), SpeakerProcessName(node)+".log")))
+		}
+		out, err := h.lab.Exec(ctx, n.Namespace, "curl", "-sS", "-o", "/dev/null", "-w", "%{http_code}", "--max-time", "2", url)
+		if err != nil || strings.TrimSpace(out) != "200" {
+			last = fmt.Errorf("readyz: %q %v", strings.TrimSpace(out), err)
+			return last
+		}
+		return nil
+	})
+	if err != nil {
+		if last != nil {
+			err = fmt.Errorf("%w (last: %v)", err, last)
+		}
+		return fmt.Errorf("speaker %s not ready: %w", node, err)
+	}
+	return nil
+}
+
+// StopSpeaker stops node's speaker gracefully (SIGTERM, as the kubelet on
+// Pod deletion; SIGKILL after the Pod's terminationGracePeriodSeconds) and
+// waits until it is gone. The Pod object is left as it is.
+func (h *Herald) StopSpeaker(node string) error {
+	if h.Speaker(node) == nil {
+		return fmt.Errorf("stop speaker %s: not running", node)
+	}
+	return h.lab.StopProcess(SpeakerProcessName(node))
+}
+
+// KillSpeaker sends SIGKILL to node's speaker (a crash: no goodbye) and
+// waits until it is gone. The Pod object is left as it is.
+func (h *Herald) KillSpeaker(node string) error {
+	return h.kill(SpeakerProcessName(node))
+}
+
+// StopController stops the controller gracefully (SIGTERM) and waits until
+// it is gone.
+func (h *Herald) StopController() error {
+	if h.Controller() == nil {
+		return errors.New("stop controller: not running")
+	}
+	return h.lab.StopProcess(h.ControllerProcessName())
+}
+
+// KillController sends SIGKILL to the controller and waits until it is
+// gone.
+func (h *Herald) KillController() error { return h.kill(h.ControllerProcessName()) }
+
+func (h *Herald) kill(name string) error {
+	p := h.lab.Process(name)
+	if p == nil {
+		return fmt.Errorf("kill %s: not running", name)
+	}
+	_ = syscall.Kill(-p.PID, syscall.SIGKILL)
+	_ = syscall.Kill(p.PID, syscall.SIGKILL)
+	if d := p.Done(); d != nil {
+		select {
+		case <-d:
+		case <-time.After(5 * time.Second):
+		}
+	}
+	// Forget it (StopProcess finds it dead and only updates the records).
+	return h.lab.StopProcess(name)
+}
+
+// CutLink takes node's cable out: the switch side of its veth goes down,
+// so the node and its speaker see no traffic (the node's own eth0 stays
+// up, as with a broken switch port).
+func (h *Herald) CutLink(ctx context.Context, node string) error {
+	return h.setLink(ctx, node, "down")
+}
+
+// RestoreLink undoes CutLink.
+func (h *Herald) RestoreLink(ctx context.Context, node string) error {
+	return h.setLink(ctx, node, "up")
+}
+
+func (h *Herald) setLink(ctx context.Context, node, state string) error {
+	if _, ok := h.lab.Node(node); !ok {
+		return fmt.Errorf("link %s: no such lab node", node)
+	}
+	_, err := h.lab.Exec(ctx, h.lab.SwitchNamespace(), "ip", "link", "set", "v-"+node, state)
+	return err
+}
+
+// Logs returns the last lines (at most lines each) of the controller's and
+// every speaker's log, for test failure reports.
+func (h *Herald) Logs(lines int) string {
+	names := []string{h.ControllerProcessName()}
+	for _, n := range h.SpeakerNodes() {
+		names = append(names, SpeakerProcessName(n))
+	}
+	var b strings.Builder
+	for _, n := range names {
+		fmt.Fprintf(&b, "--- %s.log (tail)\n%s\n", n, tailFile(filepath.Join(h.lab.StateDir(), n+".log"), lines))
+	}
+	return b.String()
+}
+
+// tailFile returns the last n lines of a file, or a note why it cannot.
+func tailFile(path string, n int) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "(" + err.Error() + ")"
+	}
+	ls := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(ls) > n {
+		ls = ls[len(ls)-n:]
+	}
+	return strings.Join(ls, "\n")
+}
