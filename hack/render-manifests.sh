@@ -14,20 +14,13 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 kubectl="${KUBECTL:-kubectl}"
 out="${1:-$root}"
-
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-cp -r "$root/manifests" "$work/manifests"
-# hack/generate.sh (up to 28e7343) lists manifests/crds/kustomization.yaml
-# among its own resources, which kustomize rejects; drop that entry from the
-# working copy. A no-op once the generator is fixed.
-sed -i '/^- kustomization.yaml$/d' "$work/manifests/crds/kustomization.yaml"
+trap 'rm -f "$out/manifests/herald.yaml.tmp" "$out/charts/herald/files/webhook.yaml.tmp"' EXIT
 
 mkdir -p "$out/manifests" "$out/charts/herald/files/crds"
 {
   echo "# Herald install manifests, rendered by hack/render-manifests.sh from"
   echo "# manifests/base (make manifests); do not edit."
-  "$kubectl" kustomize "$work/manifests/base"
+  "$kubectl" kustomize "$root/manifests/base"
 } > "$out/manifests/herald.yaml.tmp"
 mv "$out/manifests/herald.yaml.tmp" "$out/manifests/herald.yaml"
 
@@ -38,6 +31,6 @@ for f in "$root"/manifests/crds/*.yaml; do
 done
 {
   echo "# Rendered by hack/render-manifests.sh from manifests/webhook; do not edit."
-  "$kubectl" kustomize "$work/manifests/webhook"
+  "$kubectl" kustomize "$root/manifests/webhook"
 } > "$out/charts/herald/files/webhook.yaml.tmp"
 mv "$out/charts/herald/files/webhook.yaml.tmp" "$out/charts/herald/files/webhook.yaml"
