@@ -1,0 +1,107 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"io/fs"
+	"os"
+	"reflect"
+	"testing"
+)
+
+func TestFlagsEnvFallback(t *testing.T) {
+	env := map[string]string{
+		"METALLB_NODE_NAME": "n-env", "METALLB_NAMESPACE": "ns-env", "METALLB_ML_BIND_ADDR": "198.51.100.1",
+		"METALLB_ML_BIND_PORT": "7947", "METALLB_ML_LABELS": "app=speaker", "METALLB_POD_NAME": "pod-env",
+	}
+	var o options
+	fset := flag.NewFlagSet("t", flag.ContinueOnError)
+	o.register(fset, func(k string) string { return env[k] })
+	if err := fset.Parse([]string{"--node-name", "n-flag"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := o.complete(func(string) ([]byte, error) { return nil, fs.ErrNotExist }); err != nil {
+		t.Fatal(err)
+	}
+	if o.nodeName != "n-flag" || o.namespace != "ns-env" || o.mlBindPort != 7947 || o.podName != "pod-env" || !o.memberlistEnabled() {
+		t.Fatalf("options = %+v", o)
+	}
+	if !o.enableL2 || !o.enableBGP || o.serving.HealthProbeHost != "127.0.0.1" || o.serving.MetricsPort != 9120 {
+		t.Fatalf("defaults wrong: %+v", o)
+	}
+}
+
+func TestFlagsRequired(t *testing.T) {
+	var o options
+	fset := flag.NewFlagSet("t", flag.ContinueOnError)
+	o.register(fset, func(string) string { return "" })
+	if err := fset.Parse(nil); err != nil {
+		t.Fatal(err)
+	}
+	err := o.complete(func(string) ([]byte, error) { return nil, fs.ErrNotExist })
+	if err == nil {
+		t.Fatal("missing --node-name and namespace accepted")
+	}
+	if o.memberlistEnabled() {
+		t.Fatal("memberlist enabled without --ml-bindaddr/--ml-labels")
+	}
+	// The namespace falls back to the service account's.
+	o.nodeName = "n"
+	if err := o.complete(func(p string) ([]byte, error) {
+		if p != saNamespaceFile {
+			return nil, fs.ErrNotExist
+		}
+		return []byte("herald-system\n"), nil
+	}); err != nil || o.namespace != "herald-system" {
+		t.Fatalf("namespace %q, err %v", o.namespace, err)
+	}
+}
+
+func TestExcludeL2(t *testing.T) {
+	tests := []struct {
+		name    string
+		content string // "" = file missing
+		want    []string
+		wantErr bool
+	}{
+		{name: "missing file: defaults", want: nil},
+		{name: "list", content: "announcedInterfacesToExclude:\n- ^eth9$\n- ^dummy.*\n", want: []string{"^eth9$", "^dummy.*"}},
+		{name: "empty list excludes nothing", content: "announcedInterfacesToExclude: []\n", want: []string{}},
+		{name: "key absent: defaults", content: "other: 1\n", want: nil},
+		{name: "bad yaml", content: "announcedInterfacesToExclude: {\n", wantErr: true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			read := func(string) ([]byte, error) {
+				if tc.content == "" {
+					return nil, &fs.PathError{Op: "open", Path: "x", Err: os.ErrNotExist}
+				}
+				return []byte(tc.content), nil
+			}
+			got, err := excludeL2("x", read)
+			if (err != nil) != tc.wantErr {
+				t.Fatalf("err = %v", err)
+			}
+			if !tc.wantErr && (!reflect.DeepEqual(got, tc.want) || (got == nil) != (tc.want == nil)) {
+				t.Fatalf("excludeL2 = %#v, want %#v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestMemberlistSecretRawBytes(t *testing.T) {
+	o := options{mlSecretKeyPath: "/secret"}
+	got, err := o.memberlistSecret(func(p string) ([]byte, error) {
+		if p != "/secret/secretkey" {
+			return nil, errors.New("wrong path " + p)
+		}
+		return []byte("abc\n"), nil
+	})
+	if err != nil || string(got) != "abc\n" {
+		t.Fatalf("secret %q, err %v", got, err)
+	}
+	o.mlSecretKeyPath = ""
+	if got, err := o.memberlistSecret(nil); got != nil || err != nil {
+		t.Fatalf("no path: %q, %v", got, err)
+	}
+}
