@@ -1,0 +1,209 @@
+// Command controller is Herald's cluster-wide controller: it assigns
+// LoadBalancer IPs to Services (internal/k8s/serviceip), publishes pool
+// counters (internal/k8s/poolstatus), creates the memberlist Secret
+// (internal/k8s/mlsecret) and serves the validating webhooks
+// (internal/k8s/webhook). This file only wires them into a controller-runtime
+// manager; flags are in options.go and follow MetalLB's controller.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	"github.com/herald-lb/herald/api/v1beta1"
+	"github.com/herald-lb/herald/api/v1beta2"
+	"github.com/herald-lb/herald/internal/ipam"
+	"github.com/herald-lb/herald/internal/k8s/configload"
+	"github.com/herald-lb/herald/internal/k8s/mlsecret"
+	"github.com/herald-lb/herald/internal/k8s/poolstatus"
+	"github.com/herald-lb/herald/internal/k8s/serviceip"
+	"github.com/herald-lb/herald/internal/k8s/webhook"
+	"github.com/herald-lb/herald/internal/logging"
+	"github.com/herald-lb/herald/internal/version"
+)
+
+func main() {
+	var o options
+	o.register(flag.CommandLine, os.Getenv)
+	flag.Parse()
+	log, err := logging.New(os.Stdout, o.logLevel, "controller")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	if err := o.complete(os.ReadFile); err != nil {
+		log.Error("invalid command line", "error", err)
+		os.Exit(2)
+	}
+	log.Info("starting", "version", version.String(), "namespace", o.namespace, "webhookMode", o.webhookMode, "lbClass", o.lbClass)
+	if err := run(ctrl.SetupSignalHandler(), &o, log); err != nil {
+		log.Error("controller failed", "error", err)
+		os.Exit(1)
+	}
+	log.Info("stopped")
+}
+
+func newScheme() (*runtime.Scheme, error) {
+	s := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, v1beta1.AddToScheme, v1beta2.AddToScheme} {
+		if err := add(s); err != nil {
+			return nil, fmt.Errorf("build scheme: %w", err)
+		}
+	}
+	return s, nil
+}
+
+// run builds the manager, adds the components --webhook-mode asks for and
+// runs until ctx ends (SIGTERM), then shuts down gracefully.
+func run(ctx context.Context, o *options, log *slog.Logger) error {
+	cfg, err := ctrl.GetConfig()
+	if err != nil {
+		return fmt.Errorf("kubeconfig: %w", err)
+	}
+	// client-go's default 5 QPS / 10 burst would throttle a burst of new
+	// Services to a crawl.
+	cfg.QPS, cfg.Burst = float32(o.apiQPS), o.apiBurst
+	cfg.UserAgent = "herald-controller/" + version.Version
+	scheme, err := newScheme()
+	if err != nil {
+		return err
+	}
+	metricsOpts, err := o.serving.MetricsOptions()
+	if err != nil {
+		return err
+	}
+	tlsOpts, err := o.serving.TLSOptions()
+	if err != nil {
+		return err
+	}
+	mgr, err := manager.New(cfg, manager.Options{
+		Scheme:                  scheme,
+		Cache:                   serviceip.CacheOptions(o.namespace),
+		Metrics:                 metricsOpts,
+		HealthProbeBindAddress:  o.serving.HealthProbeAddress(),
+		LeaderElection:          o.leaderElect,
+		LeaderElectionID:        "herald-controller",
+		LeaderElectionNamespace: o.namespace,
+	})
+	if err != nil {
+		return fmt.Errorf("manager: %w", err)
+	}
+	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+		return err
+	}
+	if err := mgr.AddReadyzCheck("ping", healthz.Ping); err != nil {
+		return err
+	}
+
+	if o.webhookMode != webhookDisabled {
+		if err := webhook.Setup(mgr, webhook.Options{
+			Namespace:         o.namespace,
+			Port:              o.webhookPort,
+			CertDir:           o.certDir,
+			CertRotation:      !o.disableCertRot,
+			ServiceName:       o.certService,
+			SecretName:        o.webhookSecret,
+			WebhookConfigName: o.webhookConfig,
+			ConversionCRDs:    []string{"bgppeers.metallb.io"},
+			TLSOpts:           tlsOpts,
+			Logger:            log.With("component", "webhook"),
+		}); err != nil {
+			return fmt.Errorf("webhooks: %w", err)
+		}
+	}
+	if o.webhookMode != webhookOnly {
+		if err := addAllocation(ctx, mgr, o, log); err != nil {
+			return err
+		}
+	}
+	if err := mgr.Start(ctx); err != nil {
+		return fmt.Errorf("manager: %w", err)
+	}
+	return nil
+}
+
+// addAllocation adds the Service IP loop, the pool status writer and the
+// memberlist Secret creation.
+func addAllocation(ctx context.Context, mgr manager.Manager, o *options, log *slog.Logger) error {
+	reporter := &configload.Reporter{
+		Client: mgr.GetClient(), Namespace: o.namespace, Name: "controller",
+		Labels: map[string]string{"metallb.io/component-type": "controller"},
+	}
+	if o.podName != "" {
+		owner, err := podOwner(ctx, mgr.GetAPIReader(), o.namespace, o.podName)
+		if err != nil {
+			log.Warn("ConfigurationState will have no owner", "pod", o.podName, "error", err)
+		}
+		reporter.Owner = owner
+	}
+	var ctl *serviceip.Controller
+	pw, err := poolstatus.New(poolstatus.Options{
+		Client: mgr.GetClient(), Reader: mgr.GetCache(), Namespace: o.namespace,
+		Stats:      func() []ipam.PoolStats { return ctl.Allocator().Stats() },
+		Log:        log,
+		Registerer: crmetrics.Registry,
+	})
+	if err != nil {
+		return err
+	}
+	ctl, err = serviceip.New(serviceip.Options{
+		Client:        mgr.GetClient(),
+		Cache:         mgr.GetCache(),
+		Recorder:      mgr.GetEventRecorder("herald-controller"),
+		Log:           log,
+		Namespace:     o.namespace,
+		LBClass:       o.lbClass,
+		Workers:       o.workers,
+		Reporter:      reporter,
+		ConfigMetrics: configload.NewMetrics(crmetrics.Registry),
+		Registerer:    crmetrics.Registry,
+		OnStatsChange: pw.Notify,
+	})
+	if err != nil {
+		return err
+	}
+	if err := mgr.Add(ctl); err != nil {
+		return err
+	}
+	if err := mgr.Add(pw); err != nil {
+		return err
+	}
+	if o.mlSecretName != "" {
+		uncached, err := client.New(mgr.GetConfig(), client.Options{Scheme: mgr.GetScheme()})
+		if err != nil {
+			return fmt.Errorf("client: %w", err)
+		}
+		if err := mgr.Add(mlsecret.Runnable{Options: mlsecret.Options{
+			Client: uncached, Namespace: o.namespace, Name: o.mlSecretName, Deployment: o.deployment, Log: log,
+		}}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// podOwner returns an owner reference to the controller's Pod.
+func podOwner(ctx context.Context, r client.Reader, ns, name string) (*metav1.OwnerReference, error) {
+	var pod corev1.Pod
+	if err := r.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &pod); err != nil {
+		return nil, fmt.Errorf("get Pod %s/%s: %w", ns, name, err)
+	}
+	if pod.UID == "" {
+		return nil, errors.New("pod without UID")
+	}
+	return &metav1.OwnerReference{APIVersion: "v1", Kind: "Pod", Name: pod.Name, UID: pod.UID}, nil
+}

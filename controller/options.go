@@ -1,0 +1,99 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"strings"
+
+	"github.com/herald-lb/herald/internal/k8s/serving"
+	"github.com/herald-lb/herald/internal/k8s/webhook"
+)
+
+// Webhook modes (--webhook-mode), as MetalLB's.
+const (
+	webhookEnabled  = "enabled"     // webhooks and allocation
+	webhookDisabled = "disabled"    // allocation only
+	webhookOnly     = "onlywebhook" // webhooks only, no allocation
+)
+
+// options are the controller's command line, after environment fallbacks.
+type options struct {
+	namespace      string
+	mlSecretName   string
+	deployment     string
+	podName        string
+	lbClass        string
+	logLevel       string
+	leaderElect    bool
+	apiQPS         float64
+	apiBurst       int
+	workers        int
+	webhookMode    string
+	webhookPort    int
+	certDir        string
+	disableCertRot bool
+	certService    string
+	webhookSecret  string
+	webhookConfig  string
+	serving        serving.Flags
+}
+
+const saNamespaceFile = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+
+// register defines the flags on fs. Flags with a METALLB_* variable take it
+// as their default, so an explicit flag wins over the environment.
+// controller-runtime registers --kubeconfig on the default FlagSet itself.
+func (o *options) register(fs *flag.FlagSet, getenv func(string) string) {
+	str := func(p *string, name, env, def, usage string) {
+		if v := getenv(env); v != "" {
+			def = v
+		}
+		fs.StringVar(p, name, def, usage+" (env "+env+")")
+	}
+	str(&o.namespace, "namespace", "METALLB_NAMESPACE", "", "Herald's namespace: configuration objects and the memberlist Secret (default: the service account's).")
+	str(&o.mlSecretName, "ml-secret-name", "METALLB_ML_SECRET_NAME", "", "Name of the memberlist Secret to create when missing (empty: none).")
+	str(&o.deployment, "deployment", "METALLB_DEPLOYMENT", "", "Name of the controller Deployment, owner of the memberlist Secret.")
+	str(&o.podName, "pod-name", "METALLB_POD_NAME", "", "Name of the controller Pod, owner of the ConfigurationState \"controller\".")
+	fs.StringVar(&o.lbClass, "lb-class", "", "loadBalancerClass handled by this controller (empty: Services without a class).")
+	fs.StringVar(&o.logLevel, "log-level", "info", "Log level: all, debug, info, warn, error, none.")
+	fs.BoolVar(&o.leaderElect, "leader-elect", false, "Elect a leader among controller replicas (needed for more than one replica).")
+	fs.Float64Var(&o.apiQPS, "kube-api-qps", 500, "Client-side rate limit towards the API server, requests per second.")
+	fs.IntVar(&o.apiBurst, "kube-api-burst", 1000, "Client-side burst towards the API server, requests.")
+	fs.IntVar(&o.workers, "workers", 8, "Concurrent Service workers (allocation itself is serialised).")
+	fs.StringVar(&o.webhookMode, "webhook-mode", webhookEnabled, "enabled (webhooks and allocation), disabled (allocation only) or onlywebhook.")
+	fs.IntVar(&o.webhookPort, "webhook-port", webhook.DefaultPort, "Port of the validating webhook server.")
+	fs.StringVar(&o.certDir, "cert-dir", webhook.DefaultCertDir, "Directory of the webhook serving certificate (tls.crt, tls.key).")
+	fs.BoolVar(&o.disableCertRot, "disable-cert-rotation", false, "Do not manage the webhook certificate (use cert-manager or similar).")
+	fs.StringVar(&o.certService, "cert-service-name", webhook.DefaultServiceName, "Webhook Service name, the certificate's DNS name <name>.<namespace>.svc.")
+	fs.StringVar(&o.webhookSecret, "webhook-secret", webhook.DefaultSecretName, "Secret holding the webhook certificate.")
+	fs.StringVar(&o.webhookConfig, "webhook-configuration-name", webhook.DefaultWebhookConfigName, "ValidatingWebhookConfiguration whose caBundle is kept current.")
+	o.serving.Register(fs, 9120)
+}
+
+// complete fills defaults that need the file system and checks the result.
+func (o *options) complete(readFile func(string) ([]byte, error)) error {
+	var errs []error
+	if o.namespace == "" {
+		b, err := readFile(saNamespaceFile)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("--namespace (METALLB_NAMESPACE) is unset and %s is unreadable: %w", saNamespaceFile, err))
+		}
+		o.namespace = strings.TrimSpace(string(b))
+	}
+	switch o.webhookMode {
+	case webhookEnabled, webhookDisabled, webhookOnly:
+	default:
+		errs = append(errs, fmt.Errorf("--webhook-mode %q: must be enabled, disabled or onlywebhook", o.webhookMode))
+	}
+	if o.apiQPS <= 0 || o.apiBurst <= 0 {
+		errs = append(errs, errors.New("--kube-api-qps and --kube-api-burst must be positive"))
+	}
+	if o.workers <= 0 {
+		errs = append(errs, errors.New("--workers must be positive"))
+	}
+	if _, err := o.serving.TLSOptions(); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
