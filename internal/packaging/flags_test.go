@@ -10,7 +10,61 @@ import (
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
+	"sigs.k8s.io/yaml"
 )
+
+// schemaTimingKeys returns the keys the chart's values schema allows in
+// speaker.memberlist.timings, each with whether it is a duration.
+func schemaTimingKeys(t *testing.T) map[string]bool {
+	t.Helper()
+	var schema struct {
+		Properties struct {
+			Speaker struct {
+				Properties struct {
+					Memberlist struct {
+						Properties struct {
+							Timings struct {
+								AdditionalProperties *bool          `json:"additionalProperties"`
+								Properties           map[string]any `json:"properties"`
+							} `json:"timings"`
+						} `json:"properties"`
+					} `json:"memberlist"`
+				} `json:"properties"`
+			} `json:"speaker"`
+		} `json:"properties"`
+	}
+	if err := yaml.Unmarshal(readFile(t, filepath.Join(repoRoot(t), "charts", "herald", "values.schema.json")), &schema); err != nil {
+		t.Fatal(err)
+	}
+	tm := schema.Properties.Speaker.Properties.Memberlist.Properties.Timings
+	if tm.AdditionalProperties == nil || *tm.AdditionalProperties {
+		t.Error("values.schema.json: speaker.memberlist.timings must not allow additional properties (each becomes a flag)")
+	}
+	keys := map[string]bool{}
+	for k, v := range tm.Properties {
+		ref, _ := v.(map[string]any)["$ref"].(string)
+		keys[k] = ref == "#/definitions/duration"
+	}
+	if len(keys) == 0 {
+		t.Fatal("values.schema.json lists no memberlist timings")
+	}
+	return keys
+}
+
+// kebab is sprig's kebabcase for the lowerCamel keys of the chart.
+func kebab(s string) string {
+	var b strings.Builder
+	for i, r := range s {
+		if r >= 'A' && r <= 'Z' {
+			if i > 0 {
+				b.WriteByte('-')
+			}
+			r += 'a' - 'A'
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
 
 // binaryFlags builds main package ./name and returns its flags from -h:
 // name -> whether it is a boolean flag. It skips the test when the package
@@ -88,6 +142,26 @@ func TestArgsAreFlags(t *testing.T) {
 	})
 	t.Run("speaker", func(t *testing.T) {
 		flags := binaryFlags(t, "speaker")
+		// Every memberlist timing key of the chart's schema is a flag, and
+		// every timing flag is in the schema.
+		keys := schemaTimingKeys(t)
+		var sets []string
+		inSchema := map[string]bool{}
+		for k, isDuration := range keys {
+			v := "1"
+			if isDuration {
+				v = "1s"
+			}
+			sets = append(sets, "speaker.memberlist.timings."+k+"="+v)
+			inSchema["ml-"+kebab(k)] = true
+		}
+		renders["chart every timing"] = parseObjects(t, helmTemplate(t, "herald", ns, sets...))
+		for f := range flags {
+			contract := f == "ml-bindaddr" || f == "ml-bindport" || f == "ml-labels" || f == "ml-secret-key-path" || f == "ml-wan-config"
+			if strings.HasPrefix(f, "ml-") && !contract && !inSchema[f] {
+				t.Errorf("speaker flag --%s has no key in charts/herald/values.schema.json speaker.memberlist.timings", f)
+			}
+		}
 		for src, objs := range renders {
 			var ds appsv1.DaemonSet
 			find(t, objs, "DaemonSet", ns, "herald-speaker").into(t, &ds)
