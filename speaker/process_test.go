@@ -93,7 +93,7 @@ func TestProcess(t *testing.T) {
 			_ = cmd.Process.Kill()
 			<-exited
 		}
-		if t.Failed() {
+		if t.Failed() || testing.Verbose() {
 			t.Logf("speaker output:\n%s", logs.String())
 		}
 	})

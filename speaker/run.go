@@ -65,8 +65,10 @@ func runAll(log *slog.Logger, ml *members.List, l2 *layer2.Announcer, bgpSpeaker
 	case err = <-fail:
 		log.Error("component failed, shutting down", "error", err)
 	}
-	mlC.stop()
-	log.Info("left memberlist")
+	if mlC != nil {
+		mlC.stop()
+		log.Info("left memberlist")
+	}
 	mgrC.stop()
 	l2C.stop()
 	if bgpSpeaker != nil {

@@ -63,7 +63,7 @@ type Options struct {
 	// PodName is the speaker's own Pod, the owner of the objects it writes;
 	// "" or a missing Pod means no owner reference.
 	PodName string
-	// Logger is required.
+	// Logger is required; callers usually add the node name to it.
 	Logger *slog.Logger
 	// Registerer receives metallb_speaker_announced and the
 	// metallb_k8s_client_* metrics; nil registers nothing.

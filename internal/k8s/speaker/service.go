@@ -165,7 +165,11 @@ func (s *Speaker) reconcileService(ctx context.Context, snap *config.Snapshot, v
 		st.paths = d.BGPPaths()
 		for _, ipd := range d.IPs {
 			if ipd.BGP.Announce {
-				bgpPeers = append(bgpPeers, ipd.BGP.Peers...)
+				for _, p := range ipd.BGP.Peers {
+					if _, notApplied := s.peerErrors[p]; !notApplied {
+						bgpPeers = append(bgpPeers, p)
+					}
+				}
 			}
 		}
 		slices.Sort(bgpPeers)

@@ -81,7 +81,7 @@ func Setup(mgr manager.Manager, opts Options) (*Speaker, error) {
 	}
 	s := &Speaker{
 		opts:       opts,
-		log:        opts.Logger.With("node", opts.NodeName),
+		log:        opts.Logger,
 		client:     mgr.GetClient(),
 		apiReader:  mgr.GetAPIReader(),
 		tracker:    configload.NewTracker(config.Options{Namespace: opts.Namespace, NodeName: opts.NodeName}),

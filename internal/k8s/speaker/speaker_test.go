@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"log/slog"
 	"net/netip"
+	"os"
 	"reflect"
 	"slices"
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -18,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrlconfig "sigs.k8s.io/controller-runtime/pkg/config"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
@@ -38,14 +41,21 @@ type testSpeaker struct {
 	logs    countingHandler
 	members *fakeMembers
 	reg     *prometheus.Registry
+	states  chan bgp.PeerState
 }
 
 var speakerPods = labels.Set{"app": "herald-speaker"}
 
+func TestMain(m *testing.M) {
+	ctrllog.SetLogger(logr.Discard())
+	os.Exit(m.Run())
+}
+
 func startSpeaker(t *testing.T, env *testenv.Env, ns, node string, live *liveness) *testSpeaker {
 	t.Helper()
 	s := &testSpeaker{name: node, l2: &fakeL2{}, bgp: &bgp.Fake{}, rec: &fakeRecorder{},
-		logs: newCountingHandler(), members: live.member(), reg: prometheus.NewRegistry()}
+		logs: newCountingHandler(), members: live.member(), reg: prometheus.NewRegistry(),
+		states: make(chan bgp.PeerState, 8)}
 	skip := true
 	mgr, err := manager.New(env.Config, manager.Options{
 		Scheme:                 env.Scheme,
@@ -61,7 +71,7 @@ func startSpeaker(t *testing.T, env *testenv.Env, ns, node string, live *livenes
 	if _, err := Setup(mgr, Options{
 		NodeName: node, Namespace: ns, PodName: "speaker-" + node,
 		Logger: slog.New(s.logs), Registerer: s.reg, Recorder: s.rec,
-		L2: s.l2, BGP: s.bgp, Members: s.members, MemberPort: 7946, MemberSelector: speakerPods.AsSelector(),
+		L2: s.l2, BGP: s.bgp, PeerStates: s.states, Members: s.members, MemberPort: 7946, MemberSelector: speakerPods.AsSelector(),
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -346,6 +356,35 @@ func TestSpeakerThroughAPIServer(t *testing.T) {
 			}
 			return nil
 		})
+	})
+
+	t.Run("BGP peer events", func(t *testing.T) {
+		s := w.speakers["n1"]
+		s.states <- bgp.PeerState{Name: "p1", Peer: "203.0.113.1:179", State: bgp.StateActive}
+		s.states <- bgp.PeerState{Name: "p1", Peer: "203.0.113.1:179", State: bgp.StateEstablished}
+		s.states <- bgp.PeerState{Name: "p1", Peer: "203.0.113.1:179", State: bgp.StateIdle}
+		eventually(t, "session events", func() error {
+			if !s.rec.has("BGPPeer/p1 Normal sessionEstablished: session to 203.0.113.1:179 established on node n1") ||
+				!s.rec.has("BGPPeer/p1 Warning sessionDown: session to 203.0.113.1:179 down on node n1 (state Idle)") {
+				return errors.New("missing session events")
+			}
+			return nil
+		})
+		// A dynamicASN peer cannot be applied: event on it, p1 stays.
+		must(t, c.Create(ctx, &v1beta2.BGPPeer{ObjectMeta: metav1.ObjectMeta{Name: "dyn", Namespace: ns},
+			Spec: v1beta2.BGPPeerSpec{MyASN: 64512, DynamicASN: "external", PeerAddress: "203.0.113.2"}}))
+		eventually(t, "peerNotApplied event", func() error {
+			if !s.rec.has("BGPPeer/dyn Warning peerNotApplied") {
+				return errors.New("no peerNotApplied event")
+			}
+			if peers := s.bgp.Peers(); len(peers) != 1 || peers[0].Name != "p1" {
+				return fmt.Errorf("peers %+v", peers)
+			}
+			return nil
+		})
+		w.t = t
+		w.expectBGP("n1", "n2") // ServiceBGPStatus lists only applied peers
+		must(t, c.Delete(ctx, &v1beta2.BGPPeer{ObjectMeta: metav1.ObjectMeta{Name: "dyn", Namespace: ns}}))
 	})
 
 	t.Run("memberlist failover", func(t *testing.T) {
