@@ -40,7 +40,24 @@ func (c *cluster) mustHelm(t *testing.T, args ...string) []byte {
 	return run(t, "", nil, c.helmEnv, c.helm, append(args, "--kubeconfig", c.kubeconfig)...)
 }
 
-// withoutKinds drops the objects of the given API groups (kinds whose CRDs
+// writeCert stores a certificate in Secret namespace/name as the
+// controller's rotation does (an update by another field manager).
+func (c *cluster) writeCert(t *testing.T, namespace, name string) {
+	t.Helper()
+	c.mustKubectl(t, nil, "patch", "secret", name, "-n", namespace, "--type=merge", "--field-manager=herald-controller",
+		"-p", `{"data":{"tls.crt":"Y2VydA==","tls.key":"a2V5"}}`)
+}
+
+// wantCert fails unless the certificate writeCert stored is still there.
+func (c *cluster) wantCert(t *testing.T, namespace, name string) {
+	t.Helper()
+	out := c.mustKubectl(t, nil, "get", "secret", name, "-n", namespace, "-o", "jsonpath={.data.tls\\.crt} {.data.tls\\.key}")
+	if got := string(out); got != "Y2VydA== a2V5" {
+		t.Errorf("Secret %s/%s lost the certificate: %q", namespace, name, got)
+	}
+}
+
+// withoutGroups drops the objects of the given API groups (kinds whose CRDs
 // the test server lacks, e.g. monitoring.coreos.com).
 func withoutGroups(t *testing.T, data []byte, groups ...string) []byte {
 	t.Helper()
@@ -103,6 +120,10 @@ func TestAPIServer(t *testing.T) {
 		}
 		// Established: a BGPPeer list works.
 		waitFor(t, func() error { _, err := c.kubectlRun(nil, "get", "bgppeers.metallb.io", "-A"); return err })
+		// helm upgrade keeps the certificate the controller wrote.
+		c.writeCert(t, "alt-system", "alt-herald-webhook-cert")
+		c.mustHelm(t, "upgrade", "alt", chart, "--namespace", "alt-system", "--timeout", "60s")
+		c.wantCert(t, "alt-system", "alt-herald-webhook-cert")
 		c.mustHelm(t, "uninstall", "alt", "--namespace", "alt-system", "--timeout", "60s")
 		// crds.keep: the CRDs (and so the users' pools) survive uninstall.
 		c.mustKubectl(t, nil, append([]string{"get", "crd"}, crdNames...)...)
@@ -132,8 +153,13 @@ func TestAPIServer(t *testing.T) {
 		if got := string(out); got != "herald-system/herald-webhook-service/convert" {
 			t.Errorf("bgppeers.metallb.io conversion after apply: %q", got)
 		}
-		// Applying again changes nothing and succeeds (idempotent).
+		// Applying again, server-side or client-side, keeps the
+		// certificate the controller wrote into the shipped empty Secret.
+		c.writeCert(t, ns, "herald-webhook-cert")
 		c.mustKubectl(t, nil, "apply", "--server-side", "-f", heraldFile)
+		c.wantCert(t, ns, "herald-webhook-cert")
+		c.mustKubectl(t, nil, "apply", "-f", heraldFile)
+		c.wantCert(t, ns, "herald-webhook-cert")
 	})
 
 	t.Run("RBAC as the API server sees it", func(t *testing.T) {
