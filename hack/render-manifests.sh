@@ -2,6 +2,9 @@
 # Renders everything derived from manifests/ (make manifests):
 #   manifests/herald.yaml              one file for `kubectl apply -f`, from
 #                                      `kubectl kustomize manifests/base`
+#   manifests/herald-prometheus.yaml   the same plus ServiceMonitors and the
+#                                      metrics reader binding for Prometheus
+#                                      (manifests/prometheus)
 #   charts/herald/files/crds/*.yaml    the CRDs, copied from manifests/crds
 #   charts/herald/files/webhook.yaml   `kubectl kustomize manifests/webhook`,
 #                                      which the chart's webhook template reads
@@ -14,15 +17,19 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 kubectl="${KUBECTL:-kubectl}"
 out="${1:-$root}"
-trap 'rm -f "$out/manifests/herald.yaml.tmp" "$out/charts/herald/files/webhook.yaml.tmp"' EXIT
+trap 'rm -f "$out"/manifests/*.yaml.tmp "$out/charts/herald/files/webhook.yaml.tmp"' EXIT
 
 mkdir -p "$out/manifests" "$out/charts/herald/files/crds"
-{
-  echo "# Herald install manifests, rendered by hack/render-manifests.sh from"
-  echo "# manifests/base (make manifests); do not edit."
-  "$kubectl" kustomize "$root/manifests/base"
-} > "$out/manifests/herald.yaml.tmp"
-mv "$out/manifests/herald.yaml.tmp" "$out/manifests/herald.yaml"
+render() { # render KUSTOMIZATION OUTFILE
+  {
+    echo "# Herald install manifests, rendered by hack/render-manifests.sh from"
+    echo "# manifests/$1 (make manifests); do not edit."
+    "$kubectl" kustomize "$root/manifests/$1"
+  } > "$out/manifests/$2.tmp"
+  mv "$out/manifests/$2.tmp" "$out/manifests/$2"
+}
+render base herald.yaml
+render prometheus herald-prometheus.yaml
 
 rm -f "$out"/charts/herald/files/crds/*.yaml
 for f in "$root"/manifests/crds/*.yaml; do

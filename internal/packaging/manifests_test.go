@@ -364,3 +364,63 @@ func chartAppVersion(t *testing.T) string {
 	}
 	return strings.TrimSpace(c.AppVersion)
 }
+
+// TestPrometheusManifests: manifests/herald-prometheus.yaml is
+// manifests/herald.yaml plus ServiceMonitors that select the metrics
+// Services by their "metrics" port, and the /metrics reader binding.
+func TestPrometheusManifests(t *testing.T) {
+	base := heraldYAML(t)
+	prom := parseObjects(t, readFile(t, filepath.Join(repoRoot(t), "manifests", "herald-prometheus.yaml")))
+	byKey := map[string]object{}
+	for _, o := range prom {
+		byKey[o.key()] = o
+	}
+	for _, o := range base {
+		p, ok := byKey[o.key()]
+		if !ok || !bytes.Equal(uncommented(p.Raw), uncommented(o.Raw)) {
+			t.Errorf("%s differs from manifests/herald.yaml", o.key())
+		}
+	}
+	if len(prom) != len(base)+3 {
+		t.Errorf("herald-prometheus.yaml has %d objects, want herald.yaml's %d + 2 ServiceMonitors + 1 binding", len(prom), len(base))
+	}
+	find(t, prom, "ClusterRoleBinding", "", "herald-metrics-reader")
+	for _, component := range []string{"controller", "speaker"} {
+		var sm struct {
+			Spec struct {
+				Selector struct {
+					MatchLabels map[string]string `json:"matchLabels"`
+				} `json:"selector"`
+				Endpoints []struct {
+					Port, Scheme string
+				} `json:"endpoints"`
+			} `json:"spec"`
+		}
+		if err := yaml.Unmarshal(find(t, prom, "ServiceMonitor", ns, "herald-"+component).Raw, &sm); err != nil {
+			t.Fatal(err)
+		}
+		var svc corev1.Service
+		find(t, base, "Service", ns, "herald-"+component+"-metrics").into(t, &svc)
+		if len(sm.Spec.Selector.MatchLabels) == 0 || !labels.SelectorFromSet(sm.Spec.Selector.MatchLabels).Matches(labels.Set(svc.Labels)) {
+			t.Errorf("ServiceMonitor herald-%s selector %v does not select Service %s (%v)", component, sm.Spec.Selector.MatchLabels, svc.Name, svc.Labels)
+		}
+		if len(sm.Spec.Endpoints) != 1 || sm.Spec.Endpoints[0].Port != "metrics" || sm.Spec.Endpoints[0].Scheme != "https" {
+			t.Errorf("ServiceMonitor herald-%s endpoints %+v: want port metrics over https", component, sm.Spec.Endpoints)
+		}
+		if !slices.ContainsFunc(svc.Spec.Ports, func(p corev1.ServicePort) bool { return p.Name == "metrics" }) {
+			t.Errorf("Service %s has no port named metrics", svc.Name)
+		}
+	}
+}
+
+// uncommented drops the comment lines of a YAML document (the rendered
+// files' headers).
+func uncommented(doc []byte) []byte {
+	var out [][]byte
+	for _, l := range bytes.Split(doc, []byte("\n")) {
+		if !bytes.HasPrefix(l, []byte("#")) {
+			out = append(out, l)
+		}
+	}
+	return bytes.Join(out, []byte("\n"))
+}
