@@ -61,5 +61,12 @@ bench:
 fuzz:
 	go test -run '^$$' -fuzz FuzzBuild -fuzztime 60s ./internal/config
 
+# bench-bgp measures Herald's BGP speed in the lab against a real FRR: Service
+# created -> prefix in FRR, endpoints gone -> withdrawn (p50/p99 over 100), and
+# 10,000 prefixes to one peer with the speaker's peak RSS (see docs/performance.md).
+.PHONY: bench-bgp
+bench-bgp: deps test-assets
+	go run ./e2e/cmd/bench-bgp
+
 clean:
 	rm -rf $(BIN)

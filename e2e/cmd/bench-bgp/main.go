@@ -1,0 +1,462 @@
+// Command bench-bgp measures Herald's BGP announcement speed in the lab
+// against a real FRR router (`make bench-bgp`):
+//
+//   - announce: a Service is created (its ready endpoints right after, as the
+//     EndpointSlice controller would) until FRR's zebra installs its /32 in
+//     the router's kernel table (seen as a netlink RTM_NEWROUTE event in the
+//     router namespace), p50/p99 over -services Services, one at a time;
+//   - withdraw: its endpoints are emptied until the /32 is deleted there
+//     (RTM_DELROUTE), p50/p99;
+//   - bulk: -bulk single-stack IPv6 Services (one /128 each) exist with
+//     endpoints before the BGPPeer does; then the IPv6 BGPPeer is created and
+//     the time until FRR's `show bgp summary json` counts them all received
+//     (pfxRcd) is measured, from the peer's creation and from the session's
+//     Established, with the speaker's peak RSS (VmHWM in /proc) afterwards.
+//
+// One lab node runs a speaker (and the controller's Pod is placed there);
+// the router is the lab's FRR (AS 64500, dynamic neighbors). It prints a
+// table; the numbers depend on the machine, so the table names it.
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/herald-lb/herald/api/v1beta1"
+	"github.com/herald-lb/herald/api/v1beta2"
+	"github.com/herald-lb/herald/e2e/lab"
+)
+
+const (
+	benchNS  = "bench-bgp"
+	node     = "n1"
+	poolAnno = "metallb.io/address-pool"
+	ipsAnno  = "metallb.io/loadBalancerIPs"
+)
+
+func main() {
+	services := flag.Int("services", 100, "Services for the announce/withdraw latency")
+	bulk := flag.Int("bulk", 10000, "IPv6 prefixes for the bulk announcement")
+	workers := flag.Int("workers", 8, "parallel API writers for the bulk setup")
+	stateDir := flag.String("state-dir", "", "lab state directory (default: a temporary one, removed after)")
+	keep := flag.Bool("keep", false, "leave the lab up afterwards (herald-lab down --state-dir ... removes it)")
+	flag.Parse()
+	if err := run(*services, *bulk, *workers, *stateDir, *keep); err != nil {
+		fmt.Fprintln(os.Stderr, "bench-bgp:", err)
+		os.Exit(1)
+	}
+}
+
+func run(services, bulk, workers int, stateDir string, keep bool) (err error) {
+	ctx, stop := context.WithTimeout(context.Background(), 40*time.Minute)
+	defer stop()
+	if stateDir == "" {
+		d, err := os.MkdirTemp("", "bench-bgp-")
+		if err != nil {
+			return err
+		}
+		stateDir = d
+		if !keep {
+			defer os.RemoveAll(d)
+		}
+	}
+	fmt.Fprintf(os.Stderr, "bringing the lab up in %s ...\n", stateDir)
+	l, err := lab.Up(ctx, lab.Config{Prefix: lab.RandomPrefix(), Nodes: 1, StateDir: stateDir})
+	if err != nil {
+		return err
+	}
+	if !keep {
+		defer func() {
+			if derr := l.Down(); derr != nil && err == nil {
+				err = derr
+			}
+		}()
+	}
+	fmt.Fprintln(os.Stderr, "installing Herald ...")
+	h, err := l.InstallHerald(ctx, lab.InstallOptions{})
+	if err != nil {
+		if h != nil {
+			fmt.Fprintln(os.Stderr, h.Logs(40))
+		}
+		return err
+	}
+	c := h.Client()
+	if err := l.EnsureNamespace(ctx, benchNS); err != nil {
+		return err
+	}
+	for _, obj := range []struct {
+		name string
+		err  error
+	}{
+		{"pool v4", c.Create(ctx, &v1beta1.IPAddressPool{
+			ObjectMeta: metav1.ObjectMeta{Name: "bench-v4", Namespace: lab.HeraldNamespace},
+			Spec:       v1beta1.IPAddressPoolSpec{Addresses: []string{lab.BGPPrefixV4.String()}, AutoAssign: ptr(false)}})},
+		{"pool v6", c.Create(ctx, &v1beta1.IPAddressPool{
+			ObjectMeta: metav1.ObjectMeta{Name: "bench-v6", Namespace: lab.HeraldNamespace},
+			Spec:       v1beta1.IPAddressPoolSpec{Addresses: []string{lab.BGPPrefixV6.String()}, AutoAssign: ptr(false)}})},
+		{"advertisement", c.Create(ctx, &v1beta1.BGPAdvertisement{
+			ObjectMeta: metav1.ObjectMeta{Name: "bench", Namespace: lab.HeraldNamespace},
+			Spec:       v1beta1.BGPAdvertisementSpec{IPAddressPools: []string{"bench-v4", "bench-v6"}}})},
+		{"peer v4", c.Create(ctx, peer("bench-v4", lab.RouterAddr))},
+	} {
+		if obj.err != nil {
+			return fmt.Errorf("create %s: %w", obj.name, obj.err)
+		}
+	}
+	if err := waitEstablished(ctx, l, "ipv4Unicast", lab.NodeAddr(1).String()); err != nil {
+		return err
+	}
+
+	// Announce and withdraw latency, one Service at a time.
+	routes, err := watchRoutes(ctx, l.RouterNamespace())
+	if err != nil {
+		return err
+	}
+	var ann, wd []time.Duration
+	cs := l.Client()
+	for i := range services {
+		ip := lab.BGPPrefixV4.Addr().As4()
+		ip[3] = byte(10 + i)
+		addr := netip.AddrFrom4(ip)
+		name := fmt.Sprintf("lat-%d", i)
+		t0 := time.Now()
+		if err := createService(ctx, cs, name, "bench-v4", addr, corev1.IPv4Protocol); err != nil {
+			return err
+		}
+		if err := l.SetEndpoints(ctx, benchNS, name, []lab.Endpoint{{Node: node, Ready: true}}); err != nil {
+			return err
+		}
+		at, err := routes.wait(ctx, addr, unix.RTM_NEWROUTE, 30*time.Second)
+		if err != nil {
+			return fmt.Errorf("announce %s: %w\n%s", addr, err, h.Logs(30))
+		}
+		ann = append(ann, at.Sub(t0))
+		t1 := time.Now()
+		if err := l.SetEndpoints(ctx, benchNS, name, nil); err != nil {
+			return err
+		}
+		at, err = routes.wait(ctx, addr, unix.RTM_DELROUTE, 30*time.Second)
+		if err != nil {
+			return fmt.Errorf("withdraw %s: %w", addr, err)
+		}
+		wd = append(wd, at.Sub(t1))
+		if err := cs.CoreV1().Services(benchNS).Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+			return err
+		}
+	}
+	routes.close()
+
+	// Bulk: the Services first, then the IPv6 peer.
+	var bulkFromPeer, bulkFromEst time.Duration
+	var hwm, rssBefore string
+	if bulk > 0 {
+		fmt.Fprintf(os.Stderr, "creating %d IPv6 Services with endpoints ...\n", bulk)
+		setup := time.Now()
+		if err := bulkServices(ctx, l, cs, bulk, workers); err != nil {
+			return err
+		}
+		fmt.Fprintf(os.Stderr, "created in %s; waiting for their addresses ...\n", time.Since(setup).Round(time.Second))
+		if err := waitAllocated(ctx, cs, bulk); err != nil {
+			return err
+		}
+		// Let the speaker digest the Services before the session exists.
+		time.Sleep(5 * time.Second)
+		spk := h.Speaker(node)
+		if spk == nil {
+			return errors.New("no speaker process")
+		}
+		rssBefore = procStatus(spk.PID, "VmRSS")
+		v6 := lab.NodeAddrV6(1).String()
+		t0 := time.Now()
+		if err := c.Create(ctx, peer("bench-v6", lab.RouterAddrV6)); err != nil {
+			return fmt.Errorf("create peer v6: %w", err)
+		}
+		var est time.Time
+		err := poll(ctx, 5*time.Minute, 20*time.Millisecond, func() (bool, error) {
+			s, err := l.BGPSummary(ctx)
+			if err != nil {
+				return false, err
+			}
+			p, ok := s["ipv6Unicast"].Peers[v6]
+			if ok && p.State == "Established" && est.IsZero() {
+				est = time.Now()
+			}
+			return ok && p.PfxRcd >= bulk, nil
+		})
+		if err != nil {
+			return fmt.Errorf("bulk: %w\n%s", err, h.Logs(30))
+		}
+		done := time.Now()
+		bulkFromPeer, bulkFromEst = done.Sub(t0), done.Sub(est)
+		hwm = procStatus(spk.PID, "VmHWM")
+	}
+
+	host, _ := os.Hostname()
+	fmt.Printf("\nHerald BGP speed, %s, %s (%d CPUs, %s/%s), lab with 1 node and FRR %s\n\n",
+		time.Now().UTC().Format("2006-01-02 15:04 UTC"), host, runtime.NumCPU(), runtime.GOOS, runtime.GOARCH, frrVersion(ctx, l))
+	fmt.Printf("| Measurement | n | p50 | p99 | max | target |\n|---|---|---|---|---|---|\n")
+	row := func(name string, d []time.Duration, target string) {
+		s := slices.Clone(d)
+		slices.Sort(s)
+		fmt.Printf("| %s | %d | %s | %s | %s | %s |\n", name, len(s), ms(pct(s, 50)), ms(pct(s, 99)), ms(s[len(s)-1]), target)
+	}
+	row("Service created → /32 installed by FRR", ann, "p50 < 100 ms, p99 < 300 ms")
+	row("endpoints gone → /32 withdrawn in FRR", wd, "p50 < 100 ms, p99 < 300 ms")
+	if bulk > 0 {
+		fmt.Printf("| %d IPv6 prefixes: BGPPeer created → all in FRR | 1 | %s | | | < 5 s |\n", bulk, ms(bulkFromPeer))
+		fmt.Printf("| %d IPv6 prefixes: session Established → all in FRR | 1 | %s | | | |\n", bulk, ms(bulkFromEst))
+		fmt.Printf("| speaker RSS with %d Services: before the peer / peak (VmHWM) | | %s / %s | | | |\n", bulk, rssBefore, hwm)
+	}
+	return nil
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// peer is an eBGP BGPPeer from every node to the router address addr.
+func peer(name string, addr netip.Addr) *v1beta2.BGPPeer {
+	return &v1beta2.BGPPeer{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: lab.HeraldNamespace},
+		Spec: v1beta2.BGPPeerSpec{MyASN: lab.NodeASN, PeerASN: lab.RouterASN, PeerAddress: addr.String(),
+			ConnectTime: &metav1.Duration{Duration: time.Second}},
+	}
+}
+
+// createService creates a single-stack LoadBalancer Service asking for addr.
+func createService(ctx context.Context, cs kubernetes.Interface, name, pool string, addr netip.Addr, fam corev1.IPFamily) error {
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: benchNS,
+			Annotations: map[string]string{poolAnno: pool, ipsAnno: addr.String()}},
+		Spec: corev1.ServiceSpec{
+			Type:                          corev1.ServiceTypeLoadBalancer,
+			AllocateLoadBalancerNodePorts: ptr(false),
+			IPFamilies:                    []corev1.IPFamily{fam},
+			IPFamilyPolicy:                ptr(corev1.IPFamilyPolicySingleStack),
+			Ports:                         []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromInt32(80), Protocol: corev1.ProtocolTCP}},
+		},
+	}
+	_, err := cs.CoreV1().Services(benchNS).Create(ctx, svc, metav1.CreateOptions{})
+	if err != nil {
+		return fmt.Errorf("create service %s: %w", name, err)
+	}
+	return nil
+}
+
+// bulkServices creates n IPv6 Services (2001:db8:203::1:0 + i) with a
+// ready endpoint on the node, with several writers.
+func bulkServices(ctx context.Context, l *lab.Lab, cs kubernetes.Interface, n, workers int) error {
+	base := lab.BGPPrefixV6.Addr().As16()
+	base[13] = 1
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	errs := make([]error, workers)
+	for w := range workers {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= n || ctx.Err() != nil {
+					return
+				}
+				a := base
+				a[14], a[15] = byte(i>>8), byte(i)
+				name := fmt.Sprintf("bulk-%d", i)
+				err := createService(ctx, cs, name, "bench-v6", netip.AddrFrom16(a), corev1.IPv6Protocol)
+				if err == nil {
+					err = l.SetEndpoints(ctx, benchNS, name, []lab.Endpoint{{Node: node, Ready: true}})
+				}
+				if err != nil && !apierrors.IsAlreadyExists(err) {
+					errs[w] = err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// waitAllocated waits until n Services of the namespace prefixed "bulk-"
+// have their address.
+func waitAllocated(ctx context.Context, cs kubernetes.Interface, n int) error {
+	return poll(ctx, 10*time.Minute, time.Second, func() (bool, error) {
+		list, err := cs.CoreV1().Services(benchNS).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err
+		}
+		got := 0
+		for _, s := range list.Items {
+			if strings.HasPrefix(s.Name, "bulk-") && len(s.Status.LoadBalancer.Ingress) > 0 {
+				got++
+			}
+		}
+		return got >= n, nil
+	})
+}
+
+func waitEstablished(ctx context.Context, l *lab.Lab, fam, addr string) error {
+	return poll(ctx, time.Minute, 100*time.Millisecond, func() (bool, error) {
+		s, err := l.BGPSummary(ctx)
+		if err != nil {
+			return false, err
+		}
+		return s[fam].Peers[addr].State == "Established", nil
+	})
+}
+
+// poll calls fn every interval until it reports done, fails, or timeout.
+func poll(ctx context.Context, timeout, interval time.Duration, fn func() (bool, error)) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	for {
+		ok, err := fn()
+		if err == nil && ok {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("after %s: not reached (last error %v)", timeout, err)
+		case <-time.After(interval):
+		}
+	}
+}
+
+// routeWatch timestamps kernel route changes in the router namespace, which
+// is where FRR's zebra installs the BGP best paths.
+type routeWatch struct {
+	done   chan struct{}
+	mu     sync.Mutex
+	events map[string][]routeEvent // by destination prefix
+	notify chan struct{}
+}
+
+type routeEvent struct {
+	typ uint16
+	at  time.Time
+}
+
+func watchRoutes(ctx context.Context, ns string) (*routeWatch, error) {
+	h, err := netns.GetFromPath(filepath.Join("/var/run/netns", ns))
+	if err != nil {
+		return nil, fmt.Errorf("router namespace: %w", err)
+	}
+	ch := make(chan netlink.RouteUpdate, 1024)
+	w := &routeWatch{done: make(chan struct{}), events: map[string][]routeEvent{}, notify: make(chan struct{}, 1)}
+	if err := netlink.RouteSubscribeWithOptions(ch, w.done, netlink.RouteSubscribeOptions{
+		Namespace: &h, ReceiveBufferSize: 1 << 20,
+		ErrorCallback: func(err error) { fmt.Fprintln(os.Stderr, "netlink:", err) },
+	}); err != nil {
+		h.Close()
+		return nil, fmt.Errorf("route subscribe: %w", err)
+	}
+	go func() {
+		defer h.Close()
+		for u := range ch {
+			if u.Dst == nil {
+				continue
+			}
+			now := time.Now()
+			w.mu.Lock()
+			k := u.Dst.String()
+			w.events[k] = append(w.events[k], routeEvent{typ: u.Type, at: now})
+			w.mu.Unlock()
+			select {
+			case w.notify <- struct{}{}:
+			default:
+			}
+		}
+	}()
+	return w, nil
+}
+
+// wait returns the time of the first event of type typ for addr's host
+// route that is not consumed yet.
+func (w *routeWatch) wait(ctx context.Context, addr netip.Addr, typ uint16, timeout time.Duration) (time.Time, error) {
+	key := (&net.IPNet{IP: addr.AsSlice(), Mask: net.CIDRMask(addr.BitLen(), addr.BitLen())}).String()
+	deadline := time.After(timeout)
+	for {
+		w.mu.Lock()
+		evs := w.events[key]
+		for i, e := range evs {
+			if e.typ == typ {
+				w.events[key] = evs[i+1:]
+				w.mu.Unlock()
+				return e.at, nil
+			}
+		}
+		w.mu.Unlock()
+		select {
+		case <-w.notify:
+		case <-time.After(50 * time.Millisecond):
+		case <-deadline:
+			return time.Time{}, fmt.Errorf("no route event %d for %s within %s", typ, key, timeout)
+		case <-ctx.Done():
+			return time.Time{}, ctx.Err()
+		}
+	}
+}
+
+func (w *routeWatch) close() { close(w.done) }
+
+// procStatus returns one field of /proc/<pid>/status ("VmHWM" -> "52340 kB").
+func procStatus(pid int, field string) string {
+	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return "?"
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if k, v, ok := strings.Cut(sc.Text(), ":"); ok && k == field {
+			var kb int
+			if _, err := fmt.Sscanf(strings.TrimSpace(v), "%d kB", &kb); err == nil {
+				return fmt.Sprintf("%.0f MiB", float64(kb)/1024)
+			}
+			return strings.TrimSpace(v)
+		}
+	}
+	return "?"
+}
+
+func frrVersion(ctx context.Context, l *lab.Lab) string {
+	out, err := l.Vtysh(ctx, "show version")
+	if err != nil {
+		return "?"
+	}
+	for _, line := range strings.Split(out, "\n") {
+		if strings.HasPrefix(line, "FRRouting ") {
+			f := strings.Fields(line)
+			if len(f) > 1 {
+				return f[1]
+			}
+		}
+	}
+	return "?"
+}
+
+func pct(sorted []time.Duration, p int) time.Duration {
+	i := (len(sorted)*p+99)/100 - 1
+	return sorted[max(0, min(i, len(sorted)-1))]
+}
+
+func ms(d time.Duration) string { return fmt.Sprintf("%.1f ms", float64(d)/float64(time.Millisecond)) }
