@@ -6,9 +6,12 @@ package lab
 // the manifests cannot drift apart). Only the kubelet's part is played here.
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"net"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -118,9 +121,10 @@ func BuildHerald(ctx context.Context, dir string) (string, error) {
 // objects if missing, applies the manifests with `kubectl apply
 // --server-side`, starts the controller from the Deployment's template,
 // points herald-webhook-service (and the metrics Services) at it, waits
-// until the webhook refuses an invalid object and the ConfigurationState
-// "controller" is Valid, starts one speaker per node from the DaemonSet's
-// template, waits until each answers /readyz, then applies opts.Samples.
+// until the webhook refuses an invalid object, starts one speaker per node
+// from the DaemonSet's template, waits until each answers /readyz, then
+// applies opts.Samples and waits until the ConfigurationState "controller"
+// is Valid.
 func (l *Lab) InstallHerald(ctx context.Context, opts InstallOptions) (*Herald, error) {
 	if opts.Manifests == "" {
 		opts.Manifests = DefaultManifests
@@ -198,6 +202,9 @@ func (l *Lab) InstallHerald(ctx context.Context, opts InstallOptions) (*Herald, 
 	if len(opts.Samples) > 0 {
 		if err := h.Apply(ctx, opts.Samples...); err != nil {
 			return h, err
+		}
+		if err := h.WaitConfigValid(ctx, "controller"); err != nil {
+			return h, fmt.Errorf("install herald: samples: %w", err)
 		}
 	}
 	return h, nil
@@ -309,15 +316,14 @@ func (h *Herald) StartController(ctx context.Context) error {
 	return h.WaitControllerReady(ctx)
 }
 
-// WaitControllerReady waits until the controller's webhook refuses an
-// invalid IPAddressPool (dry run) and its ConfigurationState "controller"
-// reports Valid. It fails early when the controller process exits.
+// WaitControllerReady waits until the controller's webhook answers: a dry
+// run of an invalid IPAddressPool is refused by it (not by a connection
+// error, and not accepted). It fails early when the controller exits.
 func (h *Herald) WaitControllerReady(ctx context.Context) error {
 	bad := &v1beta1.IPAddressPool{
 		ObjectMeta: metav1.ObjectMeta{Name: "lab-readiness-probe", Namespace: HeraldNamespace},
 		Spec:       v1beta1.IPAddressPoolSpec{Addresses: []string{"not-an-address"}},
 	}
-	var last error
 	err := poll(ctx, h.opts.Timeout, func() error {
 		if p := h.Controller(); p == nil || !p.Alive() {
 			return permanent(fmt.Errorf("the controller process is not running (log %s)",
@@ -326,28 +332,34 @@ func (h *Herald) WaitControllerReady(ctx context.Context) error {
 		err := h.client.Create(ctx, bad.DeepCopy(), client.DryRunAll)
 		switch {
 		case err == nil:
-			last = errors.New("the API server accepted an invalid IPAddressPool: the webhook is not configured")
-			return last
+			return errors.New("the API server accepted an invalid IPAddressPool: the webhook is not configured")
 		case !strings.Contains(err.Error(), "denied the request"):
-			last = fmt.Errorf("webhook not answering yet: %w", err)
-			return last
-		}
-		var cs v1beta1.ConfigurationState
-		if err := h.client.Get(ctx, client.ObjectKey{Namespace: HeraldNamespace, Name: "controller"}, &cs); err != nil {
-			last = fmt.Errorf("ConfigurationState controller: %w", err)
-			return last
-		}
-		if cs.Status.Result != v1beta1.ConfigurationResultValid {
-			last = fmt.Errorf("ConfigurationState controller: result %q: %s", cs.Status.Result, cs.Status.ErrorSummary)
-			return last
+			return fmt.Errorf("webhook not answering yet: %w", err)
 		}
 		return nil
 	})
 	if err != nil {
-		if last != nil && !errors.Is(err, last) {
-			err = fmt.Errorf("%w (last: %v)", err, last)
-		}
 		return fmt.Errorf("controller not ready: %w", err)
+	}
+	return nil
+}
+
+// WaitConfigValid waits until ConfigurationState name ("controller" or
+// "speaker-<node>") reports Valid, and returns its error summary when it
+// reports Invalid for longer than the timeout.
+func (h *Herald) WaitConfigValid(ctx context.Context, name string) error {
+	err := poll(ctx, h.opts.Timeout, func() error {
+		var cs v1beta1.ConfigurationState
+		if err := h.client.Get(ctx, client.ObjectKey{Namespace: HeraldNamespace, Name: name}, &cs); err != nil {
+			return fmt.Errorf("ConfigurationState %s: %w", name, err)
+		}
+		if cs.Status.Result != v1beta1.ConfigurationResultValid {
+			return fmt.Errorf("ConfigurationState %s: result %q: %s", name, cs.Status.Result, cs.Status.ErrorSummary)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("configuration not valid: %w", err)
 	}
 	return nil
 }
@@ -375,7 +387,6 @@ func (h *Herald) WaitSpeakerReady(ctx context.Context, node string) error {
 		return fmt.Errorf("speaker %s: no such lab node", node)
 	}
 	url := fmt.Sprintf("http://127.0.0.1:%d/readyz", healthPort)
-	var last error
 	err := poll(ctx, h.opts.Timeout, func() error {
 		if p := h.Speaker(node); p == nil || !p.Alive() {
 			return permanent(fmt.Errorf("the speaker process on %s is not running (log %s)",
@@ -383,15 +394,11 @@ func (h *Herald) WaitSpeakerReady(ctx context.Context, node string) error {
 		}
 		out, err := h.lab.Exec(ctx, n.Namespace, "curl", "-sS", "-o", "/dev/null", "-w", "%{http_code}", "--max-time", "2", url)
 		if err != nil || strings.TrimSpace(out) != "200" {
-			last = fmt.Errorf("readyz: %q %v", strings.TrimSpace(out), err)
-			return last
+			return fmt.Errorf("readyz: %q %v", strings.TrimSpace(out), err)
 		}
 		return nil
 	})
 	if err != nil {
-		if last != nil {
-			err = fmt.Errorf("%w (last: %v)", err, last)
-		}
 		return fmt.Errorf("speaker %s not ready: %w", node, err)
 	}
 	return nil
@@ -488,4 +495,145 @@ func tailFile(path string, n int) string {
 		ls = ls[len(ls)-n:]
 	}
 	return strings.Join(ls, "\n")
+}
+
+// ServiceIPs returns the addresses in Service namespace/name's
+// status.loadBalancer.ingress (none while it has none).
+func (h *Herald) ServiceIPs(ctx context.Context, namespace, name string) ([]netip.Addr, error) {
+	svc, err := h.lab.Client().CoreV1().Services(namespace).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return nil, err
+	}
+	var ips []netip.Addr
+	for _, in := range svc.Status.LoadBalancer.Ingress {
+		if a, err := netip.ParseAddr(in.IP); err == nil {
+			ips = append(ips, a)
+		}
+	}
+	return ips, nil
+}
+
+// WaitServiceIPs waits until Service namespace/name has n ingress
+// addresses (n > 0) and returns them.
+func (h *Herald) WaitServiceIPs(ctx context.Context, namespace, name string, n int) ([]netip.Addr, error) {
+	var ips []netip.Addr
+	err := poll(ctx, h.opts.Timeout, func() error {
+		var err error
+		ips, err = h.ServiceIPs(ctx, namespace, name)
+		if err != nil {
+			return err
+		}
+		if len(ips) < n {
+			return fmt.Errorf("service %s/%s has %d of %d addresses %v", namespace, name, len(ips), n, ips)
+		}
+		return nil
+	})
+	return ips, err
+}
+
+// NodeByMAC returns the name of the lab node whose eth0 has mac, or "".
+func (l *Lab) NodeByMAC(mac net.HardwareAddr) string {
+	for _, n := range l.Nodes {
+		if bytes.Equal(n.MAC, mac) {
+			return n.Name
+		}
+	}
+	return ""
+}
+
+// Resolve asks the segment who has addr from the client: an ARP request
+// (RFC 826) for IPv4, a neighbor solicitation (RFC 4861) for IPv6. It
+// returns the node whose MAC answered (or the MAC itself when it is no
+// node's).
+func (l *Lab) Resolve(ctx context.Context, addr netip.Addr) (string, error) {
+	var mac net.HardwareAddr
+	var err error
+	if addr.Is4() {
+		mac, err = l.Arping(ctx, addr)
+	} else {
+		mac, err = l.NeighborSolicit(ctx, addr)
+	}
+	if err != nil {
+		return "", err
+	}
+	if n := l.NodeByMAC(mac); n != "" {
+		return n, nil
+	}
+	return mac.String(), nil
+}
+
+// L2Statuses returns the ServiceL2Status objects of Service
+// namespace/name: the nodes that say they announce it in layer 2.
+func (h *Herald) L2Statuses(ctx context.Context, namespace, name string) ([]v1beta1.ServiceL2Status, error) {
+	var l v1beta1.ServiceL2StatusList
+	err := h.client.List(ctx, &l, client.InNamespace(HeraldNamespace), client.MatchingLabels{
+		v1beta1.LabelServiceName: name, v1beta1.LabelServiceNamespace: namespace,
+	})
+	return l.Items, err
+}
+
+// BGPStatuses returns the ServiceBGPStatus objects of Service
+// namespace/name: the nodes that say they advertise it over BGP.
+func (h *Herald) BGPStatuses(ctx context.Context, namespace, name string) ([]v1beta1.ServiceBGPStatus, error) {
+	var l v1beta1.ServiceBGPStatusList
+	err := h.client.List(ctx, &l, client.InNamespace(HeraldNamespace), client.MatchingLabels{
+		v1beta1.LabelServiceName: name, v1beta1.LabelServiceNamespace: namespace,
+	})
+	return l.Items, err
+}
+
+// Diagnose describes what the client, the router and the speakers see, for
+// a test failure: the client's neighbour cache, FRR's BGP summary and
+// tables, every ServiceL2Status and ServiceBGPStatus, every Service's
+// addresses, the ConfigurationStates, and the tail of Herald's logs.
+func (h *Herald) Diagnose(ctx context.Context) string {
+	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	var b strings.Builder
+	section := func(title, body string, err error) {
+		fmt.Fprintf(&b, "=== %s\n", title)
+		if err != nil {
+			fmt.Fprintf(&b, "(error: %v)\n", err)
+		}
+		b.WriteString(strings.TrimRight(body, "\n") + "\n")
+	}
+	out, err := h.lab.Exec(ctx, h.lab.ClientNamespace(), "ip", "neigh", "show")
+	section("client: ip neigh", out, err)
+	out, err = h.lab.Vtysh(ctx, "show bgp summary")
+	section("router: show bgp summary", out, err)
+	for _, af := range []string{"ipv4", "ipv6"} {
+		out, err = h.lab.Vtysh(ctx, "show bgp "+af+" unicast")
+		section("router: show bgp "+af+" unicast", out, err)
+	}
+	out, err = h.lab.Kubectl(ctx, "get", "services", "-A", "-o", "wide")
+	section("services", out, err)
+	out, err = h.lab.Kubectl(ctx, "-n", HeraldNamespace, "get", "servicel2statuses,servicebgpstatuses", "-o",
+		"custom-columns=KIND:.kind,NAME:.metadata.name,SERVICE:.status.serviceName,NS:.status.serviceNamespace,NODE:.status.node,IFACES:.status.interfaces[*].name,PEERS:.status.peers")
+	section("speakers: announcements", out, err)
+	out, err = h.lab.Kubectl(ctx, "-n", HeraldNamespace, "get", "configurationstates")
+	section("configuration states", out, err)
+	b.WriteString(h.Logs(30))
+	return b.String()
+}
+
+// AcceptLocal makes every node accept addr as a local address (a local
+// route on lo, as the lab does for its Service ranges) unless one of
+// ServiceLocalPrefixes covers it already (lab scaffolding: plays
+// kube-proxy, which accepts every load-balancer address it is given, e.g.
+// from a sample pool outside the lab's ranges). The kernel still does not
+// answer ARP or NDP for it: only a speaker makes it reachable.
+func (l *Lab) AcceptLocal(ctx context.Context, addr netip.Addr) error {
+	for _, p := range ServiceLocalPrefixes() {
+		if p.Contains(addr) {
+			return nil
+		}
+	}
+	pfx := netip.PrefixFrom(addr, addr.BitLen()).String()
+	var errs []error
+	for _, n := range l.Nodes {
+		if _, err := l.Exec(ctx, n.Namespace, "ip", "route", "replace", "local", pfx, "dev", "lo", "table", "local"); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
 }

@@ -5,12 +5,18 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/netip"
 	"sort"
 	"strings"
 	"text/tabwriter"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
 )
 
 // Summary describes the running lab for humans: namespaces, addresses,
@@ -103,4 +109,191 @@ func (l *Lab) Check(ctx context.Context) []string {
 		probs = append(probs, "router: "+err.Error())
 	}
 	return probs
+}
+
+// DemoSamples are the sample files `make lab` applies (disjoint pools: the
+// layer 2 pool "dual-stack" on the segment, the BGP pool "public").
+var DemoSamples = []string{"manifests/samples/dual-stack.yaml", "manifests/samples/bgp.yaml"}
+
+// DemoNamespace holds the demo Services of `make lab`.
+const DemoNamespace = "demo"
+
+// demoBGPPassword is the TCP-MD5 password of manifests/samples/bgp.yaml's
+// Secret; the router is told the same for its node peer groups.
+const demoBGPPassword = "change-me"
+
+// DemoService is one Service `make lab` creates.
+type DemoService struct {
+	Name string
+	// What it shows, for the summary.
+	What string
+	// Families is how many addresses it gets (2 for dual stack).
+	Families int
+	svc      *corev1.Service
+}
+
+func demoServices() []DemoService {
+	svc := func(name, pool string, port int32, proto corev1.Protocol, ann map[string]string) *corev1.Service {
+		a := map[string]string{"metallb.io/address-pool": pool}
+		for k, v := range ann {
+			a[k] = v
+		}
+		return &corev1.Service{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: DemoNamespace, Annotations: a},
+			Spec: corev1.ServiceSpec{
+				Type:     corev1.ServiceTypeLoadBalancer,
+				Selector: map[string]string{"app": "web"},
+				Ports:    []corev1.ServicePort{{Name: "web", Port: port, Protocol: proto, TargetPort: intstr.FromInt32(int32(BackendPort))}},
+			},
+		}
+	}
+	dual := svc("web-dual", "dual-stack", 80, corev1.ProtocolTCP, nil)
+	dual.Spec.IPFamilyPolicy = ptr.To(corev1.IPFamilyPolicyRequireDualStack)
+	dual.Spec.IPFamilies = []corev1.IPFamily{corev1.IPv4Protocol, corev1.IPv6Protocol}
+	share := map[string]string{"metallb.io/allow-shared-ip": "web", "metallb.io/loadBalancerIPs": "198.51.100.210"}
+	return []DemoService{
+		{Name: "web-l2", What: "layer 2 (ARP)", Families: 1, svc: svc("web-l2", "dual-stack", 80, corev1.ProtocolTCP, nil)},
+		{Name: "web-bgp", What: "BGP", Families: 1, svc: svc("web-bgp", "public", 80, corev1.ProtocolTCP, nil)},
+		{Name: "web-dual", What: "dual stack, layer 2 (ARP + NDP)", Families: 2, svc: dual},
+		{Name: "shared-tcp", What: "shares its IP with shared-udp", Families: 1, svc: svc("shared-tcp", "dual-stack", 80, corev1.ProtocolTCP, share)},
+		{Name: "shared-udp", What: "shares its IP with shared-tcp", Families: 1, svc: svc("shared-udp", "dual-stack", 80, corev1.ProtocolUDP, share)},
+	}
+}
+
+// CreateDemoServices creates `make lab`'s demo Services in DemoNamespace
+// (an L2 one, a BGP one, a dual-stack one, two sharing an IP), each with a
+// ready endpoint on every node, tells the router the BGP sample's TCP-MD5
+// password, and waits until every Service has its addresses.
+func (h *Herald) CreateDemoServices(ctx context.Context) ([]DemoService, error) {
+	l := h.lab
+	if _, err := l.Vtysh(ctx, "configure terminal", fmt.Sprintf("router bgp %d", RouterASN),
+		"neighbor NODES password "+demoBGPPassword, "neighbor NODES6 password "+demoBGPPassword); err != nil {
+		return nil, fmt.Errorf("router password: %w", err)
+	}
+	if err := l.EnsureNamespace(ctx, DemoNamespace); err != nil {
+		return nil, err
+	}
+	var eps []Endpoint
+	for _, n := range l.Nodes {
+		eps = append(eps, Endpoint{Node: n.Name, Ready: true})
+	}
+	demos := demoServices()
+	for _, d := range demos {
+		if _, err := l.Client().CoreV1().Services(DemoNamespace).Create(ctx, d.svc, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			return nil, fmt.Errorf("create service %s: %w", d.Name, err)
+		}
+		if err := l.SetEndpoints(ctx, DemoNamespace, d.Name, eps); err != nil {
+			return nil, err
+		}
+	}
+	for _, d := range demos {
+		ips, err := h.WaitServiceIPs(ctx, DemoNamespace, d.Name, d.Families)
+		if err != nil {
+			return demos, err
+		}
+		for _, ip := range ips {
+			if err := l.AcceptLocal(ctx, ip); err != nil {
+				return demos, err
+			}
+		}
+	}
+	return demos, nil
+}
+
+// ServicesSummary describes each demo Service for humans: its addresses,
+// which node announces each and how (ServiceL2Status / ServiceBGPStatus,
+// and who answers the client's ARP or NDP), the router's BGP paths for it,
+// and the client's request to it with the node that answered. Requests are
+// retried for up to settle, so that fresh announcements can land.
+func (h *Herald) ServicesSummary(ctx context.Context, demos []DemoService, settle time.Duration) string {
+	l := h.lab
+	var b strings.Builder
+	fmt.Fprintf(&b, "Services (namespace %s; kubectl -n %s get svc):\n", DemoNamespace, DemoNamespace)
+	v4, _ := l.BGPRoutes(ctx, "ipv4")
+	v6, _ := l.BGPRoutes(ctx, "ipv6")
+	for _, d := range demos {
+		ips, err := h.ServiceIPs(ctx, DemoNamespace, d.Name)
+		fmt.Fprintf(&b, "\n  %s — %s\n", d.Name, d.What)
+		if err != nil || len(ips) == 0 {
+			fmt.Fprintf(&b, "    no address (%v)\n", err)
+			continue
+		}
+		var announcers []string
+		if st, err := h.L2Statuses(ctx, DemoNamespace, d.Name); err == nil {
+			for _, s := range st {
+				var ifs []string
+				for _, i := range s.Status.Interfaces {
+					ifs = append(ifs, i.Name)
+				}
+				announcers = append(announcers, fmt.Sprintf("%s layer 2 on %s", s.Status.Node, strings.Join(ifs, ",")))
+			}
+		}
+		if st, err := h.BGPStatuses(ctx, DemoNamespace, d.Name); err == nil {
+			for _, s := range st {
+				announcers = append(announcers, fmt.Sprintf("%s BGP to %s", s.Status.Node, strings.Join(s.Status.Peers, ",")))
+			}
+		}
+		sort.Strings(announcers)
+		if len(announcers) == 0 {
+			announcers = []string{"nobody (no ServiceL2Status or ServiceBGPStatus)"}
+		}
+		fmt.Fprintf(&b, "    announced by: %s\n", strings.Join(announcers, "; "))
+		port := int(d.svc.Spec.Ports[0].Port)
+		for _, ip := range ips {
+			fmt.Fprintf(&b, "    %s\n", ip)
+			if Segment.Contains(ip) || SegmentV6.Contains(ip) {
+				who, err := l.Resolve(ctx, ip)
+				proto := "ARP"
+				if ip.Is6() {
+					proto = "NDP"
+				}
+				if err != nil {
+					fmt.Fprintf(&b, "      client %s: no answer (%v)\n", proto, err)
+				} else {
+					fmt.Fprintf(&b, "      client %s: answered by %s\n", proto, who)
+				}
+			}
+			routes := v4
+			if ip.Is6() {
+				routes = v6
+			}
+			var hops []string
+			for _, p := range routes[netip.PrefixFrom(ip, ip.BitLen()).String()] {
+				for _, nh := range p.NextHops {
+					hop := nh.IP
+					if a, err := netip.ParseAddr(nh.IP); err == nil {
+						for _, n := range l.Nodes {
+							if n.IPv4 == a || n.IPv6 == a {
+								hop = n.Name + " (" + nh.IP + ")"
+							}
+						}
+					}
+					if p.Best || p.Multipath {
+						hops = append(hops, hop)
+					}
+				}
+			}
+			if len(hops) > 0 {
+				fmt.Fprintf(&b, "      FRR route: %s via %s\n", netip.PrefixFrom(ip, ip.BitLen()), strings.Join(hops, ", "))
+			} else {
+				fmt.Fprintf(&b, "      FRR route: none (not a BGP address)\n")
+			}
+			if d.svc.Spec.Ports[0].Protocol != corev1.ProtocolTCP {
+				fmt.Fprintf(&b, "      client curl: (UDP port, see the TCP Service on the same IP)\n")
+				continue
+			}
+			var reply BackendReply
+			err := poll(ctx, settle, func() error {
+				var err error
+				reply, err = l.Get(ctx, l.ClientNamespace(), ip, port)
+				return err
+			})
+			if err != nil {
+				fmt.Fprintf(&b, "      client curl http://%s/: FAILED: %v\n", netip.AddrPortFrom(ip, uint16(port)), err)
+			} else {
+				fmt.Fprintf(&b, "      client curl http://%s/: answered by node %s\n", netip.AddrPortFrom(ip, uint16(port)), reply.Node)
+			}
+		}
+	}
+	return b.String()
 }

@@ -3,7 +3,9 @@
 //
 // Usage:
 //
-//	herald-lab up [--nodes 3]    build the lab (cleaning leftovers first), print a summary
+//	herald-lab up [--nodes 3] [--herald=true]
+//	                             build the lab (cleaning leftovers first), install Herald from
+//	                             its manifests with the samples and demo Services, print a summary
 //	herald-lab down              remove everything the lab made, also after a crash
 //	herald-lab status            print the summary and any problem; exit 1 if unhealthy
 //	herald-lab kubectl ARGS...   kubectl against the lab's API server (inside its namespace)
@@ -77,6 +79,8 @@ func dispatch(ctx context.Context, log *slog.Logger, cmd string, args []string) 
 	switch cmd {
 	case "up":
 		nodes := fs.Int("nodes", 3, "number of nodes")
+		herald := fs.Bool("herald", true, "install and run Herald, its samples and demo Services")
+		binDir := fs.String("bin-dir", "", "prebuilt controller and speaker binaries (default: go build them)")
 		if err := fs.Parse(args); err != nil {
 			return err
 		}
@@ -90,7 +94,23 @@ func dispatch(ctx context.Context, log *slog.Logger, cmd string, args []string) 
 			return errors.Join(err, l.Down())
 		}
 		log.Info("lab up", "prefix", l.Prefix(), "took", time.Since(start).Round(time.Millisecond))
+		if !*herald {
+			fmt.Print(l.Summary())
+			return nil
+		}
+		h, err := l.InstallHerald(ctx, lab.InstallOptions{Samples: lab.DemoSamples, BinDir: *binDir})
+		if err != nil {
+			return fmt.Errorf("install herald (lab stays up for inspection, logs in %s; make lab-down removes it): %w", l.StateDir(), err)
+		}
+		log.Info("herald running", "took", time.Since(start).Round(time.Millisecond))
+		demos, err := h.CreateDemoServices(ctx)
+		if err != nil {
+			return fmt.Errorf("demo services (lab stays up; make lab-down removes it): %w", err)
+		}
 		fmt.Print(l.Summary())
+		fmt.Println()
+		fmt.Print(h.ServicesSummary(ctx, demos, 20*time.Second))
+		log.Info("lab ready", "took", time.Since(start).Round(time.Millisecond))
 		return nil
 	case "down":
 		if err := fs.Parse(args); err != nil {
