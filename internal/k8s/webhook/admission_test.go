@@ -70,6 +70,8 @@ func TestAdmission(t *testing.T) {
 		Host:      env.Webhook.Host,
 		Port:      env.Webhook.Port,
 		CertDir:   env.Webhook.CertDir,
+		// envtest wrote the certificate there.
+		SecretMounted: true,
 	})
 	waitServing(t, c)
 	k := newKubectl(t, env)

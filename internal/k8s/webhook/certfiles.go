@@ -30,7 +30,9 @@ type certFiles struct {
 	secret types.NamespacedName
 	dir    string
 	every  time.Duration
-	log    *slog.Logger
+	// written is closed after the first successful write.
+	written chan struct{}
+	log     *slog.Logger
 }
 
 func (c *certFiles) NeedLeaderElection() bool { return false }
@@ -51,6 +53,9 @@ func (c *certFiles) Start(ctx context.Context) error {
 			if err := writeCertFiles(c.dir, s.Data[certFile], s.Data[keyFile]); err != nil {
 				c.log.Error("write webhook certificate files", "dir", c.dir, "error", err)
 				break
+			}
+			if cert == nil {
+				close(c.written)
 			}
 			cert, key = s.Data[certFile], s.Data[keyFile]
 			c.log.Info("webhook certificate files written", "dir", c.dir, "secret", c.secret)

@@ -52,9 +52,10 @@
 // and a serving certificate for herald-webhook-service.<namespace>.svc in
 // Secret herald-webhook-cert, the CA injected as caBundle into every webhook
 // of ValidatingWebhookConfiguration herald-webhook-configuration (and the
-// Options.ConversionCRDs), renewal 90 days before expiry. Options.WriteCertFiles
-// copies the Secret into CertDir (manifests/base mounts an emptyDir there
-// rather than the Secret, so a renewal takes effect at once). The server starts only once the certificate is in
+// Options.ConversionCRDs), renewal 90 days before expiry. Herald copies
+// the Secret's tls.crt and tls.key into CertDir itself (manifests/base mounts
+// an emptyDir there rather than the Secret, so a renewal takes effect at
+// once; Options.SecretMounted turns the copy off). The server starts only once the certificate is in
 // CertDir and the caBundle is injected.
 //
 // The alternative is cert-manager: run the controller with
@@ -62,5 +63,7 @@
 // herald-webhook-cert (mounted at --cert-dir), and annotate the
 // ValidatingWebhookConfiguration with
 // cert-manager.io/inject-ca-from: herald-system/<certificate name> so that
-// cert-manager's CA injector fills caBundle.
+// cert-manager's CA injector fills caBundle. Herald still copies the
+// Secret's files into CertDir (or reads them from a mounted Secret with
+// Options.SecretMounted).
 package webhook

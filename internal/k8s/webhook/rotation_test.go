@@ -98,7 +98,6 @@ func TestCertRotation(t *testing.T) {
 		Port:               port,
 		CertDir:            certDir,
 		CertRotation:       true,
-		WriteCertFiles:     true,
 		SecretPollInterval: time.Second,
 		ExtraDNSNames:      []string{"localhost"},
 		WebhookConfigName:  configName,
@@ -273,6 +272,38 @@ func TestCertRotation(t *testing.T) {
 	if err := c.Create(ctx, good); err != nil {
 		t.Fatalf("valid pool refused: %v", err)
 	}
+
+	// Without rotation (cert-manager writes the Secret), the server waits
+	// for the copied files and then serves the Secret's certificate.
+	t.Run("certificate from another issuer", func(t *testing.T) {
+		issued := signLeaf(t, secret.Data["ca.crt"], secret.Data["ca.key"], svcName, 90*24*time.Hour)
+		must(t, c.Create(ctx, &corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{Name: "herald-cert-manager-cert", Namespace: heraldNS},
+			Type:       corev1.SecretTypeTLS,
+			Data:       map[string][]byte{"tls.crt": issued.cert, "tls.key": issued.key},
+		}))
+		port2 := freePort(t)
+		startWebhooks(t, env, webhook.Options{
+			Namespace:          heraldNS,
+			Host:               "127.0.0.1",
+			Port:               port2,
+			CertDir:            filepath.Join(t.TempDir(), "certs"),
+			SecretName:         "herald-cert-manager-cert",
+			SecretPollInterval: time.Second,
+		})
+		want, _ := pem.Decode(issued.cert)
+		eventually(t, 60*time.Second, "server serves the issued certificate", func() error {
+			conn, err := tls.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port2), &tls.Config{RootCAs: roots, ServerName: svcName})
+			if err != nil {
+				return err
+			}
+			defer conn.Close()
+			if !bytes.Equal(conn.ConnectionState().PeerCertificates[0].Raw, want.Bytes) {
+				return errors.New("served certificate is not the Secret's")
+			}
+			return nil
+		})
+	})
 }
 
 type keyPair struct{ cert, key []byte }

@@ -45,10 +45,14 @@ type Options struct {
 	Host string
 	// Port is the webhook server's port (--webhook-port, 9443).
 	Port int
-	// CertDir holds tls.crt and tls.key (--cert-dir). With CertRotation the
-	// Secret SecretName is expected to be mounted there, unless
-	// WriteCertFiles.
+	// CertDir holds tls.crt and tls.key (--cert-dir). Herald copies them
+	// there from Secret SecretName itself (CertDir must be writable, e.g. an
+	// emptyDir as in manifests/base), unless SecretMounted.
 	CertDir string
+	// SecretMounted says CertDir is Secret SecretName mounted as a volume,
+	// kept current by the kubelet (which can take a minute after a
+	// renewal), or files provided otherwise: Herald writes nothing there.
+	SecretMounted bool
 	// CertRotation makes Herald manage its own serving certificate (the
 	// default; --disable-cert-rotation turns it off): a self-signed CA and a
 	// serving certificate for ServiceName.Namespace.svc are kept in Secret
@@ -77,12 +81,8 @@ type Options struct {
 	// ServiceName.Namespace.svc (tests and out-of-cluster runs use
 	// "localhost").
 	ExtraDNSNames []string
-	// WriteCertFiles copies tls.crt and tls.key from Secret SecretName into
-	// CertDir (polled every SecretPollInterval) for runs where the Secret is
-	// not mounted as a volume. CertDir must be writable.
-	WriteCertFiles bool
-	// SecretPollInterval is how often WriteCertFiles re-reads the Secret
-	// once the files exist (default 10 s; 1 s until they exist).
+	// SecretPollInterval is how often the copier re-reads the Secret once
+	// the files exist (default 10 s; 1 s until they exist).
 	SecretPollInterval time.Duration
 	// Reader lists the stored objects for each review. Default: the
 	// manager's API reader (uncached, so an object created a moment before
@@ -124,7 +124,7 @@ func (o *Options) setDefaults(mgr manager.Manager) {
 
 // Setup adds Herald's validating webhook server to mgr: the handlers of
 // Webhooks on their paths, CRD conversion at PathConvert, certificate rotation (Options.CertRotation), the
-// certificate file copier (Options.WriteCertFiles), and the readiness check
+// certificate file copier (unless Options.SecretMounted), and the readiness check
 // ReadyzCheckName. The server is its own runnable: callers must not also use
 // mgr.GetWebhookServer() on the same port. With CertRotation, Setup creates
 // the Secret when missing (an API request, 30 s timeout) and the manager
@@ -192,13 +192,20 @@ func Setup(mgr manager.Manager, opts Options) error {
 		if err != nil {
 			return fmt.Errorf("webhook setup: certificate rotation: %w", err)
 		}
-	} else {
-		close(ready)
 	}
-	if opts.WriteCertFiles {
-		if err := mgr.Add(&certFiles{reader: mgr.GetAPIReader(), secret: secret, dir: opts.CertDir, every: opts.SecretPollInterval, log: log}); err != nil {
+	if !opts.SecretMounted {
+		// Without rotation, the first copy of the (cert-manager) Secret
+		// is what the server waits for; with rotation the rotator waits
+		// for the files itself before it reports ready.
+		written := make(chan struct{})
+		if !opts.CertRotation {
+			ready = written
+		}
+		if err := mgr.Add(&certFiles{reader: mgr.GetAPIReader(), secret: secret, dir: opts.CertDir, every: opts.SecretPollInterval, written: written, log: log}); err != nil {
 			return fmt.Errorf("webhook setup: %w", err)
 		}
+	} else if !opts.CertRotation {
+		close(ready)
 	}
 	if err := mgr.Add(&gatedServer{srv: srv, ready: ready, log: log}); err != nil {
 		return fmt.Errorf("webhook setup: %w", err)
