@@ -45,6 +45,10 @@ const (
 	healthPort = 17472
 )
 
+// BinDirEnv names the environment variable that points InstallHerald at
+// prebuilt controller and speaker binaries (see InstallOptions.BinDir).
+const BinDirEnv = "HERALD_LAB_BIN_DIR"
+
 // DefaultManifests is the kustomize directory InstallHerald applies by
 // default, relative to the module root.
 const DefaultManifests = "manifests/base"
@@ -65,7 +69,8 @@ type InstallOptions struct {
 	// SpeakerNodes are the nodes that run a speaker; nil means every node.
 	SpeakerNodes []string
 	// BinDir holds prebuilt controller and speaker binaries; empty means
-	// they are built with `go build` into StateDir/bin.
+	// $HERALD_LAB_BIN_DIR, and when that is empty too they are built with
+	// `go build` into StateDir/bin.
 	BinDir string
 	// Timeout bounds each wait for readiness; 0 means 90 s.
 	Timeout time.Duration
@@ -146,6 +151,9 @@ func (l *Lab) InstallHerald(ctx context.Context, opts InstallOptions) (*Herald, 
 	}
 	h := &Herald{lab: l, opts: opts, client: cl, spkPods: map[string]*corev1.Pod{}}
 	h.binDir = opts.BinDir
+	if h.binDir == "" {
+		h.binDir = os.Getenv(BinDirEnv)
+	}
 	if h.binDir == "" {
 		if h.binDir, err = BuildHerald(ctx, filepath.Join(l.StateDir(), "bin")); err != nil {
 			return nil, fmt.Errorf("install herald: %w", err)
@@ -636,4 +644,39 @@ func (l *Lab) AcceptLocal(ctx context.Context, addr netip.Addr) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// ARPAnswerers sends count ARP requests for addr from the client and
+// returns every node (or foreign MAC) that answered any of them, sorted and
+// without duplicates: one entry means exactly one node announces addr;
+// none means nobody does.
+func (l *Lab) ARPAnswerers(ctx context.Context, addr netip.Addr, count int) ([]string, error) {
+	if !addr.Is4() {
+		return nil, fmt.Errorf("arping %s: not an IPv4 address", addr)
+	}
+	// arping exits non-zero when nothing answered; that is an answer here.
+	out, _ := l.Exec(ctx, l.ClientNamespace(), "arping", "-c", fmt.Sprint(count), "-w", fmt.Sprint(count+1), "-i", "eth0", addr.String())
+	seen := map[string]bool{}
+	for _, line := range strings.Split(out, "\n") {
+		if !strings.Contains(line, "bytes from") {
+			continue
+		}
+		for _, f := range strings.Fields(line) {
+			mac, err := net.ParseMAC(f)
+			if err != nil {
+				continue
+			}
+			who := l.NodeByMAC(mac)
+			if who == "" {
+				who = mac.String()
+			}
+			seen[who] = true
+		}
+	}
+	var who []string
+	for w := range seen {
+		who = append(who, w)
+	}
+	sort.Strings(who)
+	return who, nil
 }
