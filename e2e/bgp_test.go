@@ -359,7 +359,7 @@ func (e *bgpEnv) testPeerNodeSelectors(t *testing.T) {
 			}
 		}
 	}
-	relabel := func(v string) {
+	relabel := func(ctx context.Context, v string) {
 		patch := fmt.Sprintf(`{"metadata":{"labels":{%q:%q}}}`, bgpRoleLabel, v)
 		if v == "" {
 			patch = fmt.Sprintf(`{"metadata":{"labels":{%q:null}}}`, bgpRoleLabel)
@@ -368,8 +368,12 @@ func (e *bgpEnv) testPeerNodeSelectors(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	relabel("")
-	t.Cleanup(func() { relabel("ebgp") })
+	relabel(ctx, "")
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		relabel(ctx, "ebgp")
+	})
 	n3 := lab.NodeAddr(3).String()
 	err := bgpWait(ctx, 30*time.Second, func() error {
 		for _, fam := range []string{"ipv4Unicast", "ipv6Unicast"} {
@@ -392,7 +396,7 @@ func (e *bgpEnv) testPeerNodeSelectors(t *testing.T) {
 	if _, err := bgpWaitPrefix(ctx, e.l, prefix, bgpV4Peers(1, 2), 30*time.Second); err != nil {
 		t.Error(err)
 	}
-	relabel("ebgp")
+	relabel(ctx, "ebgp")
 	if _, err := bgpWaitPrefix(ctx, e.l, prefix, bgpV4Peers(1, 2, 3), time.Minute); err != nil {
 		t.Errorf("after putting the label back: %v", err)
 	}

@@ -167,6 +167,8 @@ func run(services, bulk, workers int, stateDir string, keep bool) (err error) {
 		}
 	}
 	routes.close()
+	fmt.Fprintf(os.Stderr, "announce p50 %s p99 %s; withdraw p50 %s p99 %s\n",
+		ms(pctOf(ann, 50)), ms(pctOf(ann, 99)), ms(pctOf(wd, 50)), ms(pctOf(wd, 99)))
 
 	// Bulk: the Services first, then the IPv6 peer.
 	var bulkFromPeer, bulkFromEst time.Duration
@@ -457,6 +459,13 @@ func frrVersion(ctx context.Context, l *lab.Lab) string {
 func pct(sorted []time.Duration, p int) time.Duration {
 	i := (len(sorted)*p+99)/100 - 1
 	return sorted[max(0, min(i, len(sorted)-1))]
+}
+
+// pctOf returns the p-th percentile of unsorted durations.
+func pctOf(d []time.Duration, p int) time.Duration {
+	s := slices.Clone(d)
+	slices.Sort(s)
+	return pct(s, p)
 }
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.1f ms", float64(d)/float64(time.Millisecond)) }
