@@ -91,7 +91,8 @@ type Options struct {
 	// TLSOpts adjust the server's TLS configuration (--tls-min-version).
 	// HTTP/1.1 only is set first, as MetalLB does.
 	TLSOpts []func(*tls.Config)
-	// Logger receives admission decisions and certificate file updates.
+	// Logger receives admission decisions and certificate file updates
+	// (Setup adds no attributes; pass one tagged component=webhook).
 	Logger *slog.Logger
 }
 
@@ -123,19 +124,22 @@ func (o *Options) setDefaults(mgr manager.Manager) {
 }
 
 // Setup adds Herald's validating webhook server to mgr: the handlers of
-// Webhooks on their paths, CRD conversion at PathConvert, certificate rotation (Options.CertRotation), the
-// certificate file copier (unless Options.SecretMounted), and the readiness check
-// ReadyzCheckName. The server is its own runnable: callers must not also use
+// Webhooks on their paths, CRD conversion at PathConvert, certificate
+// rotation (Options.CertRotation), the certificate file copier (unless
+// Options.SecretMounted), and the readiness check ReadyzCheckName. The
+// server is its own runnable: callers must not also use
 // mgr.GetWebhookServer() on the same port. With CertRotation, Setup creates
-// the Secret when missing (an API request, 30 s timeout) and the manager
-// needs RBAC for Secrets in Namespace and for ValidatingWebhookConfigurations.
-// It returns an error for a missing Namespace or a failed registration.
+// the Secret when missing and reads the Options.ConversionCRDs (API
+// requests, 30 s timeout each); the manager then needs RBAC for Secrets in
+// Namespace, for ValidatingWebhookConfigurations and for those CRDs. It
+// returns an error for a missing Namespace, a failed request or a failed
+// registration.
 func Setup(mgr manager.Manager, opts Options) error {
 	if opts.Namespace == "" {
 		return errors.New("webhook setup: Options.Namespace is required")
 	}
 	opts.setDefaults(mgr)
-	log := opts.Logger.With("component", "webhook")
+	log := opts.Logger
 
 	http1 := func(c *tls.Config) { c.NextProtos = []string{"http/1.1"} }
 	srv := webhook.NewServer(webhook.Options{
