@@ -58,6 +58,14 @@ e2e: deps test-assets tools build
 bench:
 	go test -run '^$$' -bench . -benchmem ./internal/...
 
+# bench-alloc measures create->ingress latency of Herald's controller against an
+# ideal allocator on a real kube-apiserver, and the controller's peak RSS at 10k
+# Services (see docs/performance.md).
+.PHONY: bench-alloc
+bench-alloc: test-assets
+	go build -o $(BIN)/controller ./controller
+	go run ./hack/bench-alloc -controller $(BIN)/controller
+
 fuzz:
 	go test -run '^$$' -fuzz FuzzBuild -fuzztime 60s ./internal/config
 
@@ -67,6 +75,13 @@ fuzz:
 .PHONY: bench-bgp
 bench-bgp: deps test-assets
 	go run ./e2e/cmd/bench-bgp
+
+# bench-failover measures layer 2 failover in the lab: speaker stopped, killed
+# or link cut -> the client's neighbour cache names the new node (20 trials
+# each), and records the figures in docs/performance.md ("L2 failover").
+.PHONY: bench-failover
+bench-failover: deps test-assets build
+	HERALD_LAB_BIN_DIR=$(BIN) go run ./e2e/cmd/bench-failover --trials 20 --record docs/performance.md
 
 clean:
 	rm -rf $(BIN)
