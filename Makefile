@@ -73,8 +73,8 @@ fuzz:
 # created -> prefix in FRR, endpoints gone -> withdrawn (p50/p99 over 100), and
 # 10,000 prefixes to one peer with the speaker's peak RSS (see docs/performance.md).
 .PHONY: bench-bgp
-bench-bgp: deps test-assets
-	go run ./e2e/cmd/bench-bgp
+bench-bgp: deps test-assets build
+	HERALD_LAB_BIN_DIR=$(BIN) go run ./e2e/cmd/bench-bgp --record docs/performance.md
 
 # bench-failover measures layer 2 failover in the lab: speaker stopped, killed
 # or link cut -> the client's neighbour cache names the new node (20 trials

@@ -61,15 +61,16 @@ func main() {
 	bulk := flag.Int("bulk", 10000, "IPv6 prefixes for the bulk announcement")
 	workers := flag.Int("workers", 8, "parallel API writers for the bulk setup")
 	stateDir := flag.String("state-dir", "", "lab state directory (default: a temporary one, removed after)")
+	record := flag.String("record", "", "Markdown file whose \"## BGP\" section gets the figures (replaced, or appended)")
 	keep := flag.Bool("keep", false, "leave the lab up afterwards (herald-lab down --state-dir ... removes it)")
 	flag.Parse()
-	if err := run(*services, *bulk, *workers, *stateDir, *keep); err != nil {
+	if err := run(*services, *bulk, *workers, *stateDir, *keep, *record); err != nil {
 		fmt.Fprintln(os.Stderr, "bench-bgp:", err)
 		os.Exit(1)
 	}
 }
 
-func run(services, bulk, workers int, stateDir string, keep bool) (err error) {
+func run(services, bulk, workers int, stateDir string, keep bool, record string) (err error) {
 	ctx, stop := context.WithTimeout(context.Background(), 40*time.Minute)
 	defer stop()
 	if stateDir == "" {
@@ -215,21 +216,29 @@ func run(services, bulk, workers int, stateDir string, keep bool) (err error) {
 		hwm = procStatus(spk.PID, "VmHWM")
 	}
 
+	var b strings.Builder
 	host, _ := os.Hostname()
-	fmt.Printf("\nHerald BGP speed, %s, %s (%d CPUs, %s/%s), lab with 1 node and FRR %s\n\n",
-		time.Now().UTC().Format("2006-01-02 15:04 UTC"), host, runtime.NumCPU(), runtime.GOOS, runtime.GOARCH, frrVersion(ctx, l))
-	fmt.Printf("| Measurement | n | p50 | p99 | max | target |\n|---|---|---|---|---|---|\n")
+	fmt.Fprintf(&b, "Measured %s on %s (%d CPUs shared with other work, %s/%s; load average at the end %s), "+
+		"lab with 1 node, FRR %s.\n\n",
+		time.Now().UTC().Format("2006-01-02 15:04 UTC"), host, runtime.NumCPU(), runtime.GOOS, runtime.GOARCH,
+		loadAvg(), frrVersion(ctx, l))
+	fmt.Fprintf(&b, "| Measurement | n | p50 | p99 | max | target |\n|---|---|---|---|---|---|\n")
 	row := func(name string, d []time.Duration, target string) {
 		s := slices.Clone(d)
 		slices.Sort(s)
-		fmt.Printf("| %s | %d | %s | %s | %s | %s |\n", name, len(s), ms(pct(s, 50)), ms(pct(s, 99)), ms(s[len(s)-1]), target)
+		fmt.Fprintf(&b, "| %s | %d | %s | %s | %s | %s |\n", name, len(s), ms(pct(s, 50)), ms(pct(s, 99)), ms(s[len(s)-1]), target)
 	}
 	row("Service created → /32 installed by FRR", ann, "p50 < 100 ms, p99 < 300 ms")
 	row("endpoints gone → /32 withdrawn in FRR", wd, "p50 < 100 ms, p99 < 300 ms")
 	if bulk > 0 {
-		fmt.Printf("| %d IPv6 prefixes: BGPPeer created → all in FRR | 1 | %s | | | < 5 s |\n", bulk, ms(bulkFromPeer))
-		fmt.Printf("| %d IPv6 prefixes: session Established → all in FRR | 1 | %s | | | |\n", bulk, ms(bulkFromEst))
-		fmt.Printf("| speaker RSS with %d Services: before the peer / peak (VmHWM) | | %s / %s | | | |\n", bulk, rssBefore, hwm)
+		fmt.Fprintf(&b, "| %d IPv6 prefixes: BGPPeer created → all in FRR | 1 | %s | | | < 5 s |\n", bulk, ms(bulkFromPeer))
+		fmt.Fprintf(&b, "| %d IPv6 prefixes: session Established → all in FRR | 1 | %s | | | |\n", bulk, ms(bulkFromEst))
+		fmt.Fprintf(&b, "| speaker RSS with %d Services: before the peer / peak (VmHWM) | | %s / %s | | | |\n", bulk, rssBefore, hwm)
+	}
+	fmt.Println()
+	fmt.Print(b.String())
+	if record != "" {
+		return recordSection(record, b.String())
 	}
 	return nil
 }
@@ -469,3 +478,72 @@ func pctOf(d []time.Duration, p int) time.Duration {
 }
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.1f ms", float64(d)/float64(time.Millisecond)) }
+
+// sectionIntro explains the method above the table in docs/performance.md.
+const sectionIntro = `Measured with ` + "`make bench-bgp`" + ` (e2e/cmd/bench-bgp) in the lab against
+the lab's real FRR router (Debian frr, AS 64500). One node runs a speaker.
+
+- **Service created → /32 installed**: from the Service's Create call (its
+  ready EndpointSlice is written right after, as the EndpointSlice
+  controller would) until FRR's zebra installs the /32 in the router's
+  kernel table, seen as a netlink RTM_NEWROUTE event in the router
+  namespace. The path covers the controller's allocation, the speaker's
+  decision, gobgp's UPDATE, FRR's best-path and zebra's install. Services
+  are created one at a time, each asking for a known address.
+- **endpoints gone → withdrawn**: from emptying the Service's endpoints
+  until the /32 leaves the router's kernel table (RTM_DELROUTE).
+- **10,000 prefixes**: 10,000 single-stack IPv6 Services with endpoints
+  exist first; then the IPv6 BGPPeer is created, and FRR's
+  ` + "`show bgp summary json`" + ` is polled every 20 ms until it counts them all
+  received. RSS is the speaker's /proc/<pid>/status (VmRSS before the peer,
+  VmHWM after).
+
+The machine is shared: other work ran on the same two cores during the
+measurement, so the figures are noisy and include CPU waiting time.
+
+`
+
+// recordSection replaces the "## BGP" section of the Markdown file path
+// (up to the next "## " heading) with the figures, or appends it; the
+// other sections are left as they are.
+func recordSection(path, table string) error {
+	old, err := os.ReadFile(path)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	section := "## BGP\n\n" + sectionIntro + table
+	text := string(old)
+	if i := strings.Index(text, "\n## BGP\n"); i >= 0 || strings.HasPrefix(text, "## BGP\n") {
+		start := i + 1
+		if i < 0 {
+			start = 0
+		}
+		end := len(text)
+		if j := strings.Index(text[start+1:], "\n## "); j >= 0 {
+			end = start + 1 + j + 1
+		}
+		tail := text[end:]
+		if tail != "" {
+			section += "\n"
+		}
+		text = text[:start] + section + tail
+	} else {
+		if text == "" {
+			text = "# Performance\n"
+		}
+		text = strings.TrimRight(text, "\n") + "\n\n" + section
+	}
+	return os.WriteFile(path, []byte(text), 0o644)
+}
+
+// loadAvg returns the 1-minute load average ("?" if unknown).
+func loadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "?"
+	}
+	if f := strings.Fields(string(b)); len(f) > 0 {
+		return f[0]
+	}
+	return "?"
+}
