@@ -31,11 +31,15 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/go-logr/logr"
+	crlog "sigs.k8s.io/controller-runtime/pkg/log"
+
 	"github.com/herald-lb/herald/e2e/lab"
 )
 
 func main() {
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	crlog.SetLogger(logr.FromSlogHandler(log.Handler()))
 	if len(os.Args) < 2 {
 		usage()
 		os.Exit(2)
