@@ -65,13 +65,18 @@ func (s *Speaker) peerState(ctx context.Context, st bgp.PeerState, last map[stri
 	if seen && prev == st.State {
 		return
 	}
-	s.log.Info("BGP session state", "peer", st.Name, "address", st.Peer, "state", st.State.String(), "previous", prev.String())
+	// The BGP speaker logs every transition itself; this is for correlation.
+	s.log.Debug("BGP session state", "peer", st.Name, "state", st.State.String(), "previous", prev.String())
+	to := ""
+	if st.Peer != "" {
+		to = " to " + st.Peer
+	}
 	up := st.State == bgp.StateEstablished
 	switch {
 	case up && prev != bgp.StateEstablished:
-		s.peerEvent(ctx, st.Name, corev1.EventTypeNormal, reasonSessionEstablished, "session to %s established on node %s", st.Peer, s.opts.NodeName)
+		s.peerEvent(ctx, st.Name, corev1.EventTypeNormal, reasonSessionEstablished, "session%s established on node %s", to, s.opts.NodeName)
 	case !up && prev == bgp.StateEstablished:
-		s.peerEvent(ctx, st.Name, corev1.EventTypeWarning, reasonSessionDown, "session to %s down on node %s (state %s)", st.Peer, s.opts.NodeName, st.State)
+		s.peerEvent(ctx, st.Name, corev1.EventTypeWarning, reasonSessionDown, "session%s down on node %s (state %s)", to, s.opts.NodeName, st.State)
 	}
 }
 

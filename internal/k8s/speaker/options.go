@@ -111,7 +111,8 @@ func (o *Options) validate() error {
 
 // CacheOptions returns the manager cache settings the speaker needs: Herald's
 // objects, Secrets and Pods only from namespace (Pods only those matching
-// podSelector; nil caches none), managed fields stripped from everything.
+// podSelector; nil when memberlist is off: Pods are then not watched),
+// managed fields stripped from everything.
 func CacheOptions(namespace string, podSelector labels.Selector) cache.Options {
 	inNS := map[string]cache.Config{namespace: {}}
 	by := map[client.Object]cache.ByObject{
@@ -126,10 +127,9 @@ func CacheOptions(namespace string, podSelector labels.Selector) cache.Options {
 		&corev1.Service{}:            {},
 		&corev1.Node{}:               {},
 	}
-	if podSelector == nil {
-		podSelector = labels.Nothing()
+	if podSelector != nil {
+		by[&corev1.Pod{}] = cache.ByObject{Namespaces: inNS, Label: podSelector}
 	}
-	by[&corev1.Pod{}] = cache.ByObject{Namespaces: inNS, Label: podSelector}
 	return cache.Options{ByObject: by, DefaultTransform: cache.TransformStripManagedFields()}
 }
 
