@@ -40,6 +40,23 @@ func (c *cluster) mustHelm(t *testing.T, args ...string) []byte {
 	return run(t, "", nil, c.helmEnv, c.helm, append(args, "--kubeconfig", c.kubeconfig)...)
 }
 
+// apply runs kubectl apply with args, retrying twice when an update lost
+// an optimistic-concurrency race (the API server's own controllers update
+// freshly created CRDs' status at the same time; kubectl does not retry).
+func (c *cluster) apply(t *testing.T, args ...string) {
+	t.Helper()
+	for attempt := 1; ; attempt++ {
+		_, err := c.kubectlRun(nil, append([]string{"apply"}, args...)...)
+		if err == nil {
+			return
+		}
+		if attempt == 3 || !strings.Contains(err.Error(), "the object has been modified") {
+			t.Fatalf("kubectl apply %s: %v", strings.Join(args, " "), err)
+		}
+		t.Logf("kubectl apply attempt %d lost a race, retrying: %v", attempt, err)
+	}
+}
+
 // writeCert stores a certificate in Secret namespace/name as the
 // controller's rotation does (an update by another field manager).
 func (c *cluster) writeCert(t *testing.T, namespace, name string) {
@@ -147,7 +164,7 @@ func TestAPIServer(t *testing.T) {
 	heraldFile := filepath.Join(repoRoot(t), "manifests", "herald.yaml")
 	t.Run("apply manifests/herald.yaml", func(t *testing.T) {
 		// --force-conflicts: the CRDs were last written by Helm above.
-		c.mustKubectl(t, nil, "apply", "--server-side", "--force-conflicts", "-f", heraldFile)
+		c.apply(t, "--server-side", "--force-conflicts", "-f", heraldFile)
 		c.wantAllExist(t, readFile(t, heraldFile))
 		out := c.mustKubectl(t, nil, "get", "crd", "bgppeers.metallb.io", "-o", "jsonpath={.spec.conversion.webhook.clientConfig.service.namespace}/{.spec.conversion.webhook.clientConfig.service.name}{.spec.conversion.webhook.clientConfig.service.path}")
 		if got := string(out); got != "herald-system/herald-webhook-service/convert" {
@@ -156,9 +173,9 @@ func TestAPIServer(t *testing.T) {
 		// Applying again, server-side or client-side, keeps the
 		// certificate the controller wrote into the shipped empty Secret.
 		c.writeCert(t, ns, "herald-webhook-cert")
-		c.mustKubectl(t, nil, "apply", "--server-side", "-f", heraldFile)
+		c.apply(t, "--server-side", "-f", heraldFile)
 		c.wantCert(t, ns, "herald-webhook-cert")
-		c.mustKubectl(t, nil, "apply", "-f", heraldFile)
+		c.apply(t, "-f", heraldFile)
 		c.wantCert(t, ns, "herald-webhook-cert")
 	})
 

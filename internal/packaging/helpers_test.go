@@ -134,7 +134,8 @@ func tryRun(dir string, stdin []byte, env []string, name string, args ...string)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
-		return stdout.Bytes(), fmt.Errorf("%w\n%s%s", err, stderr.Bytes(), stdout.Bytes())
+		// stderr last: it holds the error, stdout may be long.
+		return stdout.Bytes(), fmt.Errorf("%w\nstdout:\n%s\nstderr:\n%s", err, stdout.Bytes(), stderr.Bytes())
 	}
 	return stdout.Bytes(), nil
 }
