@@ -199,6 +199,25 @@ func TestChartOptions(t *testing.T) {
 	}
 	checkDashboard(t, []byte(dash.Data["herald.json"]))
 
+	// Without rotation (cert-manager) the certificate directory is still a
+	// writable emptyDir: the controller copies the Secret into it.
+	objs = parseObjects(t, helmTemplate(t, "herald", ns, "webhook.certRotation.enabled=false"))
+	find(t, objs, "Deployment", ns, "herald-controller").into(t, &d)
+	c = container(t, d.Spec.Template.Spec, "controller")
+	wantArgs(t, c, "--disable-cert-rotation", "--webhook-mode=enabled")
+	writable := false
+	for _, m := range c.VolumeMounts {
+		for _, v := range d.Spec.Template.Spec.Volumes {
+			writable = writable || (m.MountPath == "/tmp/k8s-webhook-server/serving-certs" && !m.ReadOnly && v.Name == m.Name && v.EmptyDir != nil)
+		}
+	}
+	if !writable {
+		t.Error("certRotation disabled: the --cert-dir is not a writable emptyDir")
+	}
+	if slices.ContainsFunc(objs, func(o object) bool { return o.key() == "Secret/herald-system/herald-webhook-cert" }) {
+		t.Error("certRotation disabled: the chart ships Secret herald-webhook-cert, which cert-manager owns")
+	}
+
 	// Parts switched off.
 	objs = parseObjects(t, helmTemplate(t, "herald", ns, "webhook.enabled=false", "crds.enabled=false",
 		"speaker.memberlist.enabled=false", "layer2.enabled=false", "metrics.secure=false",
