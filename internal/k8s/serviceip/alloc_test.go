@@ -77,9 +77,10 @@ func TestAssignsIP(t *testing.T) {
 
 	// Type change releases and clears everything.
 	s = f.get("web")
+	base := s.DeepCopy()
 	s.Spec.Type = corev1.ServiceTypeClusterIP
 	s.Spec.AllocateLoadBalancerNodePorts = nil
-	if err := f.c.Update(f.ctx(), s); err != nil {
+	if err := f.c.Patch(f.ctx(), s, client.MergeFrom(base)); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, 30*time.Second, "web cleared", func() (bool, string) {
@@ -117,8 +118,9 @@ func TestRequestedIPAndPool(t *testing.T) {
 	f.waitEvent("deprecated", EventDeprecatedAnnotation, annotations.AddressPoolDeprecated)
 
 	s := f.get("req")
+	base := s.DeepCopy()
 	s.Annotations[annotations.LoadBalancerIPs] = "198.51.100.9"
-	if err := f.c.Update(f.ctx(), s); err != nil {
+	if err := f.c.Patch(f.ctx(), s, client.MergeFrom(base)); err != nil {
 		t.Fatal(err)
 	}
 	f.waitIPs("req", "198.51.100.9")

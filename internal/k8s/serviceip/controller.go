@@ -23,6 +23,7 @@ import (
 
 	"github.com/herald-lb/herald/api/v1beta1"
 	"github.com/herald-lb/herald/api/v1beta2"
+	"github.com/herald-lb/herald/internal/annotations"
 	"github.com/herald-lb/herald/internal/config"
 	"github.com/herald-lb/herald/internal/ipam"
 	"github.com/herald-lb/herald/internal/k8s/configload"
@@ -101,7 +102,12 @@ type Controller struct {
 	// the retry pass re-allocates them (in key order) before the pending.
 	reassess map[string]bool
 	since    map[string]time.Time // creation or request change, for the latency histogram
-	lastRej  string               // text of the last rejected configuration reported by event
+	// annSince: when a key entered the low-priority queue.
+	annSince map[string]time.Time
+	// lastAdd is when the last Service was created (UnixNano), to detect
+	// bursts.
+	lastAdd atomic.Int64
+	lastRej string // text of the last rejected configuration reported by event
 }
 
 // svcState is what the controller remembers about one Service between
@@ -119,6 +125,8 @@ type svcState struct {
 	conflictFP string
 	// clearReason explains why the Service's IPs were taken back.
 	clearReason string
+	// later are events waiting for the low-priority queue.
+	later []laterEvent
 }
 
 // New builds a Controller. It registers its metrics on opts.Registerer.
@@ -154,6 +162,7 @@ func New(opts Options) (*Controller, error) {
 		state:      map[string]*svcState{},
 		pending:    map[string]bool{},
 		since:      map[string]time.Time{},
+		annSince:   map[string]time.Time{},
 	}, nil
 }
 
@@ -197,7 +206,7 @@ func (c *Controller) Start(ctx context.Context) error {
 		wg.Go(func() { c.run(ctx, c.svcQueue, c.reconcile, nil) })
 	}
 	for range 2 {
-		wg.Go(func() { c.run(ctx, c.annQueue, c.syncAnnotation, c.yield) })
+		wg.Go(func() { c.run(ctx, c.annQueue, c.syncSecondary, c.yield) })
 	}
 	<-ctx.Done()
 	c.svcQueue.ShutDown()
@@ -208,10 +217,29 @@ func (c *Controller) Start(ctx context.Context) error {
 	return nil
 }
 
-// yield makes annotation work wait while Service status work is queued, so a
-// burst of new Services gets addresses before any annotation is written.
-func (c *Controller) yield(ctx context.Context) {
-	for c.svcQueue.Len() > 0 && ctx.Err() == nil {
+// Low-priority work (annotation, events) waits while Services are being
+// created (no creation for burstQuiet, no status work queued), but never
+// longer than maxDefer after it was queued.
+const (
+	burstQuiet = 100 * time.Millisecond
+	maxDefer   = 10 * time.Second
+)
+
+// yield makes low-priority work for key wait during a burst, so a burst of
+// new Services gets its addresses with one write each, before any annotation
+// or event is written.
+func (c *Controller) yield(ctx context.Context, key string) {
+	c.mu.Lock()
+	queued, ok := c.annSince[key]
+	c.mu.Unlock()
+	if !ok {
+		queued = time.Now()
+	}
+	for ctx.Err() == nil && time.Since(queued) < maxDefer {
+		quiet := time.Since(time.Unix(0, c.lastAdd.Load())) >= burstQuiet
+		if quiet && c.svcQueue.Len() == 0 {
+			return
+		}
 		select {
 		case <-ctx.Done():
 		case <-time.After(10 * time.Millisecond):
@@ -222,7 +250,7 @@ func (c *Controller) yield(ctx context.Context) {
 // run processes q until it shuts down. A failed item is retried with
 // exponential backoff.
 func (c *Controller) run(ctx context.Context, q workqueue.TypedRateLimitingInterface[string],
-	fn func(context.Context, string) error, before func(context.Context)) {
+	fn func(context.Context, string) error, before func(context.Context, string)) {
 	for {
 		key, shutdown := q.Get()
 		if shutdown {
@@ -230,7 +258,7 @@ func (c *Controller) run(ctx context.Context, q workqueue.TypedRateLimitingInter
 		}
 		c.busy.Add(1)
 		if before != nil {
-			before(ctx)
+			before(ctx, key)
 		}
 		err := fn(ctx, key)
 		switch {
@@ -263,6 +291,9 @@ func (c *Controller) installHandlers(ctx context.Context) error {
 		AddFunc: func(obj any) {
 			if s, ok := obj.(*corev1.Service); ok {
 				c.markSince(Key(s), len(s.Status.LoadBalancer.Ingress) == 0)
+				if c.initialized.Load() {
+					c.lastAdd.Store(time.Now().UnixNano())
+				}
 				c.svcQueue.Add(Key(s))
 			}
 		},
@@ -272,10 +303,17 @@ func (c *Controller) installHandlers(ctx context.Context) error {
 			if !ok1 || !ok2 {
 				return
 			}
-			if !equality.Semantic.DeepEqual(o.Spec, n.Spec) || !equalMaps(o.Annotations, n.Annotations) || !equalMaps(o.Labels, n.Labels) {
+			if !equality.Semantic.DeepEqual(o.Spec, n.Spec) || !equalUserAnnotations(o.Annotations, n.Annotations) || !equalMaps(o.Labels, n.Labels) {
 				c.markSince(Key(n), true)
+				c.svcQueue.Add(Key(n))
+				return
 			}
-			c.svcQueue.Add(Key(n))
+			// Only status or the pool annotation changed: most often the
+			// echo of the controller's own write. Reconcile only when it
+			// disagrees with the allocator.
+			if !c.agrees(n) {
+				c.svcQueue.Add(Key(n))
+			}
 		},
 		DeleteFunc: func(obj any) {
 			if d, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
@@ -459,6 +497,36 @@ func (c *Controller) statsChanged() {
 	if c.opts.OnStatsChange != nil {
 		c.opts.OnStatsChange()
 	}
+}
+
+// agrees reports whether s shows exactly what the allocator holds for it:
+// its ingress IPs and pool annotation (nothing when it holds nothing).
+func (c *Controller) agrees(s *corev1.Service) bool {
+	if !c.initialized.Load() {
+		return false
+	}
+	asg, _ := c.alloc.Lookup(Key(s))
+	return slices.Equal(IngressIPs(s), asg.IPs) && len(s.Status.LoadBalancer.Ingress) == len(asg.IPs) &&
+		s.Annotations[annotations.AllocatedFromPool] == asg.Pool
+}
+
+// equalUserAnnotations compares annotations, ignoring the one the
+// controller writes.
+func equalUserAnnotations(a, b map[string]string) bool {
+	if len(a) == len(b) && equalMaps(a, b) {
+		return true
+	}
+	for k, v := range a {
+		if k != annotations.AllocatedFromPool && b[k] != v {
+			return false
+		}
+	}
+	for k, v := range b {
+		if k != annotations.AllocatedFromPool && a[k] != v {
+			return false
+		}
+	}
+	return true
 }
 
 func equalMaps(a, b map[string]string) bool {

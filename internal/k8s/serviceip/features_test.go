@@ -104,8 +104,9 @@ func TestPoolEditReaddresses(t *testing.T) {
 	if err := f.c.Get(f.ctx(), client.ObjectKey{Namespace: f.herald, Name: "pool-a"}, &p); err != nil {
 		t.Fatal(err)
 	}
+	base := p.DeepCopy()
 	p.Spec.Addresses = []string{"198.51.100.4/30", "198.51.100.8/30"}
-	if err := f.c.Update(f.ctx(), &p); err != nil {
+	if err := f.c.Patch(f.ctx(), &p, client.MergeFrom(base)); err != nil {
 		t.Fatal(err)
 	}
 	f.waitIPs("one", "198.51.100.4")

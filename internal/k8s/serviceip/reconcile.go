@@ -170,13 +170,13 @@ func (c *Controller) finish(ctx context.Context, svc *corev1.Service, o outcome)
 				clearReason = "the address is no longer valid for the Service"
 			}
 		}
-		c.event(svc, corev1.EventTypeNormal, EventClearAssignment, "Clear", fmt.Sprintf("Cleared IP %q: %s", ipStrings(dropped), clearReason))
+		c.later(svc, corev1.EventTypeNormal, EventClearAssignment, "Clear", fmt.Sprintf("Cleared IP %q: %s", ipStrings(dropped), clearReason))
 	}
 	if o.err == nil {
 		if !slices.Equal(statusIPs, newIPs) {
-			c.event(svc, corev1.EventTypeNormal, EventIPAllocated, "Allocate", fmt.Sprintf("Assigned IP %q", ipStrings(newIPs)))
+			c.later(svc, corev1.EventTypeNormal, EventIPAllocated, "Allocate", fmt.Sprintf("Assigned IP %q", ipStrings(newIPs)))
 			if dep := annotations.Deprecated(svc); len(dep) > 0 {
-				c.event(svc, corev1.EventTypeWarning, EventDeprecatedAnnotation, "Allocate",
+				c.later(svc, corev1.EventTypeWarning, EventDeprecatedAnnotation, "Allocate",
 					fmt.Sprintf("Service uses deprecated annotations %q: use the metallb.io/ keys instead", dep))
 			}
 			if waited {
@@ -184,7 +184,7 @@ func (c *Controller) finish(ctx context.Context, svc *corev1.Service, o outcome)
 			}
 		}
 	} else if condChanged {
-		c.event(svc, corev1.EventTypeWarning, EventAllocationFailed, "Allocate", o.err.Error())
+		c.later(svc, corev1.EventTypeWarning, EventAllocationFailed, "Allocate", o.err.Error())
 	}
 	c.setPending(key, o.pending)
 
@@ -192,8 +192,8 @@ func (c *Controller) finish(ctx context.Context, svc *corev1.Service, o outcome)
 	if o.err == nil && len(newIPs) > 0 {
 		wantPool = o.after.Pool
 	}
-	if svc.Annotations[annotations.AllocatedFromPool] != wantPool {
-		c.annQueue.Add(key)
+	if svc.Annotations[annotations.AllocatedFromPool] != wantPool || c.hasLater(key) {
+		c.queueSecondary(key)
 	}
 	if !slices.Equal(o.before.IPs, newIPs) {
 		c.statsChanged()
@@ -216,9 +216,12 @@ func (c *Controller) reportConflict(ctx context.Context, svc *corev1.Service, st
 		}
 	}
 	if old == nil || old.Reason != cond.Reason || old.Message != cond.Message {
-		c.event(svc, corev1.EventTypeWarning, EventAllocationFailed, "Import", cond.Message)
+		c.later(svc, corev1.EventTypeWarning, EventAllocationFailed, "Import", cond.Message)
 	}
 	c.setPending(Key(svc), true)
+	if c.hasLater(Key(svc)) {
+		c.queueSecondary(Key(svc))
+	}
 	return nil
 }
 
@@ -256,12 +259,12 @@ func (c *Controller) clear(ctx context.Context, svc *corev1.Service) error {
 			return err
 		}
 		if ips := IngressIPs(svc); len(ips) > 0 {
-			c.event(svc, corev1.EventTypeNormal, EventClearAssignment, "Clear",
+			c.later(svc, corev1.EventTypeNormal, EventClearAssignment, "Clear",
 				fmt.Sprintf("Cleared IP %q: the Service is no longer a LoadBalancer with a ClusterIP", ipStrings(ips)))
 		}
 	}
-	if svc.Annotations[annotations.AllocatedFromPool] != "" {
-		c.annQueue.Add(key)
+	if svc.Annotations[annotations.AllocatedFromPool] != "" || c.hasLater(key) {
+		c.queueSecondary(key)
 	}
 	return nil
 }
@@ -272,7 +275,11 @@ func (c *Controller) forget(key string) {
 	before, had := c.alloc.Lookup(key)
 	c.alloc.Release(key)
 	c.mu.Lock()
-	delete(c.state, key)
+	if st := c.state[key]; st != nil && len(st.later) > 0 {
+		c.state[key] = &svcState{later: st.later} // events still to emit
+	} else {
+		delete(c.state, key)
+	}
 	delete(c.since, key)
 	c.mu.Unlock()
 	c.setPending(key, false)
@@ -309,9 +316,21 @@ func (c *Controller) patchStatus(ctx context.Context, svc *corev1.Service, ips [
 	return nil
 }
 
+// syncSecondary does a Service's low-priority work after its status write:
+// the metallb.io/ip-allocated-from-pool annotation, then the events.
+func (c *Controller) syncSecondary(ctx context.Context, key string) error {
+	c.mu.Lock()
+	delete(c.annSince, key)
+	c.mu.Unlock()
+	if err := c.syncAnnotation(ctx, key); err != nil {
+		return err
+	}
+	c.flushLater(key)
+	return nil
+}
+
 // syncAnnotation writes (or removes) metallb.io/ip-allocated-from-pool to
-// match the allocator. It runs after the status write, from the
-// low-priority queue.
+// match the allocator.
 func (c *Controller) syncAnnotation(ctx context.Context, key string) error {
 	if !c.initialized.Load() {
 		return nil
@@ -363,6 +382,61 @@ func droppedIPs(old, cur []netip.Addr) []netip.Addr {
 		}
 	}
 	return out
+}
+
+// laterEvent is a Service event waiting for the low-priority queue.
+type laterEvent struct {
+	ref                       *corev1.ObjectReference
+	typ, reason, action, note string
+}
+
+// later queues an event about svc for the low-priority queue: during a burst
+// the only write per Service on the fast path is its status patch.
+func (c *Controller) later(svc *corev1.Service, typ, reason, action, msg string) {
+	ref := &corev1.ObjectReference{
+		APIVersion: "v1", Kind: "Service", Namespace: svc.Namespace, Name: svc.Name,
+		UID: svc.UID, ResourceVersion: svc.ResourceVersion,
+	}
+	c.mu.Lock()
+	st := c.stateLocked(Key(svc))
+	st.later = append(st.later, laterEvent{ref: ref, typ: typ, reason: reason, action: action, note: msg})
+	c.mu.Unlock()
+}
+
+func (c *Controller) hasLater(key string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	st := c.state[key]
+	return st != nil && len(st.later) > 0
+}
+
+// flushLater emits key's queued events.
+func (c *Controller) flushLater(key string) {
+	c.mu.Lock()
+	var evs []laterEvent
+	if st := c.state[key]; st != nil {
+		evs, st.later = st.later, nil
+		if !st.seen {
+			delete(c.state, key) // the stub forget left for these events
+		}
+	}
+	c.mu.Unlock()
+	if c.opts.Recorder == nil {
+		return
+	}
+	for _, e := range evs {
+		c.opts.Recorder.Eventf(e.ref, nil, e.typ, e.reason, e.action, "%s", e.note)
+	}
+}
+
+// queueSecondary queues key's low-priority work and notes when.
+func (c *Controller) queueSecondary(key string) {
+	c.mu.Lock()
+	if _, ok := c.annSince[key]; !ok {
+		c.annSince[key] = time.Now()
+	}
+	c.mu.Unlock()
+	c.annQueue.Add(key)
 }
 
 // event records an event on obj when a recorder is configured.

@@ -120,8 +120,9 @@ func (f *fixture) apply(o op) {
 	case "editPool":
 		var p v1beta1.IPAddressPool
 		if err = f.c.Get(ctx, poolKey, &p); err == nil {
+			base := p.DeepCopy()
 			p.Spec.Addresses, p.Spec.AutoAssign = o.addrs, ptr(o.auto)
-			err = f.c.Update(ctx, &p)
+			err = f.c.Patch(ctx, &p, client.MergeFrom(base))
 		}
 	case "deletePool":
 		err = f.c.Delete(ctx, &v1beta1.IPAddressPool{ObjectMeta: metaNS(f.herald, o.name)})
@@ -131,9 +132,10 @@ func (f *fixture) apply(o op) {
 		err = f.c.Create(ctx, s)
 	case "editSvc":
 		s := f.get(o.name)
+		base := s.DeepCopy()
 		s.Annotations = o.ann
 		s.Spec.Ports[0].Port = o.port
-		err = f.c.Update(ctx, s)
+		err = f.c.Patch(ctx, s, client.MergeFrom(base))
 	case "deleteSvc":
 		err = f.c.Delete(ctx, &corev1.Service{ObjectMeta: metaNS(f.ns, o.name)})
 	}
