@@ -98,6 +98,9 @@ func run(ctx context.Context, o *options, log *slog.Logger) error {
 		LeaderElection:          o.leaderElect,
 		LeaderElectionID:        "herald-controller",
 		LeaderElectionNamespace: o.namespace,
+		// The process exits right after the manager stops: hand the lease
+		// over at once instead of letting it expire.
+		LeaderElectionReleaseOnCancel: true,
 	})
 	if err != nil {
 		return fmt.Errorf("manager: %w", err)
