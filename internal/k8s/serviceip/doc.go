@@ -50,7 +50,16 @@
 //
 // Several workers reconcile Services concurrently (the allocator itself is
 // serialised); each writes the ingress IPs and the condition in one
-// strategic-merge status patch without reading the object first, and the
-// pool annotation is written afterwards from a second queue that yields to
-// status work, so a burst of new Services gets its addresses first.
+// strategic-merge status patch without reading the object first. The pool
+// annotation and the events are written afterwards from a second queue that
+// waits while Services are being created (no creation for 100 ms and no
+// status work queued; at most 10 s), so during a burst the only write per
+// Service is its status. Updates that merely echo the controller's own
+// writes (status and pool annotation agreeing with the allocator) are not
+// reconciled. Competing re-allocations (freed addresses, configuration
+// changes) run one at a time in key order, so their outcome does not depend
+// on worker scheduling (MetalLB issue 8).
+//
+// Events need the events.k8s.io API (RBAC: create/patch events.k8s.io
+// events).
 package serviceip
