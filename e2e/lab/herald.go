@@ -680,3 +680,34 @@ func (l *Lab) ARPAnswerers(ctx context.Context, addr netip.Addr, count int) ([]s
 	sort.Strings(who)
 	return who, nil
 }
+
+// OpenHerald returns the Herald that InstallHerald started earlier in l
+// (possibly in another program, with l from Open): its controller and
+// speaker processes are found by name, its speaker Pods in the API.
+func (l *Lab) OpenHerald(ctx context.Context) (*Herald, error) {
+	cl, err := client.New(l.RESTConfig(), client.Options{Scheme: Scheme()})
+	if err != nil {
+		return nil, err
+	}
+	h := &Herald{lab: l, client: cl, spkPods: map[string]*corev1.Pod{}, binDir: filepath.Join(l.StateDir(), "bin"),
+		opts: InstallOptions{Manifests: DefaultManifests, ControllerNode: NodeName(1), Timeout: 90 * time.Second}}
+	for _, n := range l.Nodes {
+		if l.Process(TemplatePodName(ControllerDeployment, n.Name)) != nil {
+			h.opts.ControllerNode = n.Name
+		}
+	}
+	pods, err := l.Client().CoreV1().Pods(HeraldNamespace).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/component=speaker"})
+	if err != nil {
+		return nil, fmt.Errorf("open herald: %w", err)
+	}
+	for i := range pods.Items {
+		p := &pods.Items[i]
+		h.spkPods[p.Spec.NodeName] = p
+		h.opts.SpeakerNodes = append(h.opts.SpeakerNodes, p.Spec.NodeName)
+	}
+	ctl, err := l.Client().CoreV1().Pods(HeraldNamespace).Get(ctx, h.ControllerProcessName(), metav1.GetOptions{})
+	if err == nil {
+		h.ctlPod = ctl
+	}
+	return h, nil
+}

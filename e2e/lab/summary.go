@@ -2,6 +2,7 @@ package lab
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -132,7 +133,8 @@ type DemoService struct {
 	svc      *corev1.Service
 }
 
-func demoServices() []DemoService {
+// DemoServices returns the Services CreateDemoServices creates.
+func DemoServices() []DemoService {
 	svc := func(name, pool string, port int32, proto corev1.Protocol, ann map[string]string) *corev1.Service {
 		a := map[string]string{"metallb.io/address-pool": pool}
 		for k, v := range ann {
@@ -177,7 +179,7 @@ func (h *Herald) CreateDemoServices(ctx context.Context) ([]DemoService, error) 
 	for _, n := range l.Nodes {
 		eps = append(eps, Endpoint{Node: n.Name, Ready: true})
 	}
-	demos := demoServices()
+	demos := DemoServices()
 	for _, d := range demos {
 		if _, err := l.Client().CoreV1().Services(DemoNamespace).Create(ctx, d.svc, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 			return nil, fmt.Errorf("create service %s: %w", d.Name, err)
@@ -203,14 +205,12 @@ func (h *Herald) CreateDemoServices(ctx context.Context) ([]DemoService, error) 
 // ServicesSummary describes each demo Service for humans: its addresses,
 // which node announces each and how (ServiceL2Status / ServiceBGPStatus,
 // and who answers the client's ARP or NDP), the router's BGP paths for it,
-// and the client's request to it with the node that answered. Requests are
-// retried for up to settle, so that fresh announcements can land.
+// and the client's request to it with the node that answered. Requests and
+// routes are retried for up to settle, so that fresh announcements can land.
 func (h *Herald) ServicesSummary(ctx context.Context, demos []DemoService, settle time.Duration) string {
 	l := h.lab
 	var b strings.Builder
 	fmt.Fprintf(&b, "Services (namespace %s; kubectl -n %s get svc):\n", DemoNamespace, DemoNamespace)
-	v4, _ := l.BGPRoutes(ctx, "ipv4")
-	v6, _ := l.BGPRoutes(ctx, "ipv6")
 	for _, d := range demos {
 		ips, err := h.ServiceIPs(ctx, DemoNamespace, d.Name)
 		fmt.Fprintf(&b, "\n  %s — %s\n", d.Name, d.What)
@@ -218,82 +218,114 @@ func (h *Herald) ServicesSummary(ctx context.Context, demos []DemoService, settl
 			fmt.Fprintf(&b, "    no address (%v)\n", err)
 			continue
 		}
-		var announcers []string
-		if st, err := h.L2Statuses(ctx, DemoNamespace, d.Name); err == nil {
-			for _, s := range st {
-				var ifs []string
-				for _, i := range s.Status.Interfaces {
-					ifs = append(ifs, i.Name)
-				}
-				announcers = append(announcers, fmt.Sprintf("%s layer 2 on %s", s.Status.Node, strings.Join(ifs, ",")))
-			}
-		}
-		if st, err := h.BGPStatuses(ctx, DemoNamespace, d.Name); err == nil {
-			for _, s := range st {
-				announcers = append(announcers, fmt.Sprintf("%s BGP to %s", s.Status.Node, strings.Join(s.Status.Peers, ",")))
-			}
-		}
-		sort.Strings(announcers)
-		if len(announcers) == 0 {
-			announcers = []string{"nobody (no ServiceL2Status or ServiceBGPStatus)"}
-		}
-		fmt.Fprintf(&b, "    announced by: %s\n", strings.Join(announcers, "; "))
+		var lines []string
+		add := func(format string, args ...any) { lines = append(lines, fmt.Sprintf(format, args...)) }
 		port := int(d.svc.Spec.Ports[0].Port)
 		for _, ip := range ips {
-			fmt.Fprintf(&b, "    %s\n", ip)
-			if Segment.Contains(ip) || SegmentV6.Contains(ip) {
-				who, err := l.Resolve(ctx, ip)
+			add("    %s", ip)
+			onSegment := Segment.Contains(ip) || SegmentV6.Contains(ip)
+			if d.svc.Spec.Ports[0].Protocol == corev1.ProtocolTCP {
+				var reply BackendReply
+				err := poll(ctx, settle, func() error {
+					var err error
+					reply, err = l.Get(ctx, l.ClientNamespace(), ip, port)
+					return err
+				})
+				if err != nil {
+					add("      client curl http://%s/: FAILED: %v", netip.AddrPortFrom(ip, uint16(port)), err)
+				} else {
+					add("      client curl http://%s/: answered by node %s", netip.AddrPortFrom(ip, uint16(port)), reply.Node)
+				}
+			} else {
+				add("      client curl: (UDP port, see the TCP Service on the same IP)")
+			}
+			if onSegment {
 				proto := "ARP"
 				if ip.Is6() {
 					proto = "NDP"
 				}
-				if err != nil {
-					fmt.Fprintf(&b, "      client %s: no answer (%v)\n", proto, err)
+				if who, err := l.Resolve(ctx, ip); err != nil {
+					add("      client %s: no answer (%v)", proto, err)
 				} else {
-					fmt.Fprintf(&b, "      client %s: answered by %s\n", proto, who)
+					add("      client %s: answered by %s", proto, who)
 				}
-			}
-			routes := v4
-			if ip.Is6() {
-				routes = v6
 			}
 			var hops []string
-			for _, p := range routes[netip.PrefixFrom(ip, ip.BitLen()).String()] {
-				for _, nh := range p.NextHops {
-					hop := nh.IP
-					if a, err := netip.ParseAddr(nh.IP); err == nil {
-						for _, n := range l.Nodes {
-							if n.IPv4 == a || n.IPv6 == a {
-								hop = n.Name + " (" + nh.IP + ")"
-							}
-						}
-					}
-					if p.Best || p.Multipath {
-						hops = append(hops, hop)
+			_ = poll(ctx, settle, func() error {
+				hops = h.routeHops(ctx, ip)
+				if len(hops) == 0 && !onSegment {
+					return errors.New("no route yet")
+				}
+				return nil
+			})
+			switch {
+			case len(hops) > 0:
+				add("      FRR route: %s via %s", netip.PrefixFrom(ip, ip.BitLen()), strings.Join(hops, ", "))
+			case onSegment:
+				add("      FRR route: none (on the segment: layer 2, no BGP)")
+			default:
+				add("      FRR route: NONE (want one: not on the segment)")
+			}
+		}
+		fmt.Fprintf(&b, "    announced by: %s\n", strings.Join(h.announcers(ctx, d.Name), "; "))
+		b.WriteString(strings.Join(lines, "\n") + "\n")
+	}
+	return b.String()
+}
+
+// announcers describes the ServiceL2Status and ServiceBGPStatus objects of
+// demo Service name.
+func (h *Herald) announcers(ctx context.Context, name string) []string {
+	var out []string
+	if st, err := h.L2Statuses(ctx, DemoNamespace, name); err == nil {
+		for _, s := range st {
+			var ifs []string
+			for _, i := range s.Status.Interfaces {
+				ifs = append(ifs, i.Name)
+			}
+			out = append(out, fmt.Sprintf("%s layer 2 on %s", s.Status.Node, strings.Join(ifs, ",")))
+		}
+	}
+	if st, err := h.BGPStatuses(ctx, DemoNamespace, name); err == nil {
+		for _, s := range st {
+			out = append(out, fmt.Sprintf("%s BGP to %s", s.Status.Node, strings.Join(s.Status.Peers, ",")))
+		}
+	}
+	sort.Strings(out)
+	if len(out) == 0 {
+		out = []string{"nobody (no ServiceL2Status or ServiceBGPStatus)"}
+	}
+	return out
+}
+
+// routeHops returns the router's best and multipath next hops for ip's
+// host prefix, named by node where they are node addresses.
+func (h *Herald) routeHops(ctx context.Context, ip netip.Addr) []string {
+	fam := "ipv4"
+	if ip.Is6() {
+		fam = "ipv6"
+	}
+	routes, err := h.lab.BGPRoutes(ctx, fam)
+	if err != nil {
+		return nil
+	}
+	var hops []string
+	for _, p := range routes[netip.PrefixFrom(ip, ip.BitLen()).String()] {
+		if !p.Best && !p.Multipath {
+			continue
+		}
+		for _, nh := range p.NextHops {
+			hop := nh.IP
+			if a, err := netip.ParseAddr(nh.IP); err == nil {
+				for _, n := range h.lab.Nodes {
+					if n.IPv4 == a || n.IPv6 == a {
+						hop = n.Name + " (" + nh.IP + ")"
 					}
 				}
 			}
-			if len(hops) > 0 {
-				fmt.Fprintf(&b, "      FRR route: %s via %s\n", netip.PrefixFrom(ip, ip.BitLen()), strings.Join(hops, ", "))
-			} else {
-				fmt.Fprintf(&b, "      FRR route: none (not a BGP address)\n")
-			}
-			if d.svc.Spec.Ports[0].Protocol != corev1.ProtocolTCP {
-				fmt.Fprintf(&b, "      client curl: (UDP port, see the TCP Service on the same IP)\n")
-				continue
-			}
-			var reply BackendReply
-			err := poll(ctx, settle, func() error {
-				var err error
-				reply, err = l.Get(ctx, l.ClientNamespace(), ip, port)
-				return err
-			})
-			if err != nil {
-				fmt.Fprintf(&b, "      client curl http://%s/: FAILED: %v\n", netip.AddrPortFrom(ip, uint16(port)), err)
-			} else {
-				fmt.Fprintf(&b, "      client curl http://%s/: answered by node %s\n", netip.AddrPortFrom(ip, uint16(port)), reply.Node)
-			}
+			hops = append(hops, hop)
 		}
 	}
-	return b.String()
+	sort.Strings(hops)
+	return hops
 }

@@ -7,7 +7,7 @@
 //	                             build the lab (cleaning leftovers first), install Herald from
 //	                             its manifests with the samples and demo Services, print a summary
 //	herald-lab down              remove everything the lab made, also after a crash
-//	herald-lab status            print the summary and any problem; exit 1 if unhealthy
+//	herald-lab status            print the summary (with the demo Services) and any problem; exit 1 if unhealthy
 //	herald-lab kubectl ARGS...   kubectl against the lab's API server (inside its namespace)
 //	herald-lab backend ...       lab scaffolding: the HTTP backend of one node
 //	herald-lab proxy ...         loopback proxy from the root namespace to the API server
@@ -130,6 +130,12 @@ func dispatch(ctx context.Context, log *slog.Logger, cmd string, args []string) 
 			return fmt.Errorf("no lab recorded in %s (run `make lab`): %w", *stateDir, err)
 		}
 		fmt.Print(l.Summary())
+		if l.Process(lab.SpeakerProcessName(lab.NodeName(1))) != nil {
+			if h, err := l.OpenHerald(ctx); err == nil {
+				fmt.Println()
+				fmt.Print(h.ServicesSummary(ctx, lab.DemoServices(), 5*time.Second))
+			}
+		}
 		if probs := l.Check(ctx); len(probs) > 0 {
 			fmt.Println("\nProblems:")
 			for _, p := range probs {
