@@ -142,8 +142,14 @@ func run(ctx context.Context, o *options, log *slog.Logger) error {
 // addAllocation adds the Service IP loop, the pool status writer and the
 // memberlist Secret creation.
 func addAllocation(ctx context.Context, mgr manager.Manager, o *options, log *slog.Logger) error {
+	// Uncached: the Reporter creates the ConfigurationState and reads it
+	// back at once, before any cache could have seen it.
+	uncached, err := client.New(mgr.GetConfig(), client.Options{Scheme: mgr.GetScheme()})
+	if err != nil {
+		return fmt.Errorf("client: %w", err)
+	}
 	reporter := &configload.Reporter{
-		Client: mgr.GetClient(), Namespace: o.namespace, Name: "controller",
+		Client: uncached, Namespace: o.namespace, Name: "controller",
 		Labels: map[string]string{"metallb.io/component-type": "controller"},
 	}
 	if o.podName != "" {
@@ -186,10 +192,6 @@ func addAllocation(ctx context.Context, mgr manager.Manager, o *options, log *sl
 		return err
 	}
 	if o.mlSecretName != "" {
-		uncached, err := client.New(mgr.GetConfig(), client.Options{Scheme: mgr.GetScheme()})
-		if err != nil {
-			return fmt.Errorf("client: %w", err)
-		}
 		if err := mgr.Add(mlsecret.Runnable{Options: mlsecret.Options{
 			Client: uncached, Namespace: o.namespace, Name: o.mlSecretName, Deployment: o.deployment, Log: log,
 		}}); err != nil {

@@ -2,6 +2,8 @@ package serviceip
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
@@ -24,25 +26,26 @@ const EventInvalidConfiguration = "InvalidConfiguration"
 func (c *Controller) syncConfig(ctx context.Context, _ string) error {
 	res, err := configload.Read(ctx, c.opts.Cache, c.opts.Namespace)
 	if err != nil {
-		c.report(ctx, err, true)
-		return err
+		return errors.Join(err, c.report(ctx, err, true))
 	}
 	snap, outcome, buildErr := c.tracker.Update(res)
 	if m := c.opts.ConfigMetrics; m != nil {
 		m.Observe(snap, outcome)
 	}
-	c.report(ctx, buildErr, false)
+	// A failed report is retried (the item is re-queued); the rest of the
+	// work is idempotent: the retry finds the configuration Unchanged.
+	reportErr := c.report(ctx, buildErr, false)
 	switch outcome {
 	case configload.Rejected:
 		c.log.Error("configuration rejected; the last valid one stays in force", "error", buildErr)
 		c.eventRejected(ctx, buildErr)
-		return nil
+		return reportErr
 	case configload.Unchanged:
 		c.mu.Lock()
 		c.lastRej = ""
 		c.mu.Unlock()
 		if c.initialized.Load() {
-			return nil
+			return reportErr
 		}
 	}
 	c.mu.Lock()
@@ -52,7 +55,7 @@ func (c *Controller) syncConfig(ctx context.Context, _ string) error {
 	if err != nil {
 		// config.Build already validated the pools; this is a bug.
 		c.log.Error("set pools", "error", err)
-		return nil
+		return reportErr
 	}
 	c.log.Info("configuration loaded", "pools", len(snap.Pools()), "reassess", len(keys))
 	if !c.initialized.Load() {
@@ -60,7 +63,7 @@ func (c *Controller) syncConfig(ctx context.Context, _ string) error {
 		c.initialized.Store(true)
 		c.enqueueAll(ctx)
 		c.statsChanged()
-		return nil
+		return reportErr
 	}
 	c.mu.Lock()
 	for _, k := range keys {
@@ -70,7 +73,7 @@ func (c *Controller) syncConfig(ctx context.Context, _ string) error {
 	c.mu.Unlock()
 	c.wakePending()
 	c.statsChanged()
-	return nil
+	return reportErr
 }
 
 // importAll records the ingress IPs of every handled Service, in key order,
@@ -140,13 +143,14 @@ func (c *Controller) enqueueAll(ctx context.Context) {
 }
 
 // report writes the ConfigurationState "controller".
-func (c *Controller) report(ctx context.Context, err error, infra bool) {
+func (c *Controller) report(ctx context.Context, err error, infra bool) error {
 	if c.opts.Reporter == nil {
-		return
+		return nil
 	}
 	if rerr := c.opts.Reporter.Report(ctx, err, infra); rerr != nil {
-		c.log.Warn("report configuration state", "error", rerr)
+		return fmt.Errorf("report configuration state: %w", rerr)
 	}
+	return nil
 }
 
 // eventRejected emits a Warning event on every object a rejected

@@ -62,6 +62,8 @@ type Options struct {
 	// when 0).
 	Workers int
 	// Reporter writes the ConfigurationState "controller"; nil writes none.
+	// Its Client must read from the API server, not from the cache: it
+	// creates the object and reads it back at once.
 	Reporter *configload.Reporter
 	// ConfigMetrics are the metallb_k8s_client_* metrics; nil records none.
 	ConfigMetrics *configload.Metrics

@@ -134,7 +134,7 @@ func (f *fixture) start(mods ...func(*Options)) *running {
 	opts := Options{
 		Client: mgr.GetClient(), Cache: mgr.GetCache(), Recorder: mgr.GetEventRecorder("herald-controller"),
 		Namespace: f.herald, Registerer: reg, ConfigMetrics: configload.NewMetrics(reg),
-		Reporter: &configload.Reporter{Client: mgr.GetClient(), Namespace: f.herald, Name: "controller",
+		Reporter: &configload.Reporter{Client: srv.Client, Namespace: f.herald, Name: "controller",
 			Labels: map[string]string{"metallb.io/component-type": "controller"}},
 		OnStatsChange: pw.Notify,
 	}
