@@ -8,6 +8,7 @@
 //	                             its manifests with the samples and demo Services, print a summary
 //	herald-lab down              remove everything the lab made, also after a crash
 //	herald-lab status            print the summary (with the demo Services) and any problem; exit 1 if unhealthy
+//	herald-lab diagnose          what the client, FRR and the speakers see (neighbours, routes, announcements, logs)
 //	herald-lab kubectl ARGS...   kubectl against the lab's API server (inside its namespace)
 //	herald-lab backend ...       lab scaffolding: the HTTP backend of one node
 //	herald-lab proxy ...         loopback proxy from the root namespace to the API server
@@ -57,7 +58,7 @@ func main() {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: herald-lab up|down|status|kubectl|backend|proxy [flags]")
+	fmt.Fprintln(os.Stderr, "usage: herald-lab up|down|status|diagnose|kubectl|backend|proxy [flags]")
 }
 
 func defaultStateDir() string {
@@ -144,6 +145,20 @@ func dispatch(ctx context.Context, log *slog.Logger, cmd string, args []string) 
 			return errors.New("lab unhealthy")
 		}
 		fmt.Println("\nAll parts answer.")
+		return nil
+	case "diagnose":
+		if err := fs.Parse(args); err != nil {
+			return err
+		}
+		l, err := lab.Open(*stateDir)
+		if err != nil {
+			return fmt.Errorf("no lab recorded in %s (run `make lab`): %w", *stateDir, err)
+		}
+		h, err := l.OpenHerald(ctx)
+		if err != nil {
+			return err
+		}
+		fmt.Print(h.Diagnose(ctx))
 		return nil
 	case "kubectl":
 		// No flags of our own: everything goes to kubectl.
