@@ -6,7 +6,7 @@ BIN := $(ROOT)/bin
 export KUBEBUILDER_ASSETS := $(BIN)/k8s
 GO_TEST_FLAGS ?=
 
-.PHONY: all build test unit deps test-assets tools generate verify-generated lab lab-down e2e bench fuzz clean
+.PHONY: all build test unit deps test-assets tools generate lab lab-down e2e bench bench-go fuzz clean
 
 all: build
 
@@ -55,7 +55,11 @@ lab-down:
 e2e: deps test-assets tools build
 	go test -count=1 -timeout 40m ./e2e/...
 
-bench:
+# bench runs the in-process benchmarks (allocator, decisions, layer 2, BGP),
+# then the three measurement commands on real API servers and labs.
+bench: bench-go bench-alloc bench-failover bench-bgp
+
+bench-go:
 	go test -run '^$$' -bench . -benchmem ./internal/...
 
 # bench-alloc measures create->ingress latency of Herald's controller against an

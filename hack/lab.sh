@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Herald's lab: `hack/lab.sh up|down|status|kubectl ARGS...`, a thin wrapper
+# Herald's lab: `hack/lab.sh up|down|status|diagnose|kubectl ARGS...`, a thin wrapper
 # around e2e/cmd/herald-lab (built into bin/herald-lab). The lab's state
 # (logs, kubeconfigs, etcd data) lives in $HERALD_LAB_DIR, default <repo>/.lab.
 set -euo pipefail
@@ -13,6 +13,6 @@ if [[ ! -x "$bin" ]] || [[ -n "$(find e2e/lab e2e/cmd/herald-lab go.mod go.sum -
   go build -o "$bin" ./e2e/cmd/herald-lab
 fi
 case "${1:-}" in
-  up|down|status|kubectl) exec "$bin" "$@" ;;
-  *) echo "usage: hack/lab.sh up|down|status|kubectl ARGS..." >&2; exit 2 ;;
+  up|down|status|kubectl|diagnose) exec "$bin" "$@" ;;
+  *) echo "usage: hack/lab.sh up|down|status|diagnose|kubectl ARGS..." >&2; exit 2 ;;
 esac
