@@ -190,6 +190,7 @@ func run(services, bulk, workers int, bulkSetup time.Duration, stateDir string, 
 	// Bulk: the Services first, then the IPv6 peer.
 	var bulkFromPeer, bulkFromEst time.Duration
 	var hwm, rssBefore string
+	var digest time.Duration
 	if bulk > 0 {
 		fmt.Fprintf(os.Stderr, "creating %d IPv6 Services with endpoints ...\n", bulk)
 		setup := time.Now()
@@ -205,12 +206,20 @@ func run(services, bulk, workers int, bulkSetup time.Duration, stateDir string, 
 		if err := waitAllocated(ctx, cs, bulk); err != nil {
 			return err
 		}
-		// Let the speaker digest the Services before the session exists.
-		time.Sleep(5 * time.Second)
 		spk := h.Speaker(node)
 		if spk == nil {
 			return errors.New("no speaker process")
 		}
+		// Let the speaker digest the Services before the session exists:
+		// it logs "announcing" once per Service it decided to announce.
+		fmt.Fprintf(os.Stderr, "waiting for the speaker to decide on all %d Services ...\n", bulk)
+		if err := poll(ctx, 30*time.Minute, time.Second, func() (bool, error) {
+			n, err := countDecided(spk.Log)
+			return n >= bulk, err
+		}); err != nil {
+			return fmt.Errorf("speaker backlog: %w", err)
+		}
+		digest = time.Since(setup)
 		rssBefore = procStatus(spk.PID, "VmRSS")
 		v6 := lab.NodeAddrV6(1).String()
 		t0 := time.Now()
@@ -257,6 +266,7 @@ func run(services, bulk, workers int, bulkSetup time.Duration, stateDir string, 
 	if bulk > 0 {
 		fmt.Fprintf(&b, "| %d IPv6 prefixes: BGPPeer created → all in FRR | 1 | %s | | | < 5 s |\n", bulk, ms(bulkFromPeer))
 		fmt.Fprintf(&b, "| %d IPv6 prefixes: session Established → all in FRR | 1 | %s | | | |\n", bulk, ms(bulkFromEst))
+		fmt.Fprintf(&b, "| %d IPv6 Services created (%d writers) until the speaker decided on all (before the peer) | 1 | %s | | | |\n", bulk, workers, ms(digest))
 		fmt.Fprintf(&b, "| speaker RSS with %d Services: before the peer / peak (VmHWM) | | %s / %s | | | |\n", bulk, rssBefore, hwm)
 	}
 	fmt.Println()
@@ -541,8 +551,9 @@ the lab's real FRR router (Debian frr, AS 64500). One node runs a speaker.
   are created one at a time, each asking for a known address.
 - **endpoints gone → withdrawn**: from emptying the Service's endpoints
   until the /32 leaves the router's kernel table (RTM_DELROUTE).
-- **10,000 prefixes**: 10,000 single-stack IPv6 Services with endpoints
-  exist first; then the IPv6 BGPPeer is created, and FRR's
+- **bulk prefixes** (` + "`-bulk`" + `, 10,000 by default): that many single-stack
+  IPv6 Services with endpoints exist first, and the speaker has decided on
+  all of them (its log has one "announcing" line per Service); then the IPv6 BGPPeer is created, and FRR's
   ` + "`show bgp summary json`" + ` is polled every 20 ms until it counts them all
   received. RSS is the speaker's /proc/<pid>/status (VmRSS before the peer,
   VmHWM after).
@@ -633,4 +644,29 @@ func (iw *ingressWatch) seen(name string) (time.Time, bool) {
 	defer iw.mu.Unlock()
 	t, ok := iw.first[name]
 	return t, ok
+}
+
+// countDecided counts the distinct bulk Services the speaker's log reports
+// as announcing.
+func countDecided(logPath string) (int, error) {
+	f, err := os.Open(logPath)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	seen := map[string]bool{}
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.Contains(line, `"msg":"announcing"`) {
+			continue
+		}
+		if _, rest, ok := strings.Cut(line, `"service":"`+benchNS+`/bulk-`); ok {
+			if name, _, ok := strings.Cut(rest, `"`); ok {
+				seen[name] = true
+			}
+		}
+	}
+	return len(seen), sc.Err()
 }
