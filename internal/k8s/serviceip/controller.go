@@ -224,7 +224,7 @@ func (c *Controller) Start(ctx context.Context) error {
 // longer than maxDefer after it was queued.
 const (
 	burstQuiet = 100 * time.Millisecond
-	maxDefer   = 10 * time.Second
+	maxDefer   = 60 * time.Second
 )
 
 // yield makes low-priority work for key wait during a burst, so a burst of

@@ -53,7 +53,7 @@
 // strategic-merge status patch without reading the object first. The pool
 // annotation and the events are written afterwards from a second queue that
 // waits while Services are being created (no creation for 100 ms and no
-// status work queued; at most 10 s), so during a burst the only write per
+// status work queued; at most 60 s), so during a burst the only write per
 // Service is its status. Updates that merely echo the controller's own
 // writes (status and pool annotation agreeing with the allocator) are not
 // reconciled. Competing re-allocations (freed addresses, configuration
