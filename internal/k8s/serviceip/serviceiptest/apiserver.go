@@ -10,8 +10,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
-	"strings"
 	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -89,11 +87,7 @@ func Start() (*Server, error) {
 // Stop stops the API server and etcd.
 func (s *Server) Stop() error { return s.env.Stop() }
 
-// readCRDs reads the CRDs of dir, minus one CEL rule: kube-apiserver 1.37
-// rejects BGPPeer's connectTime "whole number of seconds" rule
-// (string(duration(self).getSeconds())) as exceeding the cost budget,
-// whatever maxLength. The tests here never set connectTime; the CRDs
-// themselves are the business of internal/crdtest.
+// readCRDs reads the CRDs of dir (manifests/crds) as they are installed.
 func readCRDs(dir string) ([]*apiextensionsv1.CustomResourceDefinition, error) {
 	files, err := filepath.Glob(filepath.Join(dir, "metallb.io_*.yaml"))
 	if err != nil || len(files) == 0 {
@@ -109,25 +103,8 @@ func readCRDs(dir string) ([]*apiextensionsv1.CustomResourceDefinition, error) {
 		if err := yaml.Unmarshal(b, crd); err != nil {
 			return nil, fmt.Errorf("%s: %w", f, err)
 		}
-		for i := range crd.Spec.Versions {
-			if v := crd.Spec.Versions[i].Schema; v != nil && v.OpenAPIV3Schema != nil {
-				dropCostlyRules(v.OpenAPIV3Schema)
-			}
-		}
 		out = append(out, crd)
 	}
 	return out, nil
 }
 
-func dropCostlyRules(p *apiextensionsv1.JSONSchemaProps) {
-	p.XValidations = slices.DeleteFunc(p.XValidations, func(r apiextensionsv1.ValidationRule) bool {
-		return strings.Contains(r.Rule, "getSeconds()")
-	})
-	for k, c := range p.Properties {
-		dropCostlyRules(&c)
-		p.Properties[k] = c
-	}
-	if p.Items != nil && p.Items.Schema != nil {
-		dropCostlyRules(p.Items.Schema)
-	}
-}
