@@ -38,9 +38,11 @@ manifests:
 	hack/render-manifests.sh
 
 # test is the README's test command and what CI runs: everything, from a fresh machine.
-test: deps test-assets tools
+# The e2e labs use the binaries built here (HERALD_LAB_BIN_DIR) instead of
+# building their own; -timeout covers the e2e package's labs on a slow machine.
+test: deps test-assets tools build
 	go vet ./...
-	go test $(GO_TEST_FLAGS) -count=1 ./...
+	HERALD_LAB_BIN_DIR=$(BIN) go test $(GO_TEST_FLAGS) -timeout 60m -count=1 ./...
 
 # unit runs only the tests that need no API server and no namespaces.
 unit:
@@ -53,7 +55,7 @@ lab-down:
 	hack/lab.sh down
 
 e2e: deps test-assets tools build
-	go test -count=1 -timeout 40m ./e2e/...
+	HERALD_LAB_BIN_DIR=$(BIN) go test -count=1 -timeout 40m ./e2e/...
 
 # bench runs the in-process benchmarks (allocator, decisions, layer 2, BGP),
 # then the three measurement commands on real API servers and labs.
