@@ -207,7 +207,9 @@ func (h *Herald) CreateDemoServices(ctx context.Context) ([]DemoService, error) 
 // and who answers the client's ARP or NDP), the router's BGP paths for it,
 // and the client's request to it with the node that answered. Requests and
 // routes are retried for up to settle, so that fresh announcements can land.
-func (h *Herald) ServicesSummary(ctx context.Context, demos []DemoService, settle time.Duration) string {
+// failed counts the checks that did not pass (no address, a failed request, an
+// unanswered ARP/NDP, a missing BGP route), so callers can exit non-zero.
+func (h *Herald) ServicesSummary(ctx context.Context, demos []DemoService, settle time.Duration) (summary string, failed int) {
 	l := h.lab
 	var b strings.Builder
 	fmt.Fprintf(&b, "Services (namespace %s; kubectl -n %s get svc):\n", DemoNamespace, DemoNamespace)
@@ -216,6 +218,7 @@ func (h *Herald) ServicesSummary(ctx context.Context, demos []DemoService, settl
 		fmt.Fprintf(&b, "\n  %s — %s\n", d.Name, d.What)
 		if err != nil || len(ips) == 0 {
 			fmt.Fprintf(&b, "    no address (%v)\n", err)
+			failed++
 			continue
 		}
 		var lines []string
@@ -233,6 +236,7 @@ func (h *Herald) ServicesSummary(ctx context.Context, demos []DemoService, settl
 				})
 				if err != nil {
 					add("      client curl http://%s/: FAILED: %v", netip.AddrPortFrom(ip, uint16(port)), err)
+					failed++
 				} else {
 					add("      client curl http://%s/: answered by node %s", netip.AddrPortFrom(ip, uint16(port)), reply.Node)
 				}
@@ -246,6 +250,7 @@ func (h *Herald) ServicesSummary(ctx context.Context, demos []DemoService, settl
 				}
 				if who, err := l.Resolve(ctx, ip); err != nil {
 					add("      client %s: no answer (%v)", proto, err)
+					failed++
 				} else {
 					add("      client %s: answered by %s", proto, who)
 				}
@@ -265,12 +270,13 @@ func (h *Herald) ServicesSummary(ctx context.Context, demos []DemoService, settl
 				add("      FRR route: none (on the segment: layer 2, no BGP)")
 			default:
 				add("      FRR route: NONE (want one: not on the segment)")
+				failed++
 			}
 		}
 		fmt.Fprintf(&b, "    announced by: %s\n", strings.Join(h.announcers(ctx, d.Name), "; "))
 		b.WriteString(strings.Join(lines, "\n") + "\n")
 	}
-	return b.String()
+	return b.String(), failed
 }
 
 // announcers describes the ServiceL2Status and ServiceBGPStatus objects of

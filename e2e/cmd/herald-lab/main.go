@@ -114,7 +114,11 @@ func dispatch(ctx context.Context, log *slog.Logger, cmd string, args []string) 
 		}
 		fmt.Print(l.Summary())
 		fmt.Println()
-		fmt.Print(h.ServicesSummary(ctx, demos, 20*time.Second))
+		summary, failed := h.ServicesSummary(ctx, demos, 20*time.Second)
+		fmt.Print(summary)
+		if failed > 0 {
+			return fmt.Errorf("%d demo checks failed (lab stays up; hack/lab.sh diagnose shows more, make lab-down removes it)", failed)
+		}
 		log.Info("lab ready", "took", time.Since(start).Round(time.Millisecond))
 		return nil
 	case "down":
@@ -131,13 +135,18 @@ func dispatch(ctx context.Context, log *slog.Logger, cmd string, args []string) 
 			return fmt.Errorf("no lab recorded in %s (run `make lab`): %w", *stateDir, err)
 		}
 		fmt.Print(l.Summary())
+		probs := l.Check(ctx)
 		if l.Process(lab.SpeakerProcessName(lab.NodeName(1))) != nil {
 			if h, err := l.OpenHerald(ctx); err == nil {
+				summary, failed := h.ServicesSummary(ctx, lab.DemoServices(), 5*time.Second)
 				fmt.Println()
-				fmt.Print(h.ServicesSummary(ctx, lab.DemoServices(), 5*time.Second))
+				fmt.Print(summary)
+				if failed > 0 {
+					probs = append(probs, fmt.Sprintf("%d demo Service checks failed (see above)", failed))
+				}
 			}
 		}
-		if probs := l.Check(ctx); len(probs) > 0 {
+		if len(probs) > 0 {
 			fmt.Println("\nProblems:")
 			for _, p := range probs {
 				fmt.Println("  " + p)
