@@ -213,6 +213,7 @@ func (h *Herald) ServicesSummary(ctx context.Context, demos []DemoService, settl
 	l := h.lab
 	var b strings.Builder
 	fmt.Fprintf(&b, "Services (namespace %s; kubectl -n %s get svc):\n", DemoNamespace, DemoNamespace)
+	fmt.Fprintf(&b, "(The router's peer groups require the TCP-MD5 password %q, the Secret of manifests/samples/bgp.yaml:\n a BGPPeer of your own needs passwordSecret or password to establish.)\n", demoBGPPassword)
 	for _, d := range demos {
 		ips, err := h.ServiceIPs(ctx, DemoNamespace, d.Name)
 		fmt.Fprintf(&b, "\n  %s — %s\n", d.Name, d.What)
