@@ -127,8 +127,8 @@ func TestAPIServer(t *testing.T) {
 	t.Run("helm install creates the CRDs", func(t *testing.T) {
 		// The test environment pre-installs the CRDs; remove them so that
 		// the chart has to create them.
-		c.mustKubectl(t, nil, append([]string{"delete", "crd", "--wait=true", "--timeout=60s"}, prefixed("", crdNames)...)...)
-		c.mustHelm(t, "install", "alt", chart, "--namespace", "alt-system", "--create-namespace", "--timeout", "60s")
+		c.mustKubectl(t, nil, append([]string{"delete", "crd", "--wait=true", "--timeout=300s"}, prefixed("", crdNames)...)...)
+		c.mustHelm(t, "install", "alt", chart, "--namespace", "alt-system", "--create-namespace", "--timeout", "180s")
 		manifest := c.mustHelm(t, "get", "manifest", "alt", "--namespace", "alt-system")
 		c.wantAllExist(t, manifest)
 		out := c.mustKubectl(t, nil, "get", "crd", "bgppeers.metallb.io", "-o", "jsonpath={.metadata.labels.app\\.kubernetes\\.io/managed-by} {.spec.conversion.webhook.clientConfig.service.namespace}/{.spec.conversion.webhook.clientConfig.service.name}")
@@ -139,9 +139,9 @@ func TestAPIServer(t *testing.T) {
 		waitFor(t, func() error { _, err := c.kubectlRun(nil, "get", "bgppeers.metallb.io", "-A"); return err })
 		// helm upgrade keeps the certificate the controller wrote.
 		c.writeCert(t, "alt-system", "alt-herald-webhook-cert")
-		c.mustHelm(t, "upgrade", "alt", chart, "--namespace", "alt-system", "--timeout", "60s")
+		c.mustHelm(t, "upgrade", "alt", chart, "--namespace", "alt-system", "--timeout", "180s")
 		c.wantCert(t, "alt-system", "alt-herald-webhook-cert")
-		c.mustHelm(t, "uninstall", "alt", "--namespace", "alt-system", "--timeout", "60s")
+		c.mustHelm(t, "uninstall", "alt", "--namespace", "alt-system", "--timeout", "180s")
 		// crds.keep: the CRDs (and so the users' pools) survive uninstall.
 		c.mustKubectl(t, nil, append([]string{"get", "crd"}, crdNames...)...)
 		if out, err := c.kubectlRun(nil, "get", "deployment", "alt-herald-controller", "-n", "alt-system"); err == nil {
