@@ -107,4 +107,3 @@ func readCRDs(dir string) ([]*apiextensionsv1.CustomResourceDefinition, error) {
 	}
 	return out, nil
 }
-
