@@ -6,13 +6,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/labels"
-)
 
-// Sharing annotations (MetalLB API §3): Services with equal non-empty keys
-// may share an IP.
-const (
-	AnnotationAllowSharedIP           = "metallb.io/allow-shared-ip"
-	AnnotationAllowSharedIPDeprecated = "metallb.universe.tf/allow-shared-ip"
+	"github.com/herald-lb/herald/internal/annotations"
 )
 
 // ServiceFromK8s converts a Service to the decision view. IPs are the
@@ -32,10 +27,7 @@ func ServiceFromK8s(s *corev1.Service) Service {
 	if s.Spec.LoadBalancerClass != nil {
 		out.LoadBalancerClass = *s.Spec.LoadBalancerClass
 	}
-	out.SharingKey = s.Annotations[AnnotationAllowSharedIP]
-	if out.SharingKey == "" {
-		out.SharingKey = s.Annotations[AnnotationAllowSharedIPDeprecated]
-	}
+	out.SharingKey = annotations.SharingKey(s)
 	for _, ing := range s.Status.LoadBalancer.Ingress {
 		if ing.IP == "" {
 			continue

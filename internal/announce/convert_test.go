@@ -9,6 +9,8 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/herald-lb/herald/internal/annotations"
 )
 
 func ptr[T any](v T) *T { return &v }
@@ -40,12 +42,12 @@ func TestServiceFromK8s(t *testing.T) {
 			IPs:        []netip.Addr{ip("198.51.100.4"), ip("2001:db8::4"), ip("203.0.113.1")},
 			InvalidIPs: []string{"nope", "fe80::1%eth0"}}},
 		{name: "sharing key and class", in: lb(func(s *corev1.Service) {
-			s.Annotations = map[string]string{AnnotationAllowSharedIP: "k1", AnnotationAllowSharedIPDeprecated: "old"}
+			s.Annotations = map[string]string{annotations.AllowSharedIP: "k1", annotations.AllowSharedIPDeprecated: "old"}
 			s.Spec.LoadBalancerClass = ptr("herald.io/lb")
 		}), want: Service{Key: "web/front", LoadBalancer: true, Labels: labels.Set{"app": "front"}, ExternalTrafficPolicy: TrafficPolicyCluster,
 			SharingKey: "k1", LoadBalancerClass: "herald.io/lb"}},
 		{name: "deprecated sharing key", in: lb(func(s *corev1.Service) {
-			s.Annotations = map[string]string{AnnotationAllowSharedIPDeprecated: "old"}
+			s.Annotations = map[string]string{annotations.AllowSharedIPDeprecated: "old"}
 		}), want: Service{Key: "web/front", LoadBalancer: true, Labels: labels.Set{"app": "front"}, ExternalTrafficPolicy: TrafficPolicyCluster,
 			SharingKey: "old"}},
 	}

@@ -12,7 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/herald-lb/herald/api/v1beta1"
-	"github.com/herald-lb/herald/internal/announce"
+	"github.com/herald-lb/herald/internal/annotations"
 	"github.com/herald-lb/herald/internal/testenv"
 )
 
@@ -46,7 +46,7 @@ func TestSharedIPFollowsOtherServiceEndpoints(t *testing.T) {
 	for _, name := range []string{"a", "b"} {
 		svc := &corev1.Service{
 			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: svcNS,
-				Annotations: map[string]string{announce.AnnotationAllowSharedIP: "k"}},
+				Annotations: map[string]string{annotations.AllowSharedIP: "k"}},
 			Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, Ports: []corev1.ServicePort{{Port: 80}},
 				ExternalTrafficPolicy: corev1.ServiceExternalTrafficPolicyLocal},
 		}
