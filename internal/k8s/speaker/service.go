@@ -225,8 +225,8 @@ func (s *Speaker) reconcileService(ctx context.Context, snap *config.Snapshot, v
 	if protocols[protoBGP] {
 		bgpWant = &v1beta1.ServiceBGPStatusStatus{ServiceStatusCommon: s.common(nsName), Peers: bgpPeers}
 	}
-	errL2 := s.applyL2Status(ctx, nsName, l2Want, &st.l2Status)
-	errBGP := s.applyBGPStatus(ctx, nsName, bgpWant, &st.bgpStatus)
+	errL2 := applyStatus(ctx, s, l2StatusKind, nsName, l2Want, &st.l2Status)
+	errBGP := applyStatus(ctx, s, bgpStatusKind, nsName, bgpWant, &st.bgpStatus)
 	if err := errors.Join(errL2, errBGP); err != nil {
 		return res, err
 	}

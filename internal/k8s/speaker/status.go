@@ -104,91 +104,86 @@ func (s *Speaker) newStatusMeta(ctx context.Context, prefix string, svc types.Na
 	return m
 }
 
-func (s *Speaker) applyL2Status(ctx context.Context, svc types.NamespacedName, desired *v1beta1.ServiceL2StatusStatus, rec *statusRecord[v1beta1.ServiceL2Status]) error {
+// statusKind describes one status kind (ServiceL2Status or
+// ServiceBGPStatus) for applyStatus: T is the object, S its status.
+type statusKind[T any, S any] struct {
+	name   string // the kind, for error messages
+	prefix string // metadata.generateName
+	list   func(ctx context.Context, r client.Reader, opts ...client.ListOption) ([]T, error)
+	plan   func(desired *S, existing []T) statusPlan
+	create func(metav1.ObjectMeta) *T
+	status func(*T) *S
+}
+
+var l2StatusKind = statusKind[v1beta1.ServiceL2Status, v1beta1.ServiceL2StatusStatus]{
+	name: "ServiceL2Status", prefix: "l2-",
+	list: func(ctx context.Context, r client.Reader, opts ...client.ListOption) ([]v1beta1.ServiceL2Status, error) {
+		var l v1beta1.ServiceL2StatusList
+		err := r.List(ctx, &l, opts...)
+		return l.Items, err
+	},
+	plan:   planL2Status,
+	create: func(m metav1.ObjectMeta) *v1beta1.ServiceL2Status { return &v1beta1.ServiceL2Status{ObjectMeta: m} },
+	status: func(o *v1beta1.ServiceL2Status) *v1beta1.ServiceL2StatusStatus { return &o.Status },
+}
+
+var bgpStatusKind = statusKind[v1beta1.ServiceBGPStatus, v1beta1.ServiceBGPStatusStatus]{
+	name: "ServiceBGPStatus", prefix: "bgp-",
+	list: func(ctx context.Context, r client.Reader, opts ...client.ListOption) ([]v1beta1.ServiceBGPStatus, error) {
+		var l v1beta1.ServiceBGPStatusList
+		err := r.List(ctx, &l, opts...)
+		return l.Items, err
+	},
+	plan:   planBGPStatus,
+	create: func(m metav1.ObjectMeta) *v1beta1.ServiceBGPStatus { return &v1beta1.ServiceBGPStatus{ObjectMeta: m} },
+	status: func(o *v1beta1.ServiceBGPStatus) *v1beta1.ServiceBGPStatusStatus { return &o.Status },
+}
+
+// applyStatus makes this node's status objects of kind k for Service svc
+// match desired (nil: none), listing them only when rec does not know them.
+func applyStatus[T any, PT interface {
+	*T
+	client.Object
+}, S any](ctx context.Context, s *Speaker, k statusKind[T, S], svc types.NamespacedName, desired *S, rec *statusRecord[T]) error {
 	if !rec.known {
-		var list v1beta1.ServiceL2StatusList
-		if err := s.apiReader.List(ctx, &list, client.InNamespace(s.opts.Namespace), client.MatchingLabels(s.statusLabels(svc))); err != nil {
-			return fmt.Errorf("list ServiceL2Status of %s: %w", svc, err)
+		items, err := k.list(ctx, s.apiReader, client.InNamespace(s.opts.Namespace), client.MatchingLabels(s.statusLabels(svc)))
+		if err != nil {
+			return fmt.Errorf("list %s of %s: %w", k.name, svc, err)
 		}
-		sortByName(list.Items, func(o *v1beta1.ServiceL2Status) string { return o.Name })
-		rec.objs, rec.known = list.Items, true
+		sortByName(items, func(o *T) string { return PT(o).GetName() })
+		rec.objs, rec.known = items, true
 	}
-	plan := planL2Status(desired, rec.objs)
+	plan := k.plan(desired, rec.objs)
 	if plan.Keep < 0 && !plan.Create && len(plan.Delete) == 0 {
 		return nil
 	}
 	rec.known = false // until everything below succeeded
 	for _, i := range plan.Delete {
-		if err := s.client.Delete(ctx, &rec.objs[i]); err != nil && !kerrors.IsNotFound(err) {
-			return fmt.Errorf("delete ServiceL2Status %s: %w", rec.objs[i].Name, err)
+		if err := s.client.Delete(ctx, PT(&rec.objs[i])); err != nil && !kerrors.IsNotFound(err) {
+			return fmt.Errorf("delete %s %s: %w", k.name, PT(&rec.objs[i]).GetName(), err)
 		}
 	}
-	var kept []v1beta1.ServiceL2Status
+	var kept []T
 	switch {
 	case plan.Create:
-		obj := &v1beta1.ServiceL2Status{ObjectMeta: s.newStatusMeta(ctx, "l2-", svc)}
-		if err := s.client.Create(ctx, obj); err != nil {
-			return fmt.Errorf("create ServiceL2Status for %s: %w", svc, err)
+		obj := k.create(s.newStatusMeta(ctx, k.prefix, svc))
+		if err := s.client.Create(ctx, PT(obj)); err != nil {
+			return fmt.Errorf("create %s for %s: %w", k.name, svc, err)
 		}
-		obj.Status = *desired
-		if err := s.client.Status().Update(ctx, obj); err != nil {
-			return fmt.Errorf("write ServiceL2Status %s: %w", obj.Name, err)
+		*k.status(obj) = *desired
+		if err := s.client.Status().Update(ctx, PT(obj)); err != nil {
+			return fmt.Errorf("write %s %s: %w", k.name, PT(obj).GetName(), err)
 		}
 		kept = append(kept, *obj)
 	case plan.Keep >= 0:
-		obj := rec.objs[plan.Keep].DeepCopy()
+		obj := PT(&rec.objs[plan.Keep]).DeepCopyObject().(PT)
 		if plan.Update {
-			obj.Status = *desired
+			*k.status((*T)(obj)) = *desired
 			if err := s.client.Status().Update(ctx, obj); err != nil {
-				return fmt.Errorf("write ServiceL2Status %s: %w", obj.Name, err)
+				return fmt.Errorf("write %s %s: %w", k.name, obj.GetName(), err)
 			}
 		}
-		kept = append(kept, *obj)
-	}
-	rec.objs, rec.known = kept, true
-	return nil
-}
-
-func (s *Speaker) applyBGPStatus(ctx context.Context, svc types.NamespacedName, desired *v1beta1.ServiceBGPStatusStatus, rec *statusRecord[v1beta1.ServiceBGPStatus]) error {
-	if !rec.known {
-		var list v1beta1.ServiceBGPStatusList
-		if err := s.apiReader.List(ctx, &list, client.InNamespace(s.opts.Namespace), client.MatchingLabels(s.statusLabels(svc))); err != nil {
-			return fmt.Errorf("list ServiceBGPStatus of %s: %w", svc, err)
-		}
-		sortByName(list.Items, func(o *v1beta1.ServiceBGPStatus) string { return o.Name })
-		rec.objs, rec.known = list.Items, true
-	}
-	plan := planBGPStatus(desired, rec.objs)
-	if plan.Keep < 0 && !plan.Create && len(plan.Delete) == 0 {
-		return nil
-	}
-	rec.known = false
-	for _, i := range plan.Delete {
-		if err := s.client.Delete(ctx, &rec.objs[i]); err != nil && !kerrors.IsNotFound(err) {
-			return fmt.Errorf("delete ServiceBGPStatus %s: %w", rec.objs[i].Name, err)
-		}
-	}
-	var kept []v1beta1.ServiceBGPStatus
-	switch {
-	case plan.Create:
-		obj := &v1beta1.ServiceBGPStatus{ObjectMeta: s.newStatusMeta(ctx, "bgp-", svc)}
-		if err := s.client.Create(ctx, obj); err != nil {
-			return fmt.Errorf("create ServiceBGPStatus for %s: %w", svc, err)
-		}
-		obj.Status = *desired
-		if err := s.client.Status().Update(ctx, obj); err != nil {
-			return fmt.Errorf("write ServiceBGPStatus %s: %w", obj.Name, err)
-		}
-		kept = append(kept, *obj)
-	case plan.Keep >= 0:
-		obj := rec.objs[plan.Keep].DeepCopy()
-		if plan.Update {
-			obj.Status = *desired
-			if err := s.client.Status().Update(ctx, obj); err != nil {
-				return fmt.Errorf("write ServiceBGPStatus %s: %w", obj.Name, err)
-			}
-		}
-		kept = append(kept, *obj)
+		kept = append(kept, *(*T)(obj))
 	}
 	rec.objs, rec.known = kept, true
 	return nil
