@@ -265,8 +265,19 @@ spec:
 			ObjectMeta: metav1.ObjectMeta{Name: "stale", Namespace: heraldNS},
 			Spec:       v1beta1.IPAddressPoolSpec{Addresses: []string{"198.51.100.244/30"}},
 		}
-		if err := c.Create(ctx, stale); err != nil {
-			t.Fatal(err)
+		// The API server learns of the deleted configuration through its own
+		// informer, so the webhook may still be called for a moment: retry
+		// until the create gets through.
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			err := c.Create(ctx, stale)
+			if err == nil {
+				break
+			}
+			if time.Now().After(deadline) || !strings.Contains(err.Error(), "admission webhook") {
+				t.Fatalf("storing the stale pool without the webhook: %v", err)
+			}
+			time.Sleep(200 * time.Millisecond)
 		}
 		vwc.ResourceVersion, vwc.UID = "", ""
 		if err := c.Create(ctx, &vwc); err != nil {
