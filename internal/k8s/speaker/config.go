@@ -61,7 +61,7 @@ func (s *Speaker) report(ctx context.Context, err error, infra bool) error {
 }
 
 // reconcileAll re-decides every Service in the cache and every Service this
-// node has status objects or applied state for, then applies the BGP paths.
+// node has status objects or applied state for.
 func (s *Speaker) reconcileAll(ctx context.Context, snap *config.Snapshot, view *clusterView) error {
 	var svcs corev1.ServiceList
 	if err := s.client.List(ctx, &svcs); err != nil {
@@ -71,6 +71,7 @@ func (s *Speaker) reconcileAll(ctx context.Context, snap *config.Snapshot, view 
 	if err != nil {
 		return err
 	}
+	s.statusListed = true
 	keys := map[string]bool{}
 	for i := range svcs.Items {
 		keys[svcs.Items[i].Namespace+"/"+svcs.Items[i].Name] = true
@@ -95,9 +96,6 @@ func (s *Speaker) reconcileAll(ctx context.Context, snap *config.Snapshot, view 
 		if _, err := s.reconcileService(ctx, snap, view, k, ex); err != nil {
 			errs = append(errs, err)
 		}
-	}
-	if err := s.applyPaths(ctx); err != nil {
-		errs = append(errs, err)
 	}
 	s.log.Debug("re-decided every Service", "services", len(sorted), "errors", len(errs))
 	return errors.Join(errs...)

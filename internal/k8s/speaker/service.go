@@ -19,7 +19,6 @@ import (
 
 	"github.com/herald-lb/herald/api/v1beta1"
 	"github.com/herald-lb/herald/internal/announce"
-	"github.com/herald-lb/herald/internal/bgp"
 	"github.com/herald-lb/herald/internal/config"
 	"github.com/herald-lb/herald/internal/layer2"
 	"github.com/herald-lb/herald/internal/members"
@@ -42,7 +41,6 @@ type serviceState struct {
 	ips       []netip.Addr
 	l2        []layer2.Target
 	l2Applied bool
-	paths     []bgp.Path
 	announced map[announcement]bool
 	protocols map[string]bool
 	l2Status  statusRecord[v1beta1.ServiceL2Status]
@@ -90,7 +88,9 @@ type existingStatus struct {
 
 // reconcileService decides one Service ("namespace/name") and applies the
 // decision. existing, when non-nil, are this node's status objects of the
-// Service as just listed. BGP paths are collected, not applied (applyPaths).
+// Service as just listed. BGP paths go to the path applier, which
+// announces them from its own goroutine before the status objects here are
+// written.
 func (s *Speaker) reconcileService(ctx context.Context, snap *config.Snapshot, view *clusterView, key string, existing *existingStatus) (reconcile.Result, error) {
 	nsName, ok := splitKey(key)
 	if !ok {
@@ -100,6 +100,9 @@ func (s *Speaker) reconcileService(ctx context.Context, snap *config.Snapshot, v
 	st := s.services[key]
 	if st == nil {
 		st = &serviceState{}
+		if s.statusListed && existing == nil {
+			st.l2Status.known, st.bgpStatus.known = true, true // none exist yet
+		}
 		s.services[key] = st
 	}
 	if existing != nil {
@@ -158,11 +161,10 @@ func (s *Speaker) reconcileService(ctx context.Context, snap *config.Snapshot, v
 			st.l2, st.l2Applied = targets, true
 		}
 	}
-	// BGP: collected here, applied for all Services by applyPaths.
-	st.paths = nil
+	// BGP: handed to the path applier, which announces them at once.
 	var bgpPeers []string
-	if s.opts.BGP != nil {
-		st.paths = d.BGPPaths()
+	if s.paths != nil {
+		s.paths.set(key, d.BGPPaths())
 		for _, ipd := range d.IPs {
 			if ipd.BGP.Announce {
 				for _, p := range ipd.BGP.Peers {
@@ -238,33 +240,6 @@ func (s *Speaker) reconcileService(ctx context.Context, snap *config.Snapshot, v
 
 func (s *Speaker) common(svc types.NamespacedName) v1beta1.ServiceStatusCommon {
 	return v1beta1.ServiceStatusCommon{Node: s.opts.NodeName, ServiceName: svc.Name, ServiceNamespace: svc.Namespace}
-}
-
-// applyPaths merges the BGP paths of every Service and applies them when
-// they differ from what is applied.
-func (s *Speaker) applyPaths(ctx context.Context) error {
-	if s.opts.BGP == nil {
-		return nil
-	}
-	var all []bgp.Path
-	for _, st := range s.services {
-		all = append(all, st.paths...)
-	}
-	merged, conflicts := bgp.MergePaths(all)
-	if len(conflicts) > 0 {
-		s.log.Warn("BGP paths with conflicting LOCAL_PREF merged, highest wins", "prefixes", conflicts)
-	}
-	if s.pathsApplied && bgp.DiffPaths(merged, s.appliedPaths).Empty() {
-		return nil
-	}
-	if err := s.opts.BGP.SetPaths(ctx, merged); err != nil {
-		s.pathsApplied = false
-		s.log.Error("applying BGP paths failed", "error", err)
-		return fmt.Errorf("apply BGP paths: %w", err)
-	}
-	s.appliedPaths, s.pathsApplied = merged, true
-	s.log.Debug("BGP paths applied", "count", len(merged))
-	return nil
 }
 
 // announceFailed emits announceFailed on the Service key, if it exists.
@@ -357,5 +332,3 @@ func ipsOf(set map[announcement]bool, protocol string) []string {
 	sort.Strings(out)
 	return out
 }
-
-func joinErr(a, b error) error { return errors.Join(a, b) }

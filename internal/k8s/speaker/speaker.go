@@ -60,11 +60,14 @@ type Speaker struct {
 
 	// State below is touched only by the single reconcile worker.
 	services     map[string]*serviceState
-	appliedPaths []bgp.Path
-	pathsApplied bool
+	paths        *pathApplier // nil without BGP; runs in its own goroutine
 	appliedPeers []bgp.PeerConfig
 	peersApplied bool
 	peerErrors   map[string]string // BGPPeer name -> last translation error reported
+	// statusListed: reconcileAll has listed every status object of this
+	// node, so a Service first seen later has none (only this process
+	// writes them) and its first decision costs no List request.
+	statusListed bool
 	owner        *metav1.OwnerReference
 }
 
@@ -105,6 +108,16 @@ func Setup(mgr manager.Manager, opts Options) (*Speaker, error) {
 	}
 	if err := s.setupController(mgr); err != nil {
 		return nil, err
+	}
+	if opts.BGP != nil {
+		s.paths = newPathApplier(opts.BGP, s.log, func(ctx context.Context, services []string, err error) {
+			for _, key := range services {
+				s.announceFailed(ctx, key, protoBGP, err)
+			}
+		})
+		if err := mgr.Add(manager.RunnableFunc(s.paths.run)); err != nil {
+			return nil, fmt.Errorf("add BGP path applier: %w", err)
+		}
 	}
 	if err := mgr.Add(manager.RunnableFunc(s.runTriggers)); err != nil {
 		return nil, fmt.Errorf("add speaker triggers: %w", err)
@@ -233,13 +246,7 @@ func (s *Speaker) Reconcile(ctx context.Context, req reconcile.Request) (reconci
 	if err != nil {
 		return reconcile.Result{}, err
 	}
-	key := req.String()
-	res, err := s.reconcileService(ctx, snap, view, key, nil)
-	if perr := s.applyPaths(ctx); perr != nil {
-		s.announceFailed(ctx, key, "bgp", perr)
-		err = joinErr(err, perr)
-	}
-	return res, err
+	return s.reconcileService(ctx, snap, view, req.String(), nil)
 }
 
 // mapService queues a Service and every Service sharing one of its IPs.

@@ -1,0 +1,164 @@
+package speaker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/netip"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/herald-lb/herald/internal/bgp"
+)
+
+// gatedSpeaker is a bgp.Fake whose SetPaths can be held (gate) or made to
+// fail (failing), and counts its SetPaths calls.
+type gatedSpeaker struct {
+	*bgp.Fake
+	entered chan struct{} // receives once per SetPaths call when gated
+	gate    chan struct{} // when non-nil, SetPaths waits for a receive
+	failing atomic.Bool
+	calls   atomic.Int32
+}
+
+func (g *gatedSpeaker) SetPaths(ctx context.Context, paths []bgp.Path) error {
+	g.calls.Add(1)
+	if g.gate != nil {
+		g.entered <- struct{}{}
+		<-g.gate
+	}
+	if g.failing.Load() {
+		return errors.New("gobgp refused")
+	}
+	return g.Fake.SetPaths(ctx, paths)
+}
+
+func hostPath(s string) bgp.Path {
+	a := netip.MustParseAddr(s)
+	return bgp.Path{Prefix: netip.PrefixFrom(a, a.BitLen())}
+}
+
+func quietLog() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+func startApplier(t *testing.T, a *pathApplier) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = a.run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func TestPathApplierSetSchedulesOnlyChanges(t *testing.T) {
+	a := newPathApplier(&bgp.Fake{}, quietLog(), nil)
+	pending := func() bool {
+		select {
+		case <-a.wake:
+			return true
+		default:
+			return false
+		}
+	}
+	p1 := []bgp.Path{hostPath("198.51.100.10")}
+	steps := []struct {
+		name    string
+		service string
+		paths   []bgp.Path
+		want    bool // a pass is scheduled
+	}{
+		{"new paths", "ns/a", p1, true},
+		{"same paths again", "ns/a", []bgp.Path{hostPath("198.51.100.10")}, false},
+		{"nil for a Service that never had paths", "ns/b", nil, false},
+		{"changed community", "ns/a", []bgp.Path{{Prefix: p1[0].Prefix, Communities: []uint32{65000<<16 | 1}}}, true},
+		{"withdrawn", "ns/a", nil, true},
+		{"withdrawn again", "ns/a", nil, false},
+	}
+	for _, st := range steps {
+		a.set(st.service, st.paths)
+		if got := pending(); got != st.want {
+			t.Errorf("%s: pass scheduled = %v, want %v", st.name, got, st.want)
+		}
+	}
+	if len(a.byService) != 0 {
+		t.Errorf("paths left after withdrawal: %v", a.byService)
+	}
+}
+
+func TestPathApplierCoalescesABurst(t *testing.T) {
+	g := &gatedSpeaker{Fake: &bgp.Fake{}, entered: make(chan struct{}), gate: make(chan struct{})}
+	a := newPathApplier(g, quietLog(), nil)
+	startApplier(t, a)
+	<-g.entered // the start-up pass is inside SetPaths
+	const n = 1000
+	for i := range n {
+		a.set(fmt.Sprintf("ns/svc-%d", i), []bgp.Path{hostPath(fmt.Sprintf("2001:db8::%x", i+1))})
+	}
+	g.gate <- struct{}{} // finish the start-up pass
+	<-g.entered          // one more pass ...
+	g.gate <- struct{}{}
+	waitFor(t, "all paths applied", func() bool { return len(g.Paths()) == n })
+	// ... and only one: everything set during the first pass is applied by
+	// the second. A third call would block on the gate; give it the chance.
+	select {
+	case <-g.entered:
+		t.Fatal("a third SetPaths call for a burst applied already")
+	case <-time.After(50 * time.Millisecond):
+	}
+	if c := g.calls.Load(); c != 2 {
+		t.Errorf("SetPaths called %d times for a burst of %d Services, want 2", c, n)
+	}
+}
+
+func TestPathApplierRetriesAndReportsOncePerFailure(t *testing.T) {
+	g := &gatedSpeaker{Fake: &bgp.Fake{}}
+	var mu sync.Mutex
+	var reports [][]string
+	a := newPathApplier(g, quietLog(), func(_ context.Context, services []string, err error) {
+		mu.Lock()
+		defer mu.Unlock()
+		reports = append(reports, services)
+	})
+	// Both are set before the first pass, so it reports both.
+	g.failing.Store(true)
+	a.set("ns/b", []bgp.Path{hostPath("198.51.100.11")})
+	a.set("ns/a", []bgp.Path{hostPath("198.51.100.10")})
+	startApplier(t, a)
+	waitFor(t, "three failed attempts", func() bool { return g.calls.Load() >= 3 })
+	mu.Lock()
+	if len(reports) != 1 || !slices.Equal(reports[0], []string{"ns/a", "ns/b"}) {
+		t.Errorf("reports while failing = %v, want one naming ns/a and ns/b", reports)
+	}
+	mu.Unlock()
+
+	g.failing.Store(false)
+	waitFor(t, "paths applied after recovery", func() bool { return len(g.Paths()) == 2 })
+
+	g.failing.Store(true)
+	a.set("ns/b", nil)
+	waitFor(t, "a second report", func() bool { mu.Lock(); defer mu.Unlock(); return len(reports) == 2 })
+	mu.Lock()
+	if !slices.Equal(reports[1], []string{"ns/b"}) {
+		t.Errorf("second report = %v, want only the Service changed since the last success", reports[1])
+	}
+	mu.Unlock()
+	g.failing.Store(false)
+	waitFor(t, "withdrawal applied", func() bool {
+		ps := g.Paths()
+		return len(ps) == 1 && ps[0].Prefix == hostPath("198.51.100.10").Prefix
+	})
+}
