@@ -1,9 +1,10 @@
 package lab
 
-// Running Herald in the lab: its own manifests applied with kubectl, its
-// controller and speakers run as lab processes with the args, env and
-// volumes of the Deployment's and DaemonSet's Pod templates (so the lab and
-// the manifests cannot drift apart). Only the kubelet's part is played here.
+// Running Herald in the lab: its own manifests applied with kubectl (or its
+// Helm chart installed with helm, see helm.go), its controller and speakers
+// run as lab processes with the args, env and volumes of the Deployment's
+// and DaemonSet's Pod templates (so the lab and the manifests or chart
+// cannot drift apart). Only the kubelet's part is played here.
 
 import (
 	"bytes"
@@ -24,6 +25,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -32,7 +34,11 @@ import (
 	"github.com/herald-lb/herald/api/v1beta2"
 )
 
-// Names of Herald's objects in its manifests (see manifests/base).
+// Names of Herald's objects in its manifests (see manifests/base), which
+// the chart uses too with the release name "herald". InstallHerald finds
+// the workloads by label (see Herald.findWorkloads), so other release names
+// work as well; the names here are for callers that know they installed the
+// manifests.
 const (
 	HeraldNamespace      = "herald-system"
 	ControllerDeployment = "herald-controller"
@@ -53,12 +59,36 @@ const BinDirEnv = "HERALD_LAB_BIN_DIR"
 // default, relative to the module root.
 const DefaultManifests = "manifests/base"
 
+// InstallMethod says how InstallHerald puts Herald's objects into the lab's
+// API server.
+type InstallMethod string
+
+const (
+	// InstallKubectl applies InstallOptions.Manifests with `kubectl apply
+	// --server-side` (the default).
+	InstallKubectl InstallMethod = "kubectl"
+	// InstallHelm installs InstallOptions.Chart with `helm upgrade
+	// --install` as release InstallOptions.Release (see helm.go).
+	InstallHelm InstallMethod = "helm"
+)
+
 // InstallOptions says what InstallHerald installs and runs.
 type InstallOptions struct {
+	// Method is InstallKubectl (empty) or InstallHelm.
+	Method InstallMethod
 	// Manifests is a kustomize directory or a YAML file (e.g.
 	// "manifests/herald.yaml"), relative to the module root unless
-	// absolute. Empty means DefaultManifests.
+	// absolute. Empty means DefaultManifests. Only for InstallKubectl.
 	Manifests string
+	// Chart is the Helm chart directory, relative to the module root unless
+	// absolute; empty means DefaultChart. Only for InstallHelm.
+	Chart string
+	// Release is the Helm release name; empty means DefaultRelease, whose
+	// object names are those of the manifests. Only for InstallHelm.
+	Release string
+	// HelmSet are extra "key=value" chart values (helm --set). Only for
+	// InstallHelm.
+	HelmSet []string
 	// Samples are YAML files (relative to the module root unless absolute)
 	// applied once the controller's webhook answers, so the webhook
 	// validates them, e.g. "manifests/samples/l2.yaml".
@@ -68,9 +98,10 @@ type InstallOptions struct {
 	ControllerNode string
 	// SpeakerNodes are the nodes that run a speaker; nil means every node.
 	SpeakerNodes []string
-	// BinDir holds prebuilt controller and speaker binaries; empty means
-	// $HERALD_LAB_BIN_DIR, and when that is empty too they are built with
-	// `go build` into StateDir/bin.
+	// BinDir holds prebuilt controller and speaker binaries (and helm, for
+	// InstallHelm); empty means $HERALD_LAB_BIN_DIR, and when that is empty
+	// too they are built with `go build` into StateDir/bin (helm from
+	// hack/tools/helm, as `make tools` does).
 	BinDir string
 	// Timeout bounds each wait for readiness; 0 means 90 s.
 	Timeout time.Duration
@@ -80,13 +111,17 @@ type InstallOptions struct {
 // speaker process per node, each playing its Pod. Its methods are safe for
 // concurrent use.
 type Herald struct {
-	lab     *Lab
-	opts    InstallOptions
-	binDir  string
-	client  client.Client
-	mu      sync.Mutex
-	ctlPod  *corev1.Pod
-	spkPods map[string]*corev1.Pod // by node name
+	lab    *Lab
+	opts   InstallOptions
+	binDir string
+	client client.Client
+	// ctlDeploy and spkDS name the controller Deployment and the speaker
+	// DaemonSet that the install created (see findWorkloads).
+	ctlDeploy, spkDS string
+	mu               sync.Mutex
+	helmBin          string // see helmBinary
+	ctlPod           *corev1.Pod
+	spkPods          map[string]*corev1.Pod // by node name
 }
 
 // Scheme returns a scheme with the core Kubernetes types and Herald's API
@@ -121,18 +156,34 @@ func BuildHerald(ctx context.Context, dir string) (string, error) {
 	return abs, nil
 }
 
-// InstallHerald installs Herald into the lab from its manifests and runs
-// it: it builds the binaries (unless opts.BinDir), registers the Node
-// objects if missing, applies the manifests with `kubectl apply
-// --server-side`, starts the controller from the Deployment's template,
-// points herald-webhook-service (and the metrics Services) at it, waits
-// until the webhook refuses an invalid object, starts one speaker per node
-// from the DaemonSet's template, waits until each answers /readyz, then
-// applies opts.Samples and waits until the ConfigurationState "controller"
-// is Valid.
+// InstallHerald installs Herald into the lab from its manifests or its
+// Helm chart (opts.Method) and runs it: it builds the binaries (unless
+// opts.BinDir), registers the Node objects if missing, applies the
+// manifests with `kubectl apply --server-side` or installs the chart with
+// `helm upgrade --install`, finds the controller Deployment and speaker
+// DaemonSet it created by their labels, starts the controller from the
+// Deployment's template, points the Services that select it (the webhook
+// and metrics Services) at it, waits until the webhook refuses an invalid
+// object, starts one speaker per node from the DaemonSet's template, points
+// the Services that select the speakers at them, waits until each answers
+// /readyz, then applies opts.Samples and waits until the
+// ConfigurationState "controller" is Valid.
 func (l *Lab) InstallHerald(ctx context.Context, opts InstallOptions) (*Herald, error) {
+	switch opts.Method {
+	case "":
+		opts.Method = InstallKubectl
+	case InstallKubectl, InstallHelm:
+	default:
+		return nil, fmt.Errorf("install herald: unknown method %q (want %q or %q)", opts.Method, InstallKubectl, InstallHelm)
+	}
 	if opts.Manifests == "" {
 		opts.Manifests = DefaultManifests
+	}
+	if opts.Chart == "" {
+		opts.Chart = DefaultChart
+	}
+	if opts.Release == "" {
+		opts.Release = DefaultRelease
 	}
 	if opts.ControllerNode == "" {
 		opts.ControllerNode = NodeName(1)
@@ -162,24 +213,21 @@ func (l *Lab) InstallHerald(ctx context.Context, opts InstallOptions) (*Herald, 
 	if err := h.ensureNodes(ctx); err != nil {
 		return nil, fmt.Errorf("install herald: %w", err)
 	}
-	manifests, err := fromRoot(opts.Manifests)
-	if err != nil {
-		return nil, err
-	}
-	if st, err := os.Stat(manifests); err != nil {
-		return nil, fmt.Errorf("install herald: %w", err)
-	} else if st.IsDir() {
-		_, err = l.ApplyKustomize(ctx, manifests)
+	if opts.Method == InstallHelm {
+		err = h.installChart(ctx)
 	} else {
-		_, err = l.Apply(ctx, manifests)
+		err = h.applyManifests(ctx)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("install herald: apply %s: %w", opts.Manifests, err)
+		return nil, fmt.Errorf("install herald: %w", err)
+	}
+	if err := h.findWorkloads(ctx); err != nil {
+		return h, fmt.Errorf("install herald: %w", err)
 	}
 	if err := h.StartController(ctx); err != nil {
 		return h, err
 	}
-	pods, err := l.CreateDaemonSetPods(ctx, HeraldNamespace, SpeakerDaemonSet)
+	pods, err := l.CreateDaemonSetPods(ctx, HeraldNamespace, h.spkDS)
 	if err != nil {
 		return h, fmt.Errorf("install herald: %w", err)
 	}
@@ -199,7 +247,7 @@ func (l *Lab) InstallHerald(ctx context.Context, opts InstallOptions) (*Herald, 
 		h.mu.Unlock()
 		run = append(run, p)
 	}
-	if err := l.SetPodEndpoints(ctx, HeraldNamespace, "herald-speaker-metrics", run); err != nil && !apierrors.IsNotFound(err) {
+	if err := h.pointServices(ctx, run); err != nil {
 		return h, fmt.Errorf("install herald: %w", err)
 	}
 	for _, p := range run {
@@ -216,6 +264,101 @@ func (l *Lab) InstallHerald(ctx context.Context, opts InstallOptions) (*Herald, 
 		}
 	}
 	return h, nil
+}
+
+// applyManifests applies opts.Manifests (a kustomize directory or a YAML
+// file) with `kubectl apply --server-side`.
+func (h *Herald) applyManifests(ctx context.Context) error {
+	manifests, err := fromRoot(h.opts.Manifests)
+	if err != nil {
+		return err
+	}
+	if st, err := os.Stat(manifests); err != nil {
+		return err
+	} else if st.IsDir() {
+		_, err = h.lab.ApplyKustomize(ctx, manifests)
+	} else {
+		_, err = h.lab.Apply(ctx, manifests)
+	}
+	if err != nil {
+		return fmt.Errorf("apply %s: %w", h.opts.Manifests, err)
+	}
+	return nil
+}
+
+// componentLabel is the label that tells Herald's controller objects from
+// its speaker objects, in the manifests and in the chart.
+const componentLabel = "app.kubernetes.io/component"
+
+// installSelector returns the labels that all of this install's objects
+// carry: app.kubernetes.io/name=herald for the manifests,
+// app.kubernetes.io/instance=<release> for the chart.
+func (h *Herald) installSelector() map[string]string {
+	if h.opts.Method == InstallHelm {
+		return map[string]string{"app.kubernetes.io/instance": h.opts.Release}
+	}
+	return map[string]string{"app.kubernetes.io/name": "herald"}
+}
+
+// findWorkloads finds, by label in HeraldNamespace, the controller
+// Deployment and the speaker DaemonSet that the install created (one each)
+// and records their names: the lab runs what the manifests or the chart
+// actually rendered, whatever the release name made of the names.
+func (h *Herald) findWorkloads(ctx context.Context) error {
+	sel := func(component string) string {
+		m := map[string]string{componentLabel: component}
+		for k, v := range h.installSelector() {
+			m[k] = v
+		}
+		return labels.SelectorFromSet(m).String()
+	}
+	apps := h.lab.Client().AppsV1()
+	ds, err := apps.Deployments(HeraldNamespace).List(ctx, metav1.ListOptions{LabelSelector: sel("controller")})
+	if err != nil {
+		return fmt.Errorf("find the controller deployment: %w", err)
+	}
+	if len(ds.Items) != 1 {
+		return fmt.Errorf("find the controller deployment: %d deployments in %s match %s, want 1", len(ds.Items), HeraldNamespace, sel("controller"))
+	}
+	dss, err := apps.DaemonSets(HeraldNamespace).List(ctx, metav1.ListOptions{LabelSelector: sel("speaker")})
+	if err != nil {
+		return fmt.Errorf("find the speaker daemonset: %w", err)
+	}
+	if len(dss.Items) != 1 {
+		return fmt.Errorf("find the speaker daemonset: %d daemonsets in %s match %s, want 1", len(dss.Items), HeraldNamespace, sel("speaker"))
+	}
+	h.ctlDeploy, h.spkDS = ds.Items[0].Name, dss.Items[0].Name
+	return nil
+}
+
+// pointServices gives every Service in HeraldNamespace whose selector
+// matches some of pods (the webhook and metrics Services, whatever their
+// names) those pods as endpoints (lab scaffolding: plays the EndpointSlice
+// controller).
+func (h *Herald) pointServices(ctx context.Context, pods []*corev1.Pod) error {
+	svcs, err := h.lab.Client().CoreV1().Services(HeraldNamespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return fmt.Errorf("point services at pods: %w", err)
+	}
+	for _, svc := range svcs.Items {
+		if len(svc.Spec.Selector) == 0 {
+			continue
+		}
+		sel := labels.SelectorFromSet(svc.Spec.Selector)
+		var match []*corev1.Pod
+		for _, p := range pods {
+			if sel.Matches(labels.Set(p.Labels)) {
+				match = append(match, p)
+			}
+		}
+		if len(match) == 0 {
+			continue
+		}
+		if err := h.lab.SetPodEndpoints(ctx, HeraldNamespace, svc.Name, match); err != nil && !apierrors.IsNotFound(err) {
+			return err
+		}
+	}
+	return nil
 }
 
 // fromRoot resolves a path relative to the module root.
@@ -269,20 +412,34 @@ func (h *Herald) Apply(ctx context.Context, files ...string) error {
 	return nil
 }
 
-// ControllerProcessName is the lab process name of the controller.
+// ControllerProcessName is the lab process name of the controller (its
+// Pod's name).
 func (h *Herald) ControllerProcessName() string {
-	return TemplatePodName(ControllerDeployment, h.opts.ControllerNode)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.ctlPod != nil {
+		return h.ctlPod.Name
+	}
+	return TemplatePodName(h.ctlDeploy, h.opts.ControllerNode)
 }
 
-// SpeakerProcessName is the lab process name of node's speaker.
-func SpeakerProcessName(node string) string { return TemplatePodName(SpeakerDaemonSet, node) }
+// SpeakerProcessName is the lab process name of node's speaker (its Pod's
+// name).
+func (h *Herald) SpeakerProcessName(node string) string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if p := h.spkPods[node]; p != nil {
+		return p.Name
+	}
+	return TemplatePodName(h.spkDS, node)
+}
 
 // Controller returns the controller's lab process, or nil when it is not
 // running.
 func (h *Herald) Controller() *Process { return h.lab.Process(h.ControllerProcessName()) }
 
 // Speaker returns node's speaker process, or nil when it is not running.
-func (h *Herald) Speaker(node string) *Process { return h.lab.Process(SpeakerProcessName(node)) }
+func (h *Herald) Speaker(node string) *Process { return h.lab.Process(h.SpeakerProcessName(node)) }
 
 // SpeakerNodes returns the nodes that have a speaker Pod, sorted.
 func (h *Herald) SpeakerNodes() []string {
@@ -297,14 +454,14 @@ func (h *Herald) SpeakerNodes() []string {
 }
 
 // StartController creates the controller Pod (once) from the Deployment's
-// template, runs it, points the webhook Service at it and waits until it is
-// ready (see WaitControllerReady).
+// template, runs it, points the Services that select it (webhook, metrics)
+// at it and waits until it is ready (see WaitControllerReady).
 func (h *Herald) StartController(ctx context.Context) error {
 	h.mu.Lock()
 	pod := h.ctlPod
 	h.mu.Unlock()
 	if pod == nil {
-		p, err := h.lab.CreateDeploymentPod(ctx, HeraldNamespace, ControllerDeployment, h.opts.ControllerNode)
+		p, err := h.lab.CreateDeploymentPod(ctx, HeraldNamespace, h.ctlDeploy, h.opts.ControllerNode)
 		if err != nil {
 			return fmt.Errorf("start controller: %w", err)
 		}
@@ -312,10 +469,8 @@ func (h *Herald) StartController(ctx context.Context) error {
 		h.mu.Lock()
 		h.ctlPod = p
 		h.mu.Unlock()
-		for _, svc := range []string{WebhookService, "herald-controller-metrics"} {
-			if err := h.lab.SetPodEndpoints(ctx, HeraldNamespace, svc, []*corev1.Pod{p}); err != nil && !apierrors.IsNotFound(err) {
-				return fmt.Errorf("start controller: %w", err)
-			}
+		if err := h.pointServices(ctx, []*corev1.Pod{p}); err != nil {
+			return fmt.Errorf("start controller: %w", err)
 		}
 	}
 	if _, err := h.lab.StartPod(ctx, pod, controllerContainer, filepath.Join(h.binDir, "controller")); err != nil {
@@ -398,7 +553,7 @@ func (h *Herald) WaitSpeakerReady(ctx context.Context, node string) error {
 	err := poll(ctx, h.opts.Timeout, func() error {
 		if p := h.Speaker(node); p == nil || !p.Alive() {
 			return permanent(fmt.Errorf("the speaker process on %s is not running (log %s)",
-				node, filepath.Join(h.lab.StateDir(), SpeakerProcessName(node)+".log")))
+				node, filepath.Join(h.lab.StateDir(), h.SpeakerProcessName(node)+".log")))
 		}
 		out, err := h.lab.Exec(ctx, n.Namespace, "curl", "-sS", "-o", "/dev/null", "-w", "%{http_code}", "--max-time", "2", url)
 		if err != nil || strings.TrimSpace(out) != "200" {
@@ -419,13 +574,13 @@ func (h *Herald) StopSpeaker(node string) error {
 	if h.Speaker(node) == nil {
 		return fmt.Errorf("stop speaker %s: not running", node)
 	}
-	return h.lab.StopProcess(SpeakerProcessName(node))
+	return h.lab.StopProcess(h.SpeakerProcessName(node))
 }
 
 // KillSpeaker sends SIGKILL to node's speaker (a crash: no goodbye) and
 // waits until it is gone. The Pod object is left as it is.
 func (h *Herald) KillSpeaker(node string) error {
-	return h.kill(SpeakerProcessName(node))
+	return h.kill(h.SpeakerProcessName(node))
 }
 
 // StopController stops the controller gracefully (SIGTERM) and waits until
@@ -483,7 +638,7 @@ func (h *Herald) setLink(ctx context.Context, node, state string) error {
 func (h *Herald) Logs(lines int) string {
 	names := []string{h.ControllerProcessName()}
 	for _, n := range h.SpeakerNodes() {
-		names = append(names, SpeakerProcessName(n))
+		names = append(names, h.SpeakerProcessName(n))
 	}
 	var b strings.Builder
 	for _, n := range names {
@@ -683,31 +838,54 @@ func (l *Lab) ARPAnswerers(ctx context.Context, addr netip.Addr, count int) ([]s
 
 // OpenHerald returns the Herald that InstallHerald started earlier in l
 // (possibly in another program, with l from Open): its controller and
-// speaker processes are found by name, its speaker Pods in the API.
+// speaker Pods are found in the API by label (the lab's Pods of component
+// controller and speaker in HeraldNamespace), their processes by the Pods'
+// names, and the install method and release by the Pods' labels
+// (app.kubernetes.io/instance is set by the chart only).
 func (l *Lab) OpenHerald(ctx context.Context) (*Herald, error) {
 	cl, err := client.New(l.RESTConfig(), client.Options{Scheme: Scheme()})
 	if err != nil {
 		return nil, err
 	}
 	h := &Herald{lab: l, client: cl, spkPods: map[string]*corev1.Pod{}, binDir: filepath.Join(l.StateDir(), "bin"),
-		opts: InstallOptions{Manifests: DefaultManifests, ControllerNode: NodeName(1), Timeout: 90 * time.Second}}
-	for _, n := range l.Nodes {
-		if l.Process(TemplatePodName(ControllerDeployment, n.Name)) != nil {
-			h.opts.ControllerNode = n.Name
-		}
-	}
-	pods, err := l.Client().CoreV1().Pods(HeraldNamespace).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/component=speaker"})
+		ctlDeploy: ControllerDeployment, spkDS: SpeakerDaemonSet,
+		opts: InstallOptions{Method: InstallKubectl, Manifests: DefaultManifests, Chart: DefaultChart, Release: DefaultRelease,
+			ControllerNode: NodeName(1), Timeout: 90 * time.Second}}
+	pods, err := l.Client().CoreV1().Pods(HeraldNamespace).List(ctx, metav1.ListOptions{
+		LabelSelector: ManagedByLabel + "=" + ManagedByValue + "," + componentLabel + " in (controller,speaker)"})
 	if err != nil {
 		return nil, fmt.Errorf("open herald: %w", err)
 	}
 	for i := range pods.Items {
 		p := &pods.Items[i]
-		h.spkPods[p.Spec.NodeName] = p
-		h.opts.SpeakerNodes = append(h.opts.SpeakerNodes, p.Spec.NodeName)
+		if p.DeletionTimestamp != nil {
+			continue
+		}
+		if r := p.Labels["app.kubernetes.io/instance"]; r != "" {
+			h.opts.Method, h.opts.Release = InstallHelm, r
+		}
+		owner := ""
+		if len(p.OwnerReferences) > 0 {
+			owner = p.OwnerReferences[0].Name
+		}
+		switch p.Labels[componentLabel] {
+		case "speaker":
+			h.spkPods[p.Spec.NodeName] = p
+			h.opts.SpeakerNodes = append(h.opts.SpeakerNodes, p.Spec.NodeName)
+			if owner != "" {
+				h.spkDS = owner
+			}
+		case "controller":
+			// Prefer the one whose process runs.
+			if h.ctlPod == nil || l.Process(p.Name) != nil {
+				h.ctlPod = p
+				h.opts.ControllerNode = p.Spec.NodeName
+				if owner != "" {
+					h.ctlDeploy = owner
+				}
+			}
+		}
 	}
-	ctl, err := l.Client().CoreV1().Pods(HeraldNamespace).Get(ctx, h.ControllerProcessName(), metav1.GetOptions{})
-	if err == nil {
-		h.ctlPod = ctl
-	}
+	sort.Strings(h.opts.SpeakerNodes)
 	return h, nil
 }

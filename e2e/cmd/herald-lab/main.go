@@ -3,9 +3,10 @@
 //
 // Usage:
 //
-//	herald-lab up [--nodes 3] [--herald=true]
+//	herald-lab up [--nodes 3] [--herald=true] [--install kubectl|helm] [--bin-dir DIR]
 //	                             build the lab (cleaning leftovers first), install Herald from
-//	                             its manifests with the samples and demo Services, print a summary
+//	                             its manifests (kubectl apply) or its chart (helm install, release
+//	                             "herald") with the samples and demo Services, print a summary
 //	herald-lab down              remove everything the lab made, also after a crash
 //	herald-lab status            print the summary (with the demo Services) and any problem; exit 1 if unhealthy
 //	herald-lab diagnose          what the client, FRR and the speakers see (neighbours, routes, announcements, logs)
@@ -77,6 +78,15 @@ func defaultStateDir() string {
 	}
 }
 
+// printRelease says which Helm release Herald is, when it was installed
+// with helm.
+func printRelease(h *lab.Herald) {
+	if r := h.Release(); r != "" {
+		fmt.Printf("\nHerald: Helm release %q in namespace %s (KUBECONFIG=%s bin/helm list -n %s)\n",
+			r, lab.HeraldNamespace, h.Lab().HostKubeconfig(), lab.HeraldNamespace)
+	}
+}
+
 func dispatch(ctx context.Context, log *slog.Logger, cmd string, args []string) error {
 	fs := flag.NewFlagSet(cmd, flag.ContinueOnError)
 	stateDir := fs.String("state-dir", defaultStateDir(), "lab state directory")
@@ -85,9 +95,14 @@ func dispatch(ctx context.Context, log *slog.Logger, cmd string, args []string) 
 	case "up":
 		nodes := fs.Int("nodes", 3, "number of nodes")
 		herald := fs.Bool("herald", true, "install and run Herald, its samples and demo Services")
-		binDir := fs.String("bin-dir", "", "prebuilt controller and speaker binaries (default: go build them)")
+		binDir := fs.String("bin-dir", "", "prebuilt controller, speaker (and helm) binaries (default: $"+lab.BinDirEnv+", else go build them)")
+		install := fs.String("install", string(lab.InstallKubectl), "how Herald gets into the API server: kubectl (apply manifests/base) or helm (install charts/herald)")
 		if err := fs.Parse(args); err != nil {
 			return err
+		}
+		method := lab.InstallMethod(*install)
+		if method != lab.InstallKubectl && method != lab.InstallHelm {
+			return fmt.Errorf("--install %q: want %s or %s", *install, lab.InstallKubectl, lab.InstallHelm)
 		}
 		start := time.Now()
 		l, err := lab.Up(ctx, lab.Config{Prefix: *prefix, Nodes: *nodes, StateDir: *stateDir, LoopbackProxy: true})
@@ -103,16 +118,17 @@ func dispatch(ctx context.Context, log *slog.Logger, cmd string, args []string) 
 			fmt.Print(l.Summary())
 			return nil
 		}
-		h, err := l.InstallHerald(ctx, lab.InstallOptions{Samples: lab.DemoSamples, BinDir: *binDir})
+		h, err := l.InstallHerald(ctx, lab.InstallOptions{Method: method, Samples: lab.DemoSamples, BinDir: *binDir})
 		if err != nil {
 			return fmt.Errorf("install herald (lab stays up for inspection, logs in %s; make lab-down removes it): %w", l.StateDir(), err)
 		}
-		log.Info("herald running", "took", time.Since(start).Round(time.Millisecond))
+		log.Info("herald running", "install", method, "took", time.Since(start).Round(time.Millisecond))
 		demos, err := h.CreateDemoServices(ctx)
 		if err != nil {
 			return fmt.Errorf("demo services (lab stays up; make lab-down removes it): %w", err)
 		}
 		fmt.Print(l.Summary())
+		printRelease(h)
 		fmt.Println()
 		summary, failed := h.ServicesSummary(ctx, demos, 20*time.Second)
 		fmt.Print(summary)
@@ -136,14 +152,16 @@ func dispatch(ctx context.Context, log *slog.Logger, cmd string, args []string) 
 		}
 		fmt.Print(l.Summary())
 		probs := l.Check(ctx)
-		if l.Process(lab.SpeakerProcessName(lab.NodeName(1))) != nil {
-			if h, err := l.OpenHerald(ctx); err == nil {
-				summary, failed := h.ServicesSummary(ctx, lab.DemoServices(), 5*time.Second)
-				fmt.Println()
-				fmt.Print(summary)
-				if failed > 0 {
-					probs = append(probs, fmt.Sprintf("%d demo Service checks failed (see above)", failed))
-				}
+		octx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		h, err := l.OpenHerald(octx)
+		cancel()
+		if err == nil && len(h.SpeakerNodes()) > 0 && h.Speaker(h.SpeakerNodes()[0]) != nil {
+			printRelease(h)
+			summary, failed := h.ServicesSummary(ctx, lab.DemoServices(), 5*time.Second)
+			fmt.Println()
+			fmt.Print(summary)
+			if failed > 0 {
+				probs = append(probs, fmt.Sprintf("%d demo Service checks failed (see above)", failed))
 			}
 		}
 		if len(probs) > 0 {
