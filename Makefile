@@ -48,8 +48,13 @@ test: deps test-assets tools build
 unit:
 	go test -short -count=1 ./...
 
-lab: deps test-assets build
-	hack/lab.sh up
+# lab brings up the local lab with Herald installed from manifests/base by
+# `kubectl apply` (INSTALL=kubectl, the default) or from charts/herald by
+# `helm install` of release "herald" (INSTALL=helm, with bin/helm), running
+# the binaries built here.
+INSTALL ?= kubectl
+lab: deps test-assets build $(if $(filter helm,$(INSTALL)),$(BIN)/helm)
+	hack/lab.sh up --install=$(INSTALL) --bin-dir=$(BIN)
 
 lab-down:
 	hack/lab.sh down
