@@ -67,11 +67,17 @@ func (s *Speaker) reconcileAll(ctx context.Context, snap *config.Snapshot, view 
 	if err := s.client.List(ctx, &svcs); err != nil {
 		return fmt.Errorf("list Services: %w", err)
 	}
-	existing, err := s.listOwnStatus(ctx)
-	if err != nil {
-		return err
+	// This node's status objects are listed once, at start-up (to adopt or
+	// delete what an earlier speaker left); after that only this process
+	// writes them and the status writer's records are current.
+	var existing map[string]*existingStatus
+	if !s.statusListed {
+		var err error
+		if existing, err = s.listOwnStatus(ctx); err != nil {
+			return err
+		}
+		s.statusListed = true
 	}
-	s.statusListed = true
 	keys := map[string]bool{}
 	for i := range svcs.Items {
 		keys[svcs.Items[i].Namespace+"/"+svcs.Items[i].Name] = true
@@ -89,9 +95,11 @@ func (s *Speaker) reconcileAll(ctx context.Context, snap *config.Snapshot, view 
 	sort.Strings(sorted)
 	var errs []error
 	for _, k := range sorted {
-		ex := existing[k]
-		if ex == nil {
-			ex = &existingStatus{}
+		var ex *existingStatus
+		if existing != nil {
+			if ex = existing[k]; ex == nil {
+				ex = &existingStatus{}
+			}
 		}
 		if _, err := s.reconcileService(ctx, snap, view, k, ex); err != nil {
 			errs = append(errs, err)
@@ -166,6 +174,8 @@ func nodeIPv4(n *corev1.Node) netip.Addr {
 // ownerRef returns the speaker Pod as an owner reference, or nil when
 // PodName is unset or the Pod cannot be read (retried on the next call).
 func (s *Speaker) ownerRef(ctx context.Context) *metav1.OwnerReference {
+	s.ownerMu.Lock()
+	defer s.ownerMu.Unlock()
 	if s.owner != nil || s.opts.PodName == "" {
 		return s.owner
 	}

@@ -7,8 +7,8 @@
 //
 // # Data flow
 //
-// One controller-runtime controller with a single worker serialises all
-// work, so the applied state needs no locking against itself. Its queue holds
+// One controller-runtime controller with a single worker serialises the
+// decisions, so the decided state needs no locking against itself. Its queue holds
 // Service keys ("namespace/name") and a few keys with an empty namespace:
 //
 //   - "config": read the metallb.io objects (internal/k8s/configload), build
@@ -29,9 +29,25 @@
 // For each Service the reconciler gathers announce.Input from the cache
 // (the Service, its EndpointSlices through a field index, every Node, the
 // Services sharing its IPs, the live speakers), calls announce.Decide, and
-// applies: L2Announcer.SetOwner(service, targets) for layer 2, and the union of
-// every Service's BGP paths, merged with bgp.MergePaths, to bgp.Speaker.SetPaths.
-// Both are declarative; withdrawing is announcing less.
+// applies L2Announcer.SetOwner(service, targets) for layer 2 at once. The
+// rest leaves the worker without waiting, so that announcing never waits for
+// an API write and a burst (start-up, a node failing over a thousand
+// Services to this one) is announced at the speed of the decisions:
+//
+//   - BGP paths go to the path applier (paths.go), a goroutine that merges
+//     every Service's paths with bgp.MergePaths and hands the union to
+//     bgp.Speaker.SetPaths; changes that arrive while it applies are
+//     coalesced into its next pass. A failure is retried with backoff
+//     (100 ms to 10 s) and reported once per run of failures as
+//     announceFailed on the Services it concerns.
+//   - Status objects go to the status writer (statuswriter.go): the desired
+//     ServiceL2Status/ServiceBGPStatus per Service, written by 4 workers
+//     from a rate-limited queue. This node's objects are listed once at
+//     start-up (adopting or deleting what an earlier speaker left); after
+//     that the writer's own record of what it wrote is used, so a decision
+//     that changes nothing costs no request.
+//
+// All announcing is declarative; withdrawing is announcing less.
 //
 // Liveness comes from memberlist (Options.Members) or, when memberlist is
 // off, from Node conditions (members.LiveFromNodeConditions: Ready, network

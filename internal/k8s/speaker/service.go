@@ -2,7 +2,6 @@ package speaker
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net/netip"
@@ -43,8 +42,6 @@ type serviceState struct {
 	l2Applied bool
 	announced map[announcement]bool
 	protocols map[string]bool
-	l2Status  statusRecord[v1beta1.ServiceL2Status]
-	bgpStatus statusRecord[v1beta1.ServiceBGPStatus]
 }
 
 // clusterView is the part of the input shared by every Service decided in
@@ -88,9 +85,9 @@ type existingStatus struct {
 
 // reconcileService decides one Service ("namespace/name") and applies the
 // decision. existing, when non-nil, are this node's status objects of the
-// Service as just listed. BGP paths go to the path applier, which
-// announces them from its own goroutine before the status objects here are
-// written.
+// Service as just listed. BGP paths go to the path applier and status
+// objects to the status writer, both in their own goroutines, so this
+// returns as soon as layer 2 is applied.
 func (s *Speaker) reconcileService(ctx context.Context, snap *config.Snapshot, view *clusterView, key string, existing *existingStatus) (reconcile.Result, error) {
 	nsName, ok := splitKey(key)
 	if !ok {
@@ -100,14 +97,7 @@ func (s *Speaker) reconcileService(ctx context.Context, snap *config.Snapshot, v
 	st := s.services[key]
 	if st == nil {
 		st = &serviceState{}
-		if s.statusListed && existing == nil {
-			st.l2Status.known, st.bgpStatus.known = true, true // none exist yet
-		}
 		s.services[key] = st
-	}
-	if existing != nil {
-		st.l2Status = statusRecord[v1beta1.ServiceL2Status]{known: true, objs: existing.l2}
-		st.bgpStatus = statusRecord[v1beta1.ServiceBGPStatus]{known: true, objs: existing.bgp}
 	}
 
 	var svc corev1.Service
@@ -227,11 +217,7 @@ func (s *Speaker) reconcileService(ctx context.Context, snap *config.Snapshot, v
 	if protocols[protoBGP] {
 		bgpWant = &v1beta1.ServiceBGPStatusStatus{ServiceStatusCommon: s.common(nsName), Peers: bgpPeers}
 	}
-	errL2 := applyStatus(ctx, s, l2StatusKind, nsName, l2Want, &st.l2Status)
-	errBGP := applyStatus(ctx, s, bgpStatusKind, nsName, bgpWant, &st.bgpStatus)
-	if err := errors.Join(errL2, errBGP); err != nil {
-		return res, err
-	}
+	s.status.want(key, l2Want, bgpWant, existing, s.statusListed)
 	if !found {
 		delete(s.services, key)
 	}

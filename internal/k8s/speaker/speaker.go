@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"reflect"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -68,7 +69,10 @@ type Speaker struct {
 	// node, so a Service first seen later has none (only this process
 	// writes them) and its first decision costs no List request.
 	statusListed bool
-	owner        *metav1.OwnerReference
+	status       *statusWriter // runs in its own goroutines
+
+	ownerMu sync.Mutex
+	owner   *metav1.OwnerReference // the speaker Pod, once read
 }
 
 // Setup creates the speaker's controller on mgr. mgr's cache should be
@@ -108,6 +112,10 @@ func Setup(mgr manager.Manager, opts Options) (*Speaker, error) {
 	}
 	if err := s.setupController(mgr); err != nil {
 		return nil, err
+	}
+	s.status = newStatusWriter(s)
+	if err := mgr.Add(manager.RunnableFunc(s.status.run)); err != nil {
+		return nil, fmt.Errorf("add status writer: %w", err)
 	}
 	if opts.BGP != nil {
 		s.paths = newPathApplier(opts.BGP, s.log, func(ctx context.Context, services []string, err error) {

@@ -1,0 +1,142 @@
+package speaker
+
+import (
+	"context"
+	"errors"
+	"sync"
+
+	"k8s.io/client-go/util/workqueue"
+
+	"github.com/herald-lb/herald/api/v1beta1"
+)
+
+// statusWorkers is how many status objects are written in parallel.
+const statusWorkers = 4
+
+// statusWriter converges this node's ServiceL2Status and ServiceBGPStatus
+// objects to what the reconcile worker decided, in the background with
+// statusWorkers goroutines. The reconcile worker only records the desired
+// status (want) and goes on, so announcements never wait for API writes:
+// when a node fails and a thousand Services move to this one, all of them
+// are announced first and their status objects follow. A failed write is
+// retried with the controller rate limiter (per Service, 5 ms doubling to
+// 1000 s, overall 10/s with a burst of 100).
+type statusWriter struct {
+	s     *Speaker
+	queue workqueue.TypedRateLimitingInterface[string]
+
+	mu      sync.Mutex
+	entries map[string]*statusEntry // "namespace/name" -> desired and known state
+}
+
+// statusEntry is the desired status of one Service on this node (nil: no
+// object) and what is known of its objects.
+type statusEntry struct {
+	l2Want  *v1beta1.ServiceL2StatusStatus
+	bgpWant *v1beta1.ServiceBGPStatusStatus
+	l2      statusRecord[v1beta1.ServiceL2Status]
+	bgp     statusRecord[v1beta1.ServiceBGPStatus]
+}
+
+func newStatusWriter(s *Speaker) *statusWriter {
+	return &statusWriter{
+		s:       s,
+		queue:   workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[string]()),
+		entries: map[string]*statusEntry{},
+	}
+}
+
+// want records the desired status objects of a Service and schedules a
+// write. For a Service the writer does not track yet, existing (when
+// non-nil) are its objects as listed at start-up, and known without
+// existing means it has none (every object of this node was listed and only
+// this process writes them); otherwise they are listed before the first
+// write. For a tracked Service both are ignored: the writer's own record
+// is newer than any listing the caller made.
+func (w *statusWriter) want(key string, l2 *v1beta1.ServiceL2StatusStatus, bgp *v1beta1.ServiceBGPStatusStatus, existing *existingStatus, known bool) {
+	w.mu.Lock()
+	e := w.entries[key]
+	if e == nil && l2 == nil && bgp == nil && existing == nil && known {
+		w.mu.Unlock()
+		return // no object wanted and none exists: nothing to write
+	}
+	if e == nil {
+		e = &statusEntry{}
+		e.l2.known, e.bgp.known = known, known
+		if existing != nil {
+			e.l2 = statusRecord[v1beta1.ServiceL2Status]{known: true, objs: existing.l2}
+			e.bgp = statusRecord[v1beta1.ServiceBGPStatus]{known: true, objs: existing.bgp}
+		}
+		w.entries[key] = e
+	}
+	e.l2Want, e.bgpWant = l2, bgp
+	w.mu.Unlock()
+	w.queue.Add(key)
+}
+
+// run writes until ctx ends, then waits for the workers.
+func (w *statusWriter) run(ctx context.Context) error {
+	var wg sync.WaitGroup
+	for range statusWorkers {
+		wg.Go(func() {
+			for w.next(ctx) {
+			}
+		})
+	}
+	<-ctx.Done()
+	w.queue.ShutDown()
+	wg.Wait()
+	return nil
+}
+
+// next processes one queued Service; false once the queue is shut down.
+func (w *statusWriter) next(ctx context.Context) bool {
+	key, quit := w.queue.Get()
+	if quit {
+		return false
+	}
+	defer w.queue.Done(key)
+	if err := w.write(ctx, key); err != nil {
+		if ctx.Err() == nil {
+			w.s.log.Error("writing status objects failed, retrying", "service", key, "error", err)
+			w.queue.AddRateLimited(key)
+		}
+		return true
+	}
+	w.queue.Forget(key)
+	return true
+}
+
+// write applies one Service's desired status objects. The workqueue never
+// hands the same key to two workers at once, and want leaves the records
+// of a tracked Service alone, so the records copied here are this worker's
+// until it stores them back.
+func (w *statusWriter) write(ctx context.Context, key string) error {
+	nsName, ok := splitKey(key)
+	if !ok {
+		return nil
+	}
+	w.mu.Lock()
+	e := w.entries[key]
+	if e == nil {
+		w.mu.Unlock()
+		return nil
+	}
+	l2Want, bgpWant := e.l2Want, e.bgpWant
+	l2, bgp := e.l2, e.bgp
+	w.mu.Unlock()
+
+	errL2 := applyStatus(ctx, w.s, l2StatusKind, nsName, l2Want, &l2)
+	errBGP := applyStatus(ctx, w.s, bgpStatusKind, nsName, bgpWant, &bgp)
+
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if e := w.entries[key]; e != nil {
+		e.l2, e.bgp = l2, bgp
+		if errL2 == nil && errBGP == nil && e.l2Want == nil && e.bgpWant == nil &&
+			l2Want == nil && bgpWant == nil {
+			delete(w.entries, key) // nothing wanted, nothing left
+		}
+	}
+	return errors.Join(errL2, errBGP)
+}
