@@ -28,11 +28,7 @@ func TestStartAdoptsAndCleansStatusObjects(t *testing.T) {
 	ns := env.Namespace(t)
 	svcNS := env.Namespace(t)
 
-	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", Labels: map[string]string{"kubernetes.io/hostname": "n1"}}}
-	must(t, c.Create(ctx, n))
-	n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}
-	n.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "198.51.100.11"}}
-	must(t, c.Status().Update(ctx, n))
+	createReadyNode(t, c, "n1", "198.51.100.11")
 	must(t, c.Create(ctx, &v1beta1.IPAddressPool{ObjectMeta: metav1.ObjectMeta{Name: "pool", Namespace: ns},
 		Spec: v1beta1.IPAddressPoolSpec{Addresses: []string{"198.51.100.0/28"}}}))
 	must(t, c.Create(ctx, &v1beta1.L2Advertisement{ObjectMeta: metav1.ObjectMeta{Name: "l2", Namespace: ns},

@@ -27,10 +27,7 @@ func TestSharedIPFollowsOtherServiceEndpoints(t *testing.T) {
 	ns := env.Namespace(t)
 	svcNS := env.Namespace(t)
 	for _, name := range []string{"n1", "n2"} {
-		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}
-		must(t, c.Create(ctx, n))
-		n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}
-		must(t, c.Status().Update(ctx, n))
+		createReadyNode(t, c, name, "")
 	}
 	must(t, c.Create(ctx, &v1beta1.IPAddressPool{ObjectMeta: metav1.ObjectMeta{Name: "pool", Namespace: ns},
 		Spec: v1beta1.IPAddressPoolSpec{Addresses: []string{"203.0.113.0/28"}}}))

@@ -234,6 +234,20 @@ func (w *world) update(obj client.Object, mutate func()) {
 	}
 }
 
+// createReadyNode creates a Ready Node labelled with its hostname, with
+// internalIP as its InternalIP unless empty.
+func createReadyNode(t *testing.T, c client.Client, name, internalIP string) {
+	t.Helper()
+	ctx := context.Background()
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"kubernetes.io/hostname": name}}}
+	must(t, c.Create(ctx, n))
+	n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}
+	if internalIP != "" {
+		n.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: internalIP}}
+	}
+	must(t, c.Status().Update(ctx, n))
+}
+
 func must(t *testing.T, err error) {
 	t.Helper()
 	if err != nil {
@@ -250,11 +264,7 @@ func TestSpeakerThroughAPIServer(t *testing.T) {
 
 	// Nodes, Ready, with an IPv4 InternalIP each.
 	for i, name := range []string{"n1", "n2"} {
-		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"kubernetes.io/hostname": name}}}
-		must(t, c.Create(ctx, n))
-		n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}
-		n.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: fmt.Sprintf("198.51.100.%d", 11+i)}}
-		must(t, c.Status().Update(ctx, n))
+		createReadyNode(t, c, name, fmt.Sprintf("198.51.100.%d", 11+i))
 		p := &corev1.Pod{
 			ObjectMeta: metav1.ObjectMeta{Name: "speaker-" + name, Namespace: ns, Labels: speakerPods},
 			Spec:       corev1.PodSpec{NodeName: name, Containers: []corev1.Container{{Name: "speaker", Image: "herald"}}},
