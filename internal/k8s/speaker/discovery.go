@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -18,6 +19,7 @@ import (
 const (
 	reasonSessionEstablished = "sessionEstablished"
 	reasonSessionDown        = "sessionDown"
+	reasonSessionNotUp       = "sessionNotEstablished"
 	reasonPeerNotApplied     = "peerNotApplied"
 )
 
@@ -59,7 +61,24 @@ func (s *Speaker) syncPods(ctx context.Context) error {
 // peerState logs a BGP session state change and emits an event on the
 // BGPPeer when the session comes up or goes down. last holds the previous
 // state per peer; it is only touched by the trigger goroutine.
-func (s *Speaker) peerState(ctx context.Context, st bgp.PeerState, last map[string]bgp.SessionState) {
+// sessionDown is a BGP session that is not Established, since when, and
+// whether sessionNotEstablished was emitted for this stretch.
+type sessionDown struct {
+	since  time.Time
+	state  bgp.PeerState
+	warned bool
+}
+
+// peerState turns a session state change into events and keeps down, the
+// sessions that are not Established, up to date.
+func (s *Speaker) peerState(ctx context.Context, st bgp.PeerState, last map[string]bgp.SessionState, down map[string]*sessionDown) {
+	if st.State == bgp.StateEstablished {
+		delete(down, st.Name)
+	} else if d := down[st.Name]; d != nil {
+		d.state = st
+	} else {
+		down[st.Name] = &sessionDown{since: time.Now(), state: st}
+	}
 	prev, seen := last[st.Name]
 	last[st.Name] = st.State
 	if seen && prev == st.State {
@@ -89,4 +108,36 @@ func (s *Speaker) peerEvent(ctx context.Context, name, eventtype, reason, format
 		return
 	}
 	s.opts.Recorder.Eventf(&peer, eventtype, reason, format, args...)
+}
+
+// warnSessionsDown emits sessionNotEstablished once for each configured
+// session that has not been Established for SessionWarnAfter (never came
+// up, or went down and stayed down), and forgets sessions that are no longer
+// configured.
+func (s *Speaker) warnSessionsDown(ctx context.Context, down map[string]*sessionDown) {
+	if s.opts.BGP == nil || len(down) == 0 {
+		return
+	}
+	configured := map[string]bool{}
+	for _, p := range s.opts.BGP.PeerStates() {
+		configured[p.Name] = true
+	}
+	for name, d := range down {
+		if !configured[name] {
+			delete(down, name)
+			continue
+		}
+		if d.warned || time.Since(d.since) < s.opts.SessionWarnAfter {
+			continue
+		}
+		d.warned = true
+		to := ""
+		if d.state.Peer != "" {
+			to = " to " + d.state.Peer
+		}
+		s.log.Warn("BGP session not established", "peer", name, "state", d.state.State.String(), "for", time.Since(d.since).Round(time.Second))
+		s.peerEvent(ctx, name, corev1.EventTypeWarning, reasonSessionNotUp,
+			"session%s not established on node %s for %s (state %s): check peerAddress, peerASN/myASN, password and the router's neighbor configuration",
+			to, s.opts.NodeName, s.opts.SessionWarnAfter, d.state.State)
+	}
 }

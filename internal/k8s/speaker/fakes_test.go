@@ -151,6 +151,19 @@ func (r *fakeRecorder) has(substr string) bool {
 	return false
 }
 
+// count returns how many events contain substr.
+func (r *fakeRecorder) count(substr string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for _, e := range r.events {
+		if strings.Contains(e, substr) {
+			n++
+		}
+	}
+	return n
+}
+
 // countingHandler counts log records by message (and forwards nothing).
 type countingHandler struct {
 	mu     *sync.Mutex

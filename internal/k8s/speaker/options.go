@@ -52,6 +52,10 @@ type EventRecorder interface {
 // handed to Members.SetPeers even without a Pod event.
 const DefaultDiscoveryResync = time.Minute
 
+// DefaultSessionWarnAfter is how long a BGP session may stay down (or never
+// come up) before the speaker emits sessionNotEstablished on its BGPPeer.
+const DefaultSessionWarnAfter = time.Minute
+
 // Options configure the speaker glue.
 type Options struct {
 	// NodeName is this speaker's node (spec.nodeName). Required.
@@ -85,6 +89,10 @@ type Options struct {
 	// MemberSelector selects the speaker Pods in Namespace (--ml-labels).
 	// Required when Members is set.
 	MemberSelector labels.Selector
+	// SessionWarnAfter is how long a configured BGP session may be
+	// anything but Established before a sessionNotEstablished event (once
+	// per stretch); 0 selects DefaultSessionWarnAfter.
+	SessionWarnAfter time.Duration
 	// DiscoveryResync is the period of the speaker Pod resync;
 	// 0 selects DefaultDiscoveryResync.
 	DiscoveryResync time.Duration

@@ -86,6 +86,9 @@ func Setup(mgr manager.Manager, opts Options) (*Speaker, error) {
 	if opts.DiscoveryResync == 0 {
 		opts.DiscoveryResync = DefaultDiscoveryResync
 	}
+	if opts.SessionWarnAfter == 0 {
+		opts.SessionWarnAfter = DefaultSessionWarnAfter
+	}
 	s := &Speaker{
 		opts:       opts,
 		log:        opts.Logger,
@@ -209,6 +212,9 @@ func (s *Speaker) runTriggers(ctx context.Context) error {
 	}
 	peerStates := s.opts.PeerStates
 	last := map[string]bgp.SessionState{}
+	down := map[string]*sessionDown{}
+	check := time.NewTicker(max(s.opts.SessionWarnAfter/4, 10*time.Millisecond))
+	defer check.Stop()
 	for {
 		select {
 		case <-ctx.Done():
@@ -221,7 +227,9 @@ func (s *Speaker) runTriggers(ctx context.Context) error {
 				peerStates = nil
 				continue
 			}
-			s.peerState(ctx, st, last)
+			s.peerState(ctx, st, last, down)
+		case <-check.C:
+			s.warnSessionsDown(ctx, down)
 		}
 	}
 }

@@ -71,7 +71,7 @@ func startSpeaker(t *testing.T, env *testenv.Env, ns, node string, live *livenes
 	if _, err := Setup(mgr, Options{
 		NodeName: node, Namespace: ns, PodName: "speaker-" + node,
 		Logger: slog.New(s.logs), Registerer: s.reg, Recorder: s.rec,
-		L2: s.l2, BGP: s.bgp, PeerStates: s.states, Members: s.members, MemberPort: 7946, MemberSelector: speakerPods.AsSelector(),
+		L2: s.l2, BGP: s.bgp, PeerStates: s.states, SessionWarnAfter: 300 * time.Millisecond, Members: s.members, MemberPort: 7946, MemberSelector: speakerPods.AsSelector(),
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -380,6 +380,19 @@ func TestSpeakerThroughAPIServer(t *testing.T) {
 			}
 			return nil
 		})
+		// Staying down is reported once, after SessionWarnAfter.
+		notUp := "BGPPeer/p1 Warning sessionNotEstablished: session to 203.0.113.1:179 not established on node n1 for 300ms (state Idle)"
+		eventually(t, "sessionNotEstablished event", func() error {
+			if !s.rec.has(notUp) {
+				return errors.New("no sessionNotEstablished event")
+			}
+			return nil
+		})
+		time.Sleep(4 * 300 * time.Millisecond) // several more checks of the same stretch
+		if n := s.rec.count(notUp); n != 1 {
+			t.Errorf("%d sessionNotEstablished events for one stretch down, want 1", n)
+		}
+		s.states <- bgp.PeerState{Name: "p1", Peer: "203.0.113.1:179", State: bgp.StateEstablished}
 		// A dynamicASN peer cannot be applied: event on it, p1 stays.
 		must(t, c.Create(ctx, &v1beta2.BGPPeer{ObjectMeta: metav1.ObjectMeta{Name: "dyn", Namespace: ns},
 			Spec: v1beta2.BGPPeerSpec{MyASN: 64512, DynamicASN: "external", PeerAddress: "203.0.113.2"}}))
