@@ -67,7 +67,8 @@
 //     starts announcing the Service in a protocol, announceFailed when an
 //     announcer rejects the announcement.
 //   - BGPPeer events: sessionEstablished / sessionDown when this node's
-//     session changes state, and peerNotApplied when a peer cannot be
+//     session changes state, sessionNotEstablished once when it has not been
+//     up for Options.SessionWarnAfter (a minute), and peerNotApplied when a peer cannot be
 //     translated (dynamicASN). Session states are also logged.
 //   - Why a Service IP is not announced (announce.Reason, MetalLB's names)
 //     is logged at debug level.
