@@ -37,6 +37,14 @@ type Pool struct {
 	BGPAdvertisements []*BGPAdvertisement
 }
 
+// Advertised reports whether any advertisement selects the pool. An
+// unadvertised pool still hands out addresses, but no node announces them.
+// In a node's snapshot (Options.NodeName) it means "advertised from this
+// node" for BGP.
+func (p *Pool) Advertised() bool {
+	return len(p.L2Advertisements) > 0 || len(p.BGPAdvertisements) > 0
+}
+
 // HasIPv4 reports whether the pool contains IPv4 addresses.
 func (p *Pool) HasIPv4() bool {
 	return slices.ContainsFunc(p.Blocks, func(b AddressBlock) bool { return b.First.Is4() })

@@ -489,3 +489,63 @@ func TestMixedErrorsAreNotTransient(t *testing.T) {
 		t.Errorf("error text not stable:\n%v\n%v", err, err2)
 	}
 }
+
+func TestPoolAdvertised(t *testing.T) {
+	withPoolC := func(r *Resources) {
+		p := pool("pool-c", "203.0.113.128/25")
+		p.Labels = map[string]string{"tier": "edge"}
+		r.Pools = append(r.Pools, p)
+	}
+	cases := []struct {
+		name   string
+		mutate func(r *Resources)
+		opts   Options
+		want   bool
+	}{
+		{name: "no advertisement selects it", mutate: withPoolC},
+		{name: "selected by name in an L2Advertisement", want: true, mutate: func(r *Resources) {
+			withPoolC(r)
+			r.L2Advertisements = append(r.L2Advertisements, l2ad("l2-c", "pool-c"))
+		}},
+		{name: "selected by label in a BGPAdvertisement", want: true, mutate: func(r *Resources) {
+			withPoolC(r)
+			ad := bgpad("bgp-c")
+			ad.Spec.IPAddressPoolSelectors = []metav1.LabelSelector{{MatchLabels: map[string]string{"tier": "edge"}}}
+			r.BGPAdvertisements = append(r.BGPAdvertisements, ad)
+		}},
+		{name: "label selector not matching", mutate: func(r *Resources) {
+			withPoolC(r)
+			ad := bgpad("bgp-c")
+			ad.Spec.IPAddressPoolSelectors = []metav1.LabelSelector{{MatchLabels: map[string]string{"tier": "core"}}}
+			r.BGPAdvertisements = append(r.BGPAdvertisements, ad)
+		}},
+		{name: "an advertisement without pools selects every pool", want: true, mutate: func(r *Resources) {
+			withPoolC(r)
+			r.L2Advertisements = append(r.L2Advertisements, l2ad("l2-all"))
+		}},
+		{name: "BGPAdvertisement for other nodes, node view", opts: Options{NodeName: "node-1"}, mutate: func(r *Resources) {
+			withPoolC(r)
+			ad := bgpad("bgp-c", "pool-c")
+			ad.Spec.NodeSelectors = []metav1.LabelSelector{{MatchLabels: map[string]string{"zone": "b"}}}
+			r.BGPAdvertisements = append(r.BGPAdvertisements, ad)
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			r := base()
+			tc.mutate(&r)
+			tc.opts.Namespace = ns
+			snap, err := Build(r, tc.opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			pl, ok := snap.Pool("pool-c")
+			if !ok {
+				t.Fatal("pool-c missing")
+			}
+			if got := pl.Advertised(); got != tc.want {
+				t.Errorf("Advertised() = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/herald-lb/herald/api/v1beta1"
@@ -129,4 +130,45 @@ func TestRequestedIPAndPool(t *testing.T) {
 		got := f.get("named").Annotations[annotations.AllocatedFromPool]
 		return got == "pool-b", got
 	})
+}
+
+// An address from a pool that no advertisement selects is allocated (as
+// MetalLB does) but draws a PoolNotAdvertised warning; one from an
+// advertised pool does not.
+func TestWarnsWhenPoolNotAdvertised(t *testing.T) {
+	f := newFixture(t)
+	f.pool("quiet", []string{"198.51.100.10-198.51.100.12"}, func(p *v1beta1.IPAddressPool) {
+		p.Spec.AutoAssign = ptr(false)
+	})
+	f.pool("announced", []string{"203.0.113.10-203.0.113.12"})
+	if err := f.c.Create(f.ctx(), &v1beta1.L2Advertisement{
+		ObjectMeta: metav1.ObjectMeta{Name: "l2", Namespace: f.herald},
+		Spec:       v1beta1.L2AdvertisementSpec{IPAddressPools: []string{"announced"}},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	f.start()
+	inQuiet := func(s *corev1.Service) { s.Annotations = map[string]string{annotations.AddressPool: "quiet"} }
+
+	f.svc("lonely", inQuiet)
+	f.waitIPs("lonely", "198.51.100.10")
+	f.waitEvent("lonely", EventPoolNotAdvertised,
+		`IP ["198.51.100.10"] comes from IPAddressPool "quiet", which no L2Advertisement or BGPAdvertisement selects: no node announces it`)
+
+	f.svc("web")
+	f.waitIPs("web", "203.0.113.10")
+	f.waitEvent("web", EventIPAllocated, `Assigned IP ["203.0.113.10"]`)
+	// Events are written in order: once a later Service's warning is
+	// stored, a warning for web would be too.
+	f.svc("marker", inQuiet)
+	f.waitEvent("marker", EventPoolNotAdvertised, "")
+	var list corev1.EventList
+	if err := f.c.List(f.ctx(), &list, client.InNamespace(f.ns)); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range list.Items {
+		if e.InvolvedObject.Name == "web" && e.Reason == EventPoolNotAdvertised {
+			t.Errorf("web (advertised pool) got %s: %s", e.Reason, e.Message)
+		}
+	}
 }

@@ -58,6 +58,9 @@ func (c *Controller) syncConfig(ctx context.Context, _ string) error {
 		return reportErr
 	}
 	c.log.Info("configuration loaded", "pools", len(snap.Pools()), "reassess", len(keys))
+	for _, w := range snap.Warnings() {
+		c.log.Warn("configuration accepted with a warning", "warning", w)
+	}
 	if !c.initialized.Load() {
 		c.importAll(ctx)
 		c.initialized.Store(true)

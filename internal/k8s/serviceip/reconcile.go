@@ -175,6 +175,10 @@ func (c *Controller) finish(ctx context.Context, svc *corev1.Service, o outcome)
 	if o.err == nil {
 		if !slices.Equal(statusIPs, newIPs) {
 			c.later(svc, corev1.EventTypeNormal, EventIPAllocated, "Allocate", fmt.Sprintf("Assigned IP %q", ipStrings(newIPs)))
+			if pool := o.after.Pool; pool != "" && !c.advertised(pool) {
+				c.later(svc, corev1.EventTypeWarning, EventPoolNotAdvertised, "Allocate",
+					fmt.Sprintf("IP %q comes from IPAddressPool %q, which no L2Advertisement or BGPAdvertisement selects: no node announces it", ipStrings(newIPs), pool))
+			}
 			if dep := annotations.Deprecated(svc); len(dep) > 0 {
 				c.later(svc, corev1.EventTypeWarning, EventDeprecatedAnnotation, "Allocate",
 					fmt.Sprintf("Service uses deprecated annotations %q: use the metallb.io/ keys instead", dep))
@@ -445,4 +449,15 @@ func (c *Controller) event(obj client.Object, typ, reason, action, msg string) {
 		return
 	}
 	c.opts.Recorder.Eventf(obj, nil, typ, reason, action, "%s", msg)
+}
+
+// advertised reports whether the configuration in force has an
+// advertisement for pool (true when unknown, to warn only when sure).
+func (c *Controller) advertised(pool string) bool {
+	snap := c.tracker.Current()
+	if snap == nil {
+		return true
+	}
+	pl, ok := snap.Pool(pool)
+	return !ok || pl.Advertised()
 }

@@ -40,6 +40,10 @@ const (
 	EventAllocationFailed     = "AllocationFailed"
 	EventClearAssignment      = "ClearAssignment"
 	EventDeprecatedAnnotation = "deprecatedAnnotation"
+	// EventPoolNotAdvertised (Herald's) warns that the address came from a
+	// pool no L2Advertisement or BGPAdvertisement selects: nothing
+	// announces it.
+	EventPoolNotAdvertised = "PoolNotAdvertised"
 )
 
 // ReasonFor maps an allocation error to the condition reason.

@@ -225,6 +225,27 @@ spec:
 			}
 		})
 
+		t.Run("deleting a pool's last advertisement warns", func(t *testing.T) {
+			out, ok := k.apply(t, "apiVersion: metallb.io/v1beta1\nkind: L2Advertisement\nmetadata: {name: lab-only, namespace: herald-system}\nspec: {ipAddressPools: [lab]}\n")
+			if !ok {
+				t.Fatalf("refused:\n%s", out)
+			}
+			if strings.Contains(out, "Warning") {
+				t.Errorf("creating the advertisement draws a warning:\n%s", out)
+			}
+			out, ok = k.run(t, "", "delete", "-n", heraldNS, "l2advertisement", "lab-only")
+			if !ok {
+				t.Fatalf("delete refused:\n%s", out)
+			}
+			want := "Warning: IPAddressPool herald-system/lab: no L2Advertisement or BGPAdvertisement selects this pool any more"
+			if !strings.Contains(out, want) {
+				t.Errorf("output lacks %q:\n%s", want, out)
+			}
+			if strings.Contains(out, "herald-system/public") {
+				t.Errorf("warns about a pool that is still advertised:\n%s", out)
+			}
+		})
+
 		t.Run("deleting an unreferenced BFDProfile succeeds", func(t *testing.T) {
 			if out, ok := k.run(t, "", "delete", "-n", heraldNS, "bfdprofile", "unused"); !ok {
 				t.Fatalf("refused:\n%s", out)

@@ -131,10 +131,32 @@ func (r *Reviewer) Review(ctx context.Context, c Change) (admission.Warnings, er
 	}
 
 	warnings := newWarnings(snapBefore, snapAfter, self)
+	if c.Kind == config.KindL2Advertisement || c.Kind == config.KindBGPAdvertisement {
+		warnings = append(warnings, unadvertised(snapBefore, snapAfter, r.namespace)...)
+	}
 	if len(unrelated) > 0 {
 		warnings = append(warnings, "the stored configuration already has errors unrelated to this change (Herald keeps running its last valid configuration): "+listSome(unrelated))
 	}
 	return warnings, nil
+}
+
+// unadvertised warns about each pool an advertisement change leaves
+// without any advertisement: its Services keep their addresses, but no node
+// announces them any more. (A pool created before its advertisement, as in
+// most files, is not warned about: that is the normal order.)
+func unadvertised(before, after *config.Snapshot, namespace string) admission.Warnings {
+	if before == nil || after == nil {
+		return nil
+	}
+	var out admission.Warnings
+	for _, pl := range before.Pools() {
+		now, ok := after.Pool(pl.Name)
+		if pl.Advertised() && ok && !now.Advertised() {
+			out = append(out, fmt.Sprintf("%s %s/%s: no L2Advertisement or BGPAdvertisement selects this pool any more: its Services keep their addresses but no node announces them",
+				config.KindIPAddressPool, namespace, pl.Name))
+		}
+	}
+	return out
 }
 
 // newDangling returns the transient problems (references to objects that do
