@@ -123,7 +123,7 @@ func run(ctx context.Context, o *options, log *slog.Logger) error {
 			WebhookConfigName: o.webhookConfig,
 			ConversionCRDs:    []string{"bgppeers.metallb.io"},
 			TLSOpts:           tlsOpts,
-			Logger:            log.With("component", "webhook"),
+			Logger:            log.With("subsystem", "webhook"),
 		}); err != nil {
 			return fmt.Errorf("webhooks: %w", err)
 		}

@@ -70,7 +70,7 @@ func New(log *slog.Logger, reg prometheus.Registerer, opts Options) (*Announcer,
 		log = slog.New(slog.DiscardHandler)
 	}
 	return &Announcer{
-		log:   log.With("component", "layer2"),
+		log:   log,
 		opts:  r,
 		m:     m,
 		tbl:   newTable(),

@@ -55,7 +55,7 @@ func New(cfg Config, logger *slog.Logger) (*List, error) {
 	}
 	l := &List{
 		cfg:     cfg,
-		log:     logger.With("component", "memberlist", "node", cfg.NodeName),
+		log:     logger.With("node", cfg.NodeName),
 		ready:   make(chan struct{}),
 		changes: make(chan struct{}, 1),
 		peersCh: make(chan struct{}, 1),

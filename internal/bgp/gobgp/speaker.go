@@ -94,7 +94,7 @@ func New(opts Options) (*Speaker, error) {
 	s := &Speaker{
 		log:     opts.Logger,
 		opts:    opts,
-		srv:     server.NewBgpServer(server.LoggerOption(newSlogAdapter(opts.Logger.With("component", "gobgp")))),
+		srv:     server.NewBgpServer(server.LoggerOption(newSlogAdapter(opts.Logger.With("source", "gobgp")))),
 		peers:   map[string]bgp.PeerConfig{},
 		paths:   map[netip.Prefix]appliedPath{},
 		byKey:   map[string]string{},
