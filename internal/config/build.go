@@ -3,6 +3,7 @@ package config
 import (
 	"slices"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -148,6 +149,7 @@ func Build(r Resources, opts Options) (*Snapshot, error) {
 	}
 	allPeerNames := map[string]bool{}
 	peerRefs := map[string]objRef{}
+	peerCreated := map[string]time.Time{}
 	seen = map[string]bool{}
 	for i := range r.Peers {
 		obj := &r.Peers[i]
@@ -159,6 +161,7 @@ func Build(r Resources, opts Options) (*Snapshot, error) {
 			continue
 		}
 		peerRefs[obj.Name] = objRef{KindBGPPeer, obj.Namespace, obj.Name}
+		peerCreated[obj.Name] = obj.CreationTimestamp.Time
 		if peer := buildPeer(obj, env, p); peer != nil {
 			snap.peers = append(snap.peers, peer)
 		}
@@ -174,7 +177,7 @@ func Build(r Resources, opts Options) (*Snapshot, error) {
 		dupPeers[k] = pe.Name
 		return false
 	})
-	checkPeersPerNode(peerRefs, snap.peers, nodeSets, p)
+	checkPeersPerNode(peerRefs, peerCreated, snap.peers, nodeSets, p)
 
 	// L2 advertisements.
 	seen = map[string]bool{}

@@ -318,14 +318,19 @@ func peerKey(p *Peer) string {
 // must agree), one local ASN (myASN), and no two sessions to the same address
 // or interface (gobgp keys neighbors by address). Two peers meet on a node
 // when both select every node, or some node in nodes matches both.
-// peers must be sorted by name; the later one of a pair is reported.
-func checkPeersPerNode(objs map[string]objRef, peers []*Peer, nodes []labels.Set, p *problems) {
+// The newer peer of a pair (creationTimestamp; an object being created is the
+// newest; then the later name) is reported, so the change that causes the
+// conflict is the one blamed. peers must be sorted by name.
+func checkPeersPerNode(objs map[string]objRef, created map[string]time.Time, peers []*Peer, nodes []labels.Set, p *problems) {
 	overlap := nodesOverlapFunc(nodes)
 	reported := map[[2]string]bool{}
 	for i, a := range peers {
 		for _, b := range peers[i+1:] {
 			if !overlap(a.NodeSelectors, b.NodeSelectors) {
 				continue
+			}
+			if newer(created[a.Name], created[b.Name]) {
+				a, b = b, a // the error names the newer peer, b
 			}
 			key := [2]string{a.Name, b.Name}
 			if reported[key] {
@@ -347,6 +352,19 @@ func checkPeersPerNode(objs map[string]objRef, peers []*Peer, nodes []labels.Set
 			reported[key] = true
 		}
 	}
+}
+
+// newer reports whether an object created at x is newer than one created
+// at y. A zero time (an object being created, as the webhook sees it) is
+// the newest; equal times are not newer (name order decides).
+func newer(x, y time.Time) bool {
+	switch {
+	case x.IsZero():
+		return !y.IsZero()
+	case y.IsZero():
+		return false
+	}
+	return x.After(y)
 }
 
 // sortPeers orders peers by name.

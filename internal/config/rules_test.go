@@ -413,6 +413,15 @@ func TestPeersOnOneNodeRules(t *testing.T) {
 		{name: "myASN conflict", mutate: second(func(a, b *v1beta2.BGPPeerSpec) { b.MyASN = 64599 }),
 			want: []string{obj + `spec.myASN "64599": BGPPeer peer-a selects the same node with myASN 64500`}},
 		{name: "myASN conflict on disjoint nodes", mutate: second(func(a, b *v1beta2.BGPPeerSpec) { b.MyASN = 64599; zones(a, b) })},
+		{name: "myASN conflict blames the newer peer", mutate: func(r *Resources) {
+			second(func(a, b *v1beta2.BGPPeerSpec) { a.MyASN = 64599 })(r)
+			r.Peers[0].CreationTimestamp = metav1.NewTime(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC))
+			r.Peers[1].CreationTimestamp = metav1.NewTime(time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC))
+		}, want: []string{`BGPPeer herald-system/peer-a: spec.myASN "64599": BGPPeer peer-b selects the same node with myASN 64500`}},
+		{name: "an object being created is the newest", mutate: func(r *Resources) {
+			second(func(a, b *v1beta2.BGPPeerSpec) { a.MyASN = 64599 })(r)
+			r.Peers[1].CreationTimestamp = metav1.NewTime(time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC))
+		}, want: []string{`BGPPeer herald-system/peer-a: spec.myASN "64599": BGPPeer peer-b selects the same node with myASN 64500`}},
 		{name: "same address on one node", mutate: second(func(a, b *v1beta2.BGPPeerSpec) { b.PeerAddress, b.PeerPort = a.PeerAddress, 1790 }),
 			want: []string{obj + `spec.peerAddress "198.51.100.254": BGPPeer peer-a selects the same node with the same peerAddress`}},
 		{name: "same interface on one node", mutate: second(func(a, b *v1beta2.BGPPeerSpec) {
