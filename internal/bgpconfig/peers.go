@@ -1,8 +1,10 @@
 package bgpconfig
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"net/netip"
 	"time"
 
@@ -31,16 +33,15 @@ var (
 )
 
 // Peers returns the sessions a node opens: one bgp.PeerConfig per peer of snap
-// whose nodeSelectors match nodeLabels, sorted by name. nodeIPv4 is the
-// router ID used when no peer sets one (zero: leave it to the speaker's
-// default). Peers that cannot be translated are left out and reported in err
+// whose nodeSelectors match nodeLabels, sorted by name, with the router ID
+// RouterID(snap, nodeName, nodeLabels, nodeIPv4). Peers that cannot be translated are left out and reported in err
 // (errors.Join of one error per peer, each wrapping ErrDynamicASN or
 // ErrZonedAddress); the others are still returned. A nil snap gives nil.
-func Peers(snap *config.Snapshot, nodeLabels labels.Labels, nodeIPv4 netip.Addr) ([]bgp.PeerConfig, error) {
+func Peers(snap *config.Snapshot, nodeName string, nodeLabels labels.Labels, nodeIPv4 netip.Addr) ([]bgp.PeerConfig, error) {
 	if snap == nil {
 		return nil, nil
 	}
-	routerID := RouterID(snap, nodeLabels, nodeIPv4)
+	routerID := RouterID(snap, nodeName, nodeLabels, nodeIPv4)
 	var (
 		out  []bgp.PeerConfig
 		errs []error
@@ -98,8 +99,9 @@ func Peer(p *config.Peer, routerID netip.Addr) (bgp.PeerConfig, error) {
 
 // RouterID returns the BGP Identifier of a node: the routerID its peers set
 // (config.Build makes them agree), else nodeIPv4 when it is an IPv4 address
-// (IPv4-mapped ones are unmapped), else the zero Addr.
-func RouterID(snap *config.Snapshot, nodeLabels labels.Labels, nodeIPv4 netip.Addr) netip.Addr {
+// (IPv4-mapped ones are unmapped), else NameRouterID(nodeName) for a node
+// without IPv4 (as MetalLB derives it), else the zero Addr.
+func RouterID(snap *config.Snapshot, nodeName string, nodeLabels labels.Labels, nodeIPv4 netip.Addr) netip.Addr {
 	if snap != nil {
 		if id := snap.RouterIDForNode(nodeLabels); id.IsValid() {
 			return id
@@ -108,5 +110,24 @@ func RouterID(snap *config.Snapshot, nodeLabels labels.Labels, nodeIPv4 netip.Ad
 	if nodeIPv4.IsValid() && nodeIPv4.Unmap().Is4() {
 		return nodeIPv4.Unmap()
 	}
+	if nodeName != "" {
+		return NameRouterID(nodeName)
+	}
 	return netip.Addr{}
+}
+
+// NameRouterID derives a BGP Identifier for a node without IPv4 from its
+// name: the CRC-32 (IEEE) of the name as four octets, 0.0.0.1 if that is
+// zero. RFC 6286 §2.1 only asks for a non-zero 4-octet value unique within
+// the AS; distinct node names collide with probability about n²/2³³, and a
+// collision shows as the router refusing the second OPEN. Set routerID on
+// the BGPPeers to choose it.
+func NameRouterID(nodeName string) netip.Addr {
+	v := crc32.ChecksumIEEE([]byte(nodeName))
+	if v == 0 {
+		v = 1
+	}
+	var b [4]byte
+	binary.BigEndian.PutUint32(b[:], v)
+	return netip.AddrFrom4(b)
 }

@@ -114,7 +114,7 @@ func TestPeers(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			snap := build(t, []v1beta2.BGPPeer{peerObj("p", tc.spec)}, secret)
-			got, err := Peers(snap, labels.Set{"rack": "a"}, tc.nodeIP)
+			got, err := Peers(snap, "", labels.Set{"rack": "a"}, tc.nodeIP)
 			if err != nil {
 				t.Fatalf("Peers: %v", err)
 			}
@@ -142,7 +142,7 @@ func TestPeersNodeSelectorAndDynamicASN(t *testing.T) {
 		peerObj("c-all", func(s *v1beta2.BGPPeerSpec) { s.PeerAddress = "198.51.100.4" }),
 	}
 	snap := build(t, peers)
-	got, err := Peers(snap, labels.Set{"rack": "a"}, netip.MustParseAddr("198.51.100.10"))
+	got, err := Peers(snap, "", labels.Set{"rack": "a"}, netip.MustParseAddr("198.51.100.10"))
 	if !errors.Is(err, ErrDynamicASN) {
 		t.Fatalf("err = %v, want ErrDynamicASN", err)
 	}
@@ -154,11 +154,56 @@ func TestPeersNodeSelectorAndDynamicASN(t *testing.T) {
 		t.Fatalf("peers = %v, want %v", names, want)
 	}
 	// Node labels that the selector does not match drop the rack peer.
-	got, _ = Peers(snap, labels.Set{"rack": "b"}, netip.Addr{})
+	got, _ = Peers(snap, "", labels.Set{"rack": "b"}, netip.Addr{})
 	if len(got) != 1 || got[0].Name != "c-all" {
 		t.Fatalf("peers for rack b = %+v, want only c-all", got)
 	}
-	if got, err := Peers(nil, nil, netip.Addr{}); got != nil || err != nil {
+	if got, err := Peers(nil, "", nil, netip.Addr{}); got != nil || err != nil {
 		t.Fatalf("Peers(nil) = %v, %v", got, err)
+	}
+}
+
+func TestRouterID(t *testing.T) {
+	snapWith := func(routerID string) *config.Snapshot {
+		p := v1beta2.BGPPeer{
+			ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "herald-system"},
+			Spec:       v1beta2.BGPPeerSpec{MyASN: 64512, PeerASN: 64500, PeerAddress: "2001:db8::1", RouterID: routerID},
+		}
+		snap, err := config.Build(config.Resources{Peers: []v1beta2.BGPPeer{p}}, config.Options{Namespace: "herald-system"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return snap
+	}
+	fromName := NameRouterID("node-v6")
+	cases := []struct {
+		name     string
+		snap     *config.Snapshot
+		nodeName string
+		nodeIPv4 netip.Addr
+		want     netip.Addr
+	}{
+		{"peer's routerID wins", snapWith("203.0.113.9"), "node-v6", netip.MustParseAddr("198.51.100.10"), netip.MustParseAddr("203.0.113.9")},
+		{"node IPv4", snapWith(""), "node-v6", netip.MustParseAddr("198.51.100.10"), netip.MustParseAddr("198.51.100.10")},
+		{"IPv4-mapped node address", snapWith(""), "node-v6", netip.MustParseAddr("::ffff:198.51.100.10"), netip.MustParseAddr("198.51.100.10")},
+		{"IPv6-only node: from its name", snapWith(""), "node-v6", netip.Addr{}, fromName},
+		{"IPv6 given as the IPv4 address is ignored", snapWith(""), "node-v6", netip.MustParseAddr("2001:db8::5"), fromName},
+		{"nothing known", snapWith(""), "", netip.Addr{}, netip.Addr{}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := RouterID(tc.snap, tc.nodeName, labels.Set{}, tc.nodeIPv4); got != tc.want {
+				t.Errorf("RouterID = %v, want %v", got, tc.want)
+			}
+		})
+	}
+	// The derivation: IPv4, non-zero, stable, and different per name.
+	a, b := NameRouterID("node-a"), NameRouterID("node-b")
+	if !a.Is4() || a == netip.IPv4Unspecified() || a != NameRouterID("node-a") || a == b {
+		t.Errorf("NameRouterID: node-a %v, node-b %v", a, b)
+	}
+	// Known answer: CRC-32/IEEE("node-a") = 0x7899_4dab (Python zlib.crc32).
+	if want := netip.MustParseAddr("120.153.77.171"); a != want {
+		t.Errorf("NameRouterID(node-a) = %v, want %v", a, want)
 	}
 }

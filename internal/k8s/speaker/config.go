@@ -116,7 +116,7 @@ func (s *Speaker) syncPeers(ctx context.Context, snap *config.Snapshot, view *cl
 		return nil
 	}
 	nodeLabels := labels.Set(view.self.Labels)
-	routerID := bgpconfig.RouterID(snap, nodeLabels, nodeIPv4(view.self))
+	routerID := bgpconfig.RouterID(snap, s.opts.NodeName, nodeLabels, nodeIPv4(view.self))
 	var desired []bgp.PeerConfig
 	seen := map[string]bool{}
 	for _, p := range snap.PeersForNode(nodeLabels) {
