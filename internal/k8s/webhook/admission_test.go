@@ -246,6 +246,45 @@ spec:
 			}
 		})
 
+		t.Run("deleting a peer an advertisement names warns", func(t *testing.T) {
+			if out, ok := k.apply(t, peer("extra", "peerASN: 64501, peerAddress: 198.51.100.9")+"---\n"+ad("to-extra", "peers: [extra]")); !ok {
+				t.Fatalf("refused:\n%s", out)
+			}
+			out, ok := k.run(t, "", "delete", "-n", heraldNS, "bgppeer", "extra")
+			if !ok {
+				t.Fatalf("delete refused:\n%s", out)
+			}
+			want := `Warning: BGPAdvertisement herald-system/to-extra: spec.peers[0]: no BGPPeer named "extra"`
+			if !strings.Contains(out, want) {
+				t.Errorf("output lacks %q:\n%s", want, out)
+			}
+			if out, ok := k.run(t, "", "delete", "-n", heraldNS, "bgpadvertisement", "to-extra"); !ok {
+				t.Fatalf("delete: %s", out)
+			}
+		})
+
+		t.Run("deleting a pool with assigned addresses warns", func(t *testing.T) {
+			if out, ok := k.apply(t, pool("used", "203.0.113.200/30")); !ok {
+				t.Fatalf("refused:\n%s", out)
+			}
+			var p v1beta1.IPAddressPool
+			if err := c.Get(context.Background(), client.ObjectKey{Namespace: heraldNS, Name: "used"}, &p); err != nil {
+				t.Fatal(err)
+			}
+			p.Status.AssignedIPv4, p.Status.AvailableIPv4 = 2, 2
+			if err := c.Status().Update(context.Background(), &p); err != nil {
+				t.Fatal(err)
+			}
+			out, ok := k.run(t, "", "delete", "-n", heraldNS, "ipaddresspool", "used")
+			if !ok {
+				t.Fatalf("delete refused:\n%s", out)
+			}
+			want := "Warning: IPAddressPool herald-system/used had 2 address(es) assigned"
+			if !strings.Contains(out, want) {
+				t.Errorf("output lacks %q:\n%s", want, out)
+			}
+		})
+
 		t.Run("deleting an unreferenced BFDProfile succeeds", func(t *testing.T) {
 			if out, ok := k.run(t, "", "delete", "-n", heraldNS, "bfdprofile", "unused"); !ok {
 				t.Fatalf("refused:\n%s", out)

@@ -30,6 +30,12 @@
 // would ignore them); deleting them is allowed. config's warnings (for
 // example disableMP is deprecated, BFDProfiles cannot be used) are returned
 // as admission warnings when they are new or about the object under review.
+// Deleting is never refused for the following, only warned about: an
+// L2Advertisement or BGPAdvertisement change that leaves a pool without any
+// advertisement (its addresses stay assigned but nothing announces them),
+// deleting a BGPPeer or IPAddressPool an advertisement names (a new
+// "selects nothing" warning), and deleting a pool whose status still counts
+// assigned addresses.
 //
 // Two admissions running at the same moment are each judged against the
 // stored state without the other (two overlapping pools applied in parallel

@@ -134,6 +134,9 @@ func (r *Reviewer) Review(ctx context.Context, c Change) (admission.Warnings, er
 	if c.Kind == config.KindL2Advertisement || c.Kind == config.KindBGPAdvertisement {
 		warnings = append(warnings, unadvertised(snapBefore, snapAfter, r.namespace)...)
 	}
+	if c.Op == Delete && c.Kind == config.KindIPAddressPool {
+		warnings = append(warnings, poolInUse(before, c.Name)...)
+	}
 	if len(unrelated) > 0 {
 		warnings = append(warnings, "the stored configuration already has errors unrelated to this change (Herald keeps running its last valid configuration): "+listSome(unrelated))
 	}
@@ -157,6 +160,23 @@ func unadvertised(before, after *config.Snapshot, namespace string) admission.Wa
 		}
 	}
 	return out
+}
+
+// poolInUse warns when a deleted pool still has addresses assigned (its
+// status counters, written by the controller): those Services lose them
+// and get a new address from another pool, or stay pending.
+func poolInUse(before config.Resources, name string) admission.Warnings {
+	for i := range before.Pools {
+		p := &before.Pools[i]
+		if p.Name != name {
+			continue
+		}
+		if n := p.Status.AssignedIPv4 + p.Status.AssignedIPv6; n > 0 {
+			return admission.Warnings{fmt.Sprintf("%s %s/%s had %d address(es) assigned: the Services holding them lose them and get an address from another pool or stay pending (ClearAssignment events)",
+				config.KindIPAddressPool, p.Namespace, p.Name, n)}
+		}
+	}
+	return nil
 }
 
 // newDangling returns the transient problems (references to objects that do
