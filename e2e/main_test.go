@@ -1,12 +1,14 @@
 // Package e2e is Herald's end-to-end suite: each test file brings up a lab
 // (e2e/lab: a real kube-apiserver, FRR, a client and nodes in network
-// namespaces), installs Herald from its own manifests with kubectl, runs the
-// controller and speakers as processes from those manifests, and checks
-// what the API server stores and what the client sees on the wire.
+// namespaces), installs Herald from its own manifests with kubectl (or its
+// Helm chart, TestHelm), runs the controller and speakers as processes from
+// those manifests, and checks what the API server stores and what the
+// client sees on the wire.
 package e2e
 
 import (
 	"context"
+	"os"
 	"fmt"
 	"net/netip"
 	"strings"
@@ -18,11 +20,20 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
+	"github.com/go-logr/logr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/herald-lb/herald/api/v1beta1"
 	"github.com/herald-lb/herald/e2e/lab"
 )
+
+// TestMain silences controller-runtime's own logger (the lab's clients
+// use controller-runtime; unset, it prints a stack trace after 30 s).
+func TestMain(m *testing.M) {
+	ctrllog.SetLogger(logr.Discard())
+	os.Exit(m.Run())
+}
 
 // env is one lab with Herald installed, shared by the sub-tests of a file
 // (each sub-test uses its own Service names and pools).
