@@ -61,7 +61,7 @@ func main() {
 	services := flag.Int("services", 100, "Services for the announce/withdraw latency")
 	bulk := flag.Int("bulk", 10000, "IPv6 prefixes for the bulk announcement")
 	workers := flag.Int("workers", 8, "parallel API writers for the bulk setup")
-	bulkSetup := flag.Duration("bulk-setup", 12*time.Minute, "at most this long creating the bulk Services; fewer are measured if the API server is slower")
+	bulkSetup := flag.Duration("bulk-setup", 20*time.Minute, "at most this long creating the bulk Services; fewer are measured if the API server is slower")
 	stateDir := flag.String("state-dir", "", "lab state directory (default: a temporary one, removed after)")
 	record := flag.String("record", "", "Markdown file whose \"## BGP\" section gets the figures (replaced, or appended)")
 	keep := flag.Bool("keep", false, "leave the lab up afterwards (herald-lab down --state-dir ... removes it)")
