@@ -39,17 +39,12 @@ type options struct {
 	serving        serving.Flags
 }
 
-const saNamespaceFile = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
-
 // register defines the flags on fs. Flags with a METALLB_* variable take it
 // as their default, so an explicit flag wins over the environment.
 // controller-runtime registers --kubeconfig on the default FlagSet itself.
 func (o *options) register(fs *flag.FlagSet, getenv func(string) string) {
 	str := func(p *string, name, env, def, usage string) {
-		if v := getenv(env); v != "" {
-			def = v
-		}
-		fs.StringVar(p, name, def, usage+" (env "+env+")")
+		serving.EnvString(fs, getenv, p, name, env, def, usage)
 	}
 	str(&o.namespace, "namespace", "METALLB_NAMESPACE", "", "Herald's namespace: configuration objects and the memberlist Secret (default: the service account's).")
 	str(&o.mlSecretName, "ml-secret-name", "METALLB_ML_SECRET_NAME", "", "Name of the memberlist Secret to create when missing (empty: none).")
@@ -75,9 +70,9 @@ func (o *options) register(fs *flag.FlagSet, getenv func(string) string) {
 func (o *options) complete(readFile func(string) ([]byte, error)) error {
 	var errs []error
 	if o.namespace == "" {
-		b, err := readFile(saNamespaceFile)
+		b, err := readFile(serving.ServiceAccountNamespaceFile)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("--namespace (METALLB_NAMESPACE) is unset and %s is unreadable: %w", saNamespaceFile, err))
+			errs = append(errs, fmt.Errorf("--namespace (METALLB_NAMESPACE) is unset and %s is unreadable: %w", serving.ServiceAccountNamespaceFile, err))
 		}
 		o.namespace = strings.TrimSpace(string(b))
 	}

@@ -6,12 +6,14 @@ import (
 	"io"
 	"strings"
 	"testing"
+
+	"github.com/herald-lb/herald/internal/k8s/serving"
 )
 
 func TestOptions(t *testing.T) {
 	saFile := func(ns string) func(string) ([]byte, error) {
 		return func(path string) ([]byte, error) {
-			if path != saNamespaceFile || ns == "" {
+			if path != serving.ServiceAccountNamespaceFile || ns == "" {
 				return nil, errors.New("no such file")
 			}
 			return []byte(ns + "\n"), nil

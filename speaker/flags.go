@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"time"
 
@@ -37,26 +36,17 @@ type options struct {
 // memberlistEnabled is MetalLB's rule: both --ml-bindaddr and --ml-labels.
 func (o *options) memberlistEnabled() bool { return o.mlBindAddr != "" && o.mlLabels != "" }
 
-const saNamespaceFile = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
-
 // register defines the flags on fs. Flags with a METALLB_* variable take
 // it as their default, so an explicit flag wins over the environment.
 func (o *options) register(fs *flag.FlagSet, getenv func(string) string) {
 	str := func(p *string, name, env, def, usage string) {
-		if v := getenv(env); v != "" {
-			def = v
-		}
-		fs.StringVar(p, name, def, usage+" (env "+env+")")
+		serving.EnvString(fs, getenv, p, name, env, def, usage)
 	}
 	str(&o.nodeName, "node-name", "METALLB_NODE_NAME", "", "Name of this node (spec.nodeName). Required.")
 	str(&o.podName, "pod-name", "METALLB_POD_NAME", "", "Name of the speaker Pod, owner of the objects it writes.")
 	str(&o.namespace, "namespace", "METALLB_NAMESPACE", "", "Herald's namespace (default: the service account's).")
 	str(&o.mlBindAddr, "ml-bindaddr", "METALLB_ML_BIND_ADDR", "", "Memberlist bind address (the Pod IP); memberlist runs only with --ml-labels too.")
-	port := members.DefaultBindPort
-	if v, err := strconv.Atoi(getenv("METALLB_ML_BIND_PORT")); err == nil {
-		port = v
-	}
-	fs.IntVar(&o.mlBindPort, "ml-bindport", port, "Memberlist TCP and UDP port (env METALLB_ML_BIND_PORT)")
+	serving.EnvInt(fs, getenv, &o.mlBindPort, "ml-bindport", "METALLB_ML_BIND_PORT", members.DefaultBindPort, "Memberlist TCP and UDP port")
 	str(&o.mlLabels, "ml-labels", "METALLB_ML_LABELS", "", "Label selector of the speaker Pods, for memberlist discovery.")
 	str(&o.mlSecretKeyPath, "ml-secret-key-path", "METALLB_ML_SECRET_KEY_PATH", "", "Directory holding the memberlist key file \"secretkey\".")
 	o.mlTimings = members.AddTimingFlags(fs)
@@ -80,7 +70,7 @@ func (o *options) complete(readFile func(string) ([]byte, error)) error {
 		errs = append(errs, errors.New("--node-name (METALLB_NODE_NAME) is required"))
 	}
 	if o.namespace == "" {
-		b, err := readFile(saNamespaceFile)
+		b, err := readFile(serving.ServiceAccountNamespaceFile)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("--namespace (METALLB_NAMESPACE) is not set and the service account namespace is unreadable: %w", err))
 		} else {

@@ -7,6 +7,8 @@ import (
 	"os"
 	"reflect"
 	"testing"
+
+	"github.com/herald-lb/herald/internal/k8s/serving"
 )
 
 func TestFlagsEnvFallback(t *testing.T) {
@@ -48,7 +50,7 @@ func TestFlagsRequired(t *testing.T) {
 	// The namespace falls back to the service account's.
 	o.nodeName = "n"
 	if err := o.complete(func(p string) ([]byte, error) {
-		if p != saNamespaceFile {
+		if p != serving.ServiceAccountNamespaceFile {
 			return nil, fs.ErrNotExist
 		}
 		return []byte("herald-system\n"), nil

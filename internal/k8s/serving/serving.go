@@ -2,7 +2,7 @@
 // binaries share for what they serve besides their main job: Prometheus
 // metrics (HTTPS with Kubernetes authentication and authorization by default,
 // as MetalLB does, or plain HTTP on request) and the /healthz and /readyz
-// probes.
+// probes, and the METALLB_* environment fallbacks of their flags (env.go).
 package serving
 
 import (
