@@ -54,6 +54,7 @@ type appliedPath struct {
 
 // peerRuntime is what WatchEvent learned about one neighbor.
 type peerRuntime struct {
+	label       string // bgp.PeerConfig.MetricLabel, for PeerState.Peer
 	state       bgp.SessionState
 	established uint32
 }
@@ -250,7 +251,7 @@ func (s *Speaker) SetPeers(ctx context.Context, peers []bgp.PeerConfig) error {
 		}
 		s.stateMu.Lock()
 		s.byKey[p.Key()] = p.Name
-		s.runtime[p.Name] = &peerRuntime{state: bgp.StateIdle}
+		s.runtime[p.Name] = &peerRuntime{label: p.MetricLabel(), state: bgp.StateIdle}
 		s.stateMu.Unlock()
 		if err := s.srv.AddPeer(ctx, &api.AddPeerRequest{Peer: toAPIPeer(p)}); err != nil {
 			s.forgetPeer(p)
@@ -414,7 +415,7 @@ func (s *Speaker) onEvent(r *api.WatchEventResponse) {
 	}
 	prev := rt.state
 	rt.state = state
-	snap := bgp.PeerState{Name: name, State: state, EstablishedCount: rt.established}
+	snap := bgp.PeerState{Name: name, Peer: rt.label, State: state, EstablishedCount: rt.established}
 	s.stateMu.Unlock()
 	if prev != state {
 		s.log.Info("BGP session state", "peer", name, "address", key, "state", state.String(), "previous", prev.String())

@@ -183,6 +183,9 @@ func TestIPv6Session(t *testing.T) {
 		select {
 		case ev := <-events:
 			got = ev.Name == "v6" && ev.State == bgp.StateEstablished && ev.EstablishedCount == 1
+			if want := r.peerConfig("v6", ourASN).MetricLabel(); ev.Peer != want {
+				t.Errorf("OnPeerState Peer = %q, want %q", ev.Peer, want)
+			}
 		case <-timeout:
 			t.Fatal("no Established event from OnPeerState")
 		}

@@ -135,7 +135,7 @@ func (s *Speaker) warnSessionsDown(ctx context.Context, down map[string]*session
 		if d.state.Peer != "" {
 			to = " to " + d.state.Peer
 		}
-		s.log.Warn("BGP session not established", "peer", name, "state", d.state.State.String(), "for", time.Since(d.since).Round(time.Second))
+		s.log.Warn("BGP session not established", "peer", name, "state", d.state.State.String(), "for", time.Since(d.since).Round(time.Second).String())
 		s.peerEvent(ctx, name, corev1.EventTypeWarning, reasonSessionNotUp,
 			"session%s not established on node %s for %s (state %s): check peerAddress, peerASN/myASN, password and the router's neighbor configuration",
 			to, s.opts.NodeName, s.opts.SessionWarnAfter, d.state.State)
