@@ -449,6 +449,9 @@ router bgp 64513
 	if _, err := os.Stat(filepath.Join(stateDir, "state.json")); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("state.json left after Down (%v)", err)
 	}
+	if left := lab.Leftovers(stateDir); len(left) > 0 {
+		t.Errorf("files left after Down besides logs and binaries: %q", left)
+	}
 }
 
 // TestLabUpCleansLeftovers plays a crash: a lab is left running, and a

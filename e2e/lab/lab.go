@@ -79,6 +79,14 @@ func Up(ctx context.Context, cfg Config) (_ *Lab, err error) {
 	if err := os.MkdirAll(cfg.StateDir, 0o755); err != nil {
 		return nil, fmt.Errorf("lab up: %w", err)
 	}
+	// The previous lab's logs stay after Down for a post-mortem; a new lab
+	// starts its own.
+	oldLogs, _ := filepath.Glob(filepath.Join(cfg.StateDir, "*.log"))
+	for _, f := range oldLogs {
+		if err := os.Remove(f); err != nil {
+			return nil, fmt.Errorf("lab up: remove the previous lab's log: %w", err)
+		}
+	}
 	l := newLab(cfg, &state{Config: cfg})
 	if err := l.st.save(); err != nil {
 		return nil, fmt.Errorf("lab up: %w", err)
@@ -249,7 +257,15 @@ func Cleanup(stateDir, prefix string) error {
 		}
 	}
 	if stateDir != "" {
-		for _, f := range []string{"etcd", pkiDir, "apiserver-certs", LabKubeconfigFile, HostKubeconfigFile, proxyPortFile} {
+		// Everything but the logs: data, keys, tokens and kubeconfigs
+		// (the Pods' service account tokens and serving keys live under
+		// pods/, Helm's cache and configuration under helm/).
+		remove := []string{"etcd", pkiDir, "apiserver-certs", LabKubeconfigFile, HostKubeconfigFile, proxyPortFile, podsDir, "helm"}
+		kubeconfigs, _ := filepath.Glob(filepath.Join(stateDir, "kubeconfig*"))
+		for _, f := range kubeconfigs {
+			remove = append(remove, filepath.Base(f))
+		}
+		for _, f := range remove {
 			if err := os.RemoveAll(filepath.Join(stateDir, f)); err != nil {
 				errs = append(errs, err)
 			}

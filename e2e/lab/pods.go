@@ -25,6 +25,10 @@ import (
 
 // Apply runs `kubectl apply --server-side -f <file>` for each file (or
 // directory) against the lab's API server, from the control namespace.
+// podsDir is the directory under StateDir holding each Pod's files (its
+// service account token, mounted Secrets, serving certificates).
+const podsDir = "pods"
+
 func (l *Lab) Apply(ctx context.Context, files ...string) (string, error) {
 	args := []string{"apply", "--server-side", "--force-conflicts"}
 	for _, f := range files {
@@ -168,7 +172,7 @@ func (l *Lab) materializeVolumes(ctx context.Context, pod *corev1.Pod, c *corev1
 	for _, v := range pod.Spec.Volumes {
 		vols[v.Name] = v
 	}
-	base := filepath.Join(l.cfg.StateDir, "pods", pod.Name)
+	base := filepath.Join(l.cfg.StateDir, podsDir, pod.Name)
 	ms := append([]corev1.VolumeMount(nil), c.VolumeMounts...)
 	sort.Slice(ms, func(i, j int) bool { return len(ms[i].MountPath) > len(ms[j].MountPath) })
 	var pairs []string

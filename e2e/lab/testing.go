@@ -49,10 +49,33 @@ func UpForTest(t testing.TB, cfg Config) *Lab {
 		}
 		if err := l.Down(); err != nil {
 			t.Errorf("lab down: %v", err)
+		} else if left := Leftovers(l.StateDir()); len(left) > 0 {
+			t.Errorf("lab down left files besides logs and built binaries in %s: %q", l.StateDir(), left)
 		}
 		unclaim(l.Prefix())
 	})
 	return l
+}
+
+// Leftovers lists what a stopped lab left in stateDir besides what Down
+// keeps on purpose: the logs (*.log, for a post-mortem; the next Up removes
+// them), built binaries (bin/, the helper binary herald-lab) and the lab
+// README a user may have put there. Keys, tokens, kubeconfigs and etcd data
+// must all be gone.
+func Leftovers(stateDir string) []string {
+	ents, err := os.ReadDir(stateDir)
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, e := range ents {
+		n := e.Name()
+		if strings.HasSuffix(n, ".log") || n == "bin" || n == "herald-lab" {
+			continue
+		}
+		out = append(out, n)
+	}
+	return out
 }
 
 // dumpLogs logs the last lines of every *.log in dir.
