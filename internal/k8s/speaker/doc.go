@@ -63,7 +63,7 @@
 //     metallb.io/service-name and metallb.io/service-namespace and owned by
 //     the speaker Pod when it exists.
 //   - Service events (reporting component metallb-speaker): nodeAssigned
-//     ("announcing from node X with protocol layer2|bgp") when this node
+//     ("announcing from node X with protocol layer2|bgp: <addresses>") when this node
 //     starts announcing the Service in a protocol, announceFailed when an
 //     announcer rejects the announcement.
 //   - BGPPeer events: sessionEstablished / sessionDown when this node's

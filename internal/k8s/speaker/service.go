@@ -187,7 +187,7 @@ func (s *Speaker) reconcileService(ctx context.Context, snap *config.Snapshot, v
 	st.announced = now
 	for _, p := range []string{protoL2, protoBGP} {
 		if protocols[p] && !st.protocols[p] && found {
-			s.event(&svc, corev1.EventTypeNormal, reasonNodeAssigned, "announcing from node %q with protocol %q", s.opts.NodeName, p)
+			s.event(&svc, corev1.EventTypeNormal, reasonNodeAssigned, "announcing from node %q with protocol %q: %s", s.opts.NodeName, p, strings.Join(ipsOf(now, p), ", "))
 			log.Info("announcing", "protocol", p, "ips", ipsOf(now, p))
 		}
 		if !protocols[p] && st.protocols[p] {

@@ -313,7 +313,7 @@ func TestSpeakerThroughAPIServer(t *testing.T) {
 		w.expectL2(win)
 		w.expectBGP("n1", "n2")
 		eventually(t, "events and metric", func() error {
-			if !w.speakers[win].rec.has(`Service/web Normal nodeAssigned: announcing from node "` + win + `" with protocol "layer2"`) {
+			if !w.speakers[win].rec.has(`Service/web Normal nodeAssigned: announcing from node "` + win + `" with protocol "layer2": 198.51.100.10`) {
 				return errors.New("no layer2 nodeAssigned event from the winner")
 			}
 			if w.speakers[lose].rec.has(`protocol "layer2"`) {
