@@ -45,6 +45,27 @@ func (p *Pool) Advertised() bool {
 	return len(p.L2Advertisements) > 0 || len(p.BGPAdvertisements) > 0
 }
 
+// Covers reports whether every address of o's blocks lies in one of p's
+// blocks (AvoidBuggyIPs aside): false means a change from o to p removes
+// addresses. Blocks of one pool never overlap (Build refuses that).
+func (p *Pool) Covers(o *Pool) bool {
+	for _, b := range o.Blocks {
+		ip := b.First
+		for {
+			i := slices.IndexFunc(p.Blocks, func(c AddressBlock) bool { return c.Contains(ip) })
+			if i < 0 {
+				return false
+			}
+			last := p.Blocks[i].Last
+			if last.Compare(b.Last) >= 0 {
+				break
+			}
+			ip = last.Next()
+		}
+	}
+	return true
+}
+
 // HasIPv4 reports whether the pool contains IPv4 addresses.
 func (p *Pool) HasIPv4() bool {
 	return slices.ContainsFunc(p.Blocks, func(b AddressBlock) bool { return b.First.Is4() })

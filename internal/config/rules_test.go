@@ -558,3 +558,37 @@ func TestPoolAdvertised(t *testing.T) {
 		})
 	}
 }
+
+func TestPoolCovers(t *testing.T) {
+	build := func(addrs ...string) *Pool {
+		t.Helper()
+		r := Resources{Pools: []v1beta1.IPAddressPool{pool("p", addrs...)}}
+		snap, err := Build(r, Options{Namespace: ns})
+		if err != nil {
+			t.Fatal(err)
+		}
+		pl, _ := snap.Pool("p")
+		return pl
+	}
+	cases := []struct {
+		name       string
+		old, new   []string
+		wantCovers bool
+	}{
+		{"same", []string{"198.51.100.0/24"}, []string{"198.51.100.0/24"}, true},
+		{"grown", []string{"198.51.100.0/25"}, []string{"198.51.100.0/24"}, true},
+		{"same addresses split differently", []string{"198.51.100.0/24"}, []string{"198.51.100.0-198.51.100.99", "198.51.100.100-198.51.100.255"}, true},
+		{"shrunk at the end", []string{"198.51.100.200-198.51.100.250"}, []string{"198.51.100.200-198.51.100.240"}, false},
+		{"shrunk at the start", []string{"198.51.100.200-198.51.100.250"}, []string{"198.51.100.230-198.51.100.250"}, false},
+		{"hole in the middle", []string{"198.51.100.0/24"}, []string{"198.51.100.0-198.51.100.9", "198.51.100.11-198.51.100.255"}, false},
+		{"family dropped", []string{"198.51.100.0/24", "2001:db8::/120"}, []string{"198.51.100.0/24"}, false},
+		{"moved elsewhere", []string{"198.51.100.0/24"}, []string{"203.0.113.0/24"}, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := build(tc.new...).Covers(build(tc.old...)); got != tc.wantCovers {
+				t.Errorf("Covers = %v, want %v", got, tc.wantCovers)
+			}
+		})
+	}
+}

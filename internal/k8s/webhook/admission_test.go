@@ -275,7 +275,18 @@ spec:
 			if err := c.Status().Update(context.Background(), &p); err != nil {
 				t.Fatal(err)
 			}
-			out, ok := k.run(t, "", "delete", "-n", heraldNS, "ipaddresspool", "used")
+			// Growing draws nothing, shrinking warns.
+			if out, ok := k.apply(t, pool("used", "203.0.113.200/29")); !ok || strings.Contains(out, "Warning") {
+				t.Fatalf("growing the pool: ok=%v\n%s", ok, out)
+			}
+			out, ok := k.apply(t, pool("used", "203.0.113.200/31"))
+			if !ok {
+				t.Fatalf("shrinking refused:\n%s", out)
+			}
+			if want := "Warning: IPAddressPool herald-system/used: this change removes addresses while 2 are assigned"; !strings.Contains(out, want) {
+				t.Errorf("output lacks %q:\n%s", want, out)
+			}
+			out, ok = k.run(t, "", "delete", "-n", heraldNS, "ipaddresspool", "used")
 			if !ok {
 				t.Fatalf("delete refused:\n%s", out)
 			}

@@ -34,8 +34,8 @@
 // L2Advertisement or BGPAdvertisement change that leaves a pool without any
 // advertisement (its addresses stay assigned but nothing announces them),
 // deleting a BGPPeer or IPAddressPool an advertisement names (a new
-// "selects nothing" warning), and deleting a pool whose status still counts
-// assigned addresses.
+// "selects nothing" warning), and deleting a pool, or an update removing
+// addresses from it, while its status still counts assigned addresses.
 //
 // Two admissions running at the same moment are each judged against the
 // stored state without the other (two overlapping pools applied in parallel

@@ -137,6 +137,9 @@ func (r *Reviewer) Review(ctx context.Context, c Change) (admission.Warnings, er
 	if c.Op == Delete && c.Kind == config.KindIPAddressPool {
 		warnings = append(warnings, poolInUse(before, c.Name)...)
 	}
+	if c.Op == Update && c.Kind == config.KindIPAddressPool {
+		warnings = append(warnings, poolShrunk(before, snapBefore, snapAfter, c.Name)...)
+	}
 	if len(unrelated) > 0 {
 		warnings = append(warnings, "the stored configuration already has errors unrelated to this change (Herald keeps running its last valid configuration): "+listSome(unrelated))
 	}
@@ -174,6 +177,28 @@ func poolInUse(before config.Resources, name string) admission.Warnings {
 		if n := p.Status.AssignedIPv4 + p.Status.AssignedIPv6; n > 0 {
 			return admission.Warnings{fmt.Sprintf("%s %s/%s had %d address(es) assigned: the Services holding them lose them and get an address from another pool or stay pending (ClearAssignment events)",
 				config.KindIPAddressPool, p.Namespace, p.Name, n)}
+		}
+	}
+	return nil
+}
+
+// poolShrunk warns when an update removes addresses from a pool whose status
+// still counts assigned ones: the Services holding a removed address get
+// another one or stay pending.
+func poolShrunk(before config.Resources, snapBefore, snapAfter *config.Snapshot, name string) admission.Warnings {
+	if snapBefore == nil || snapAfter == nil {
+		return nil
+	}
+	old, ok1 := snapBefore.Pool(name)
+	now, ok2 := snapAfter.Pool(name)
+	if !ok1 || !ok2 || now.Covers(old) {
+		return nil
+	}
+	for i := range before.Pools {
+		p := &before.Pools[i]
+		if p.Name == name && p.Status.AssignedIPv4+p.Status.AssignedIPv6 > 0 {
+			return admission.Warnings{fmt.Sprintf("%s %s/%s: this change removes addresses while %d are assigned: Services holding a removed address get another one or stay pending (ClearAssignment events)",
+				config.KindIPAddressPool, p.Namespace, p.Name, p.Status.AssignedIPv4+p.Status.AssignedIPv6)}
 		}
 	}
 	return nil
