@@ -37,7 +37,7 @@ func (l *Lab) Summary() string {
 	w.Flush()
 	fmt.Fprintf(&b, "\nService addresses: L2 %s, %s; BGP %s, %s (routed by the client via the router)\n",
 		L2RangeV4, L2RangeV6, BGPPrefixV4, BGPPrefixV6)
-	fmt.Fprintf(&b, "Speakers peer with %s / %s (AS %d, any other ASN accepted, e.g. %d).\n\n",
+	fmt.Fprintf(&b, "Speakers peer with %s / %s (the router is AS %d and accepts sessions from any ASN, e.g. myASN %d).\n\n",
 		RouterAddr, RouterAddrV6, RouterASN, NodeASN)
 	fmt.Fprintln(&b, "Processes:")
 	l.mu.Lock()
@@ -218,7 +218,11 @@ func (h *Herald) ServicesSummary(ctx context.Context, demos []DemoService, settl
 		ips, err := h.ServiceIPs(ctx, DemoNamespace, d.Name)
 		fmt.Fprintf(&b, "\n  %s — %s\n", d.Name, d.What)
 		if err != nil || len(ips) == 0 {
-			fmt.Fprintf(&b, "    no address (%v)\n", err)
+			why := "pending: kubectl -n " + DemoNamespace + " describe svc " + d.Name
+			if err != nil {
+				why = err.Error()
+			}
+			fmt.Fprintf(&b, "    no address (%s)\n", why)
 			failed++
 			continue
 		}
