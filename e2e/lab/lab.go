@@ -259,8 +259,9 @@ func Cleanup(stateDir, prefix string) error {
 	if stateDir != "" {
 		// Everything but the logs: data, keys, tokens and kubeconfigs
 		// (the Pods' service account tokens and serving keys live under
-		// pods/, Helm's cache and configuration under helm/).
-		remove := []string{"etcd", pkiDir, "apiserver-certs", LabKubeconfigFile, HostKubeconfigFile, proxyPortFile, podsDir, "helm"}
+		// pods/, Helm's cache and configuration under helm/, Prometheus's
+		// token and TSDB under prometheus/).
+		remove := []string{"etcd", pkiDir, "apiserver-certs", LabKubeconfigFile, HostKubeconfigFile, proxyPortFile, podsDir, "helm", prometheusDir}
 		kubeconfigs, _ := filepath.Glob(filepath.Join(stateDir, "kubeconfig*"))
 		for _, f := range kubeconfigs {
 			remove = append(remove, filepath.Base(f))

@@ -80,6 +80,10 @@ type Prometheus struct {
 // the controller (its process runs in the control namespace, so
 // 198.51.100.254:9120) and the speaker of each node in nodes (the node's
 // IPv4 address, port 9120; hostNetwork).
+// prometheusDir under StateDir holds Prometheus's configuration, its
+// scrape token and its TSDB; Cleanup removes it.
+const prometheusDir = "prometheus"
+
 func (l *Lab) HeraldMetricsTargets(nodes []string) map[string][]netip.AddrPort {
 	jobs := map[string][]netip.AddrPort{
 		"herald-controller": {netip.AddrPortFrom(APIServerAddr, MetricsPort)},
@@ -168,7 +172,7 @@ func (l *Lab) StartPrometheus(ctx context.Context, cfg PrometheusConfig) (*Prome
 	if _, err := os.Stat(prometheusBinary); err != nil {
 		return nil, fmt.Errorf("start prometheus: %w (install Debian's prometheus package: hack/install-deps.sh)", err)
 	}
-	dir := filepath.Join(l.StateDir(), "prometheus")
+	dir := filepath.Join(l.StateDir(), prometheusDir)
 	if err := os.MkdirAll(filepath.Join(dir, "data"), 0o755); err != nil {
 		return nil, fmt.Errorf("start prometheus: %w", err)
 	}
