@@ -441,21 +441,30 @@ func (e *bgpEnv) testETPLocal(t *testing.T) {
 	}
 }
 
-// testWithdrawOnDelete proves that deleting the Service withdraws its
-// prefixes from every node and family.
-func (e *bgpEnv) testWithdrawOnDelete(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	e.applyPoolAdv(ctx, t, "del", []string{"203.0.113.112/28", "2001:db8:203::70/124"}, nil)
-	addrs := e.service(ctx, t, "del", "del", true, false, "n1", "n2", "n3")
+// dualStackOnAllNodes creates the dual-stack Service name (pool and
+// advertisement of the same name must exist) with endpoints on n1–n3 and
+// waits until the router has both host prefixes from all three nodes.
+func (e *bgpEnv) dualStackOnAllNodes(ctx context.Context, t *testing.T, name string) (v4, v6 netip.Prefix) {
+	t.Helper()
+	addrs := e.service(ctx, t, name, name, true, false, "n1", "n2", "n3")
 	e.failDump(t, addrs...)
-	v4, v6 := bgpHostPrefix(addrs[0]), bgpHostPrefix(addrs[1])
+	v4, v6 = bgpHostPrefix(addrs[0]), bgpHostPrefix(addrs[1])
 	if _, err := bgpWaitPrefix(ctx, e.l, v4, bgpV4Peers(1, 2, 3), time.Minute); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := bgpWaitPrefix(ctx, e.l, v6, bgpV6Peers(1, 2, 3), time.Minute); err != nil {
 		t.Fatal(err)
 	}
+	return v4, v6
+}
+
+// testWithdrawOnDelete proves that deleting the Service withdraws its
+// prefixes from every node and family.
+func (e *bgpEnv) testWithdrawOnDelete(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	e.applyPoolAdv(ctx, t, "del", []string{"203.0.113.112/28", "2001:db8:203::70/124"}, nil)
+	v4, v6 := e.dualStackOnAllNodes(ctx, t, "del")
 	if err := e.l.Client().CoreV1().Services(bgpNS).Delete(ctx, "del", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -565,15 +574,7 @@ func (e *bgpEnv) testGracefulRestart(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	e.applyPoolAdv(ctx, t, "gr", []string{"203.0.113.128/28", "2001:db8:203::80/124"}, nil)
-	addrs := e.service(ctx, t, "gr", "gr", true, false, "n1", "n2", "n3")
-	e.failDump(t, addrs...)
-	v4, v6 := bgpHostPrefix(addrs[0]), bgpHostPrefix(addrs[1])
-	if _, err := bgpWaitPrefix(ctx, e.l, v4, bgpV4Peers(1, 2, 3), time.Minute); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := bgpWaitPrefix(ctx, e.l, v6, bgpV6Peers(1, 2, 3), time.Minute); err != nil {
-		t.Fatal(err)
-	}
+	v4, v6 := e.dualStackOnAllNodes(ctx, t, "gr")
 	n1v4 := lab.NodeAddr(1).String()
 	if err := e.h.KillSpeaker("n1"); err != nil {
 		t.Fatal(err)

@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -276,17 +277,7 @@ func TestLabInfra(t *testing.T) {
 		// A reference speaker: FRR on n1 announces a Service prefix.
 		n1 := l.Nodes[0]
 		svcIP := netip.MustParseAddr("203.0.113.7")
-		err = l.StartNodeFRR(ctx, n1.Name, `frr defaults traditional
-hostname `+n1.Namespace+`
-router bgp 64512
- bgp router-id `+n1.IPv4.String()+`
- no bgp ebgp-requires-policy
- no bgp network import-check
- neighbor `+lab.RouterAddr.String()+` remote-as 64500
- address-family ipv4 unicast
-  network `+svcIP.String()+`/32
- exit-address-family
-`)
+		err = l.StartNodeFRR(ctx, n1.Name, announcerFRR(n1, 64512, svcIP))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -335,17 +326,7 @@ router bgp 64512
 		// A second announcer from another AS: the router spreads flows over
 		// both (maximum-paths, as-path multipath-relax, L4 hashing).
 		n2 := l.Nodes[1]
-		err = l.StartNodeFRR(ctx, n2.Name, `frr defaults traditional
-hostname `+n2.Namespace+`
-router bgp 64513
- bgp router-id `+n2.IPv4.String()+`
- no bgp ebgp-requires-policy
- no bgp network import-check
- neighbor `+lab.RouterAddr.String()+` remote-as 64500
- address-family ipv4 unicast
-  network `+svcIP.String()+`/32
- exit-address-family
-`)
+		err = l.StartNodeFRR(ctx, n2.Name, announcerFRR(n2, 64513, svcIP))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -539,4 +520,20 @@ func waitFor(ctx context.Context, timeout time.Duration, fn func() error) error 
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
+}
+
+// announcerFRR is the FRR configuration of a node that announces svc/32 to
+// the lab router from AS asn: a reference BGP speaker that is not Herald.
+func announcerFRR(n lab.Node, asn int, svc netip.Addr) string {
+	return fmt.Sprintf(`frr defaults traditional
+hostname %s
+router bgp %d
+ bgp router-id %s
+ no bgp ebgp-requires-policy
+ no bgp network import-check
+ neighbor %s remote-as 64500
+ address-family ipv4 unicast
+  network %s/32
+ exit-address-family
+`, n.Namespace, asn, n.IPv4, lab.RouterAddr, svc)
 }
