@@ -58,44 +58,49 @@ func (s *Speaker) syncPods(ctx context.Context) error {
 	return nil
 }
 
-// peerState logs a BGP session state change and emits an event on the
-// BGPPeer when the session comes up or goes down. last holds the previous
-// state per peer; it is only touched by the trigger goroutine.
-// sessionDown is a BGP session that is not Established, since when, and
-// whether sessionNotEstablished was emitted for this stretch.
-type sessionDown struct {
-	since  time.Time
-	state  bgp.PeerState
-	warned bool
+// session is what the trigger goroutine knows of one BGP session.
+type session struct {
+	last      bgp.PeerState // the latest state reported
+	downSince time.Time     // when it left Established (or was first seen down); zero while Established
+	warned    bool          // sessionNotEstablished was emitted for this stretch down
 }
 
-// peerState turns a session state change into events and keeps down, the
-// sessions that are not Established, up to date.
-func (s *Speaker) peerState(ctx context.Context, st bgp.PeerState, last map[string]bgp.SessionState, down map[string]*sessionDown) {
-	if st.State == bgp.StateEstablished {
-		delete(down, st.Name)
-	} else if d := down[st.Name]; d != nil {
-		d.state = st
-	} else {
-		down[st.Name] = &sessionDown{since: time.Now(), state: st}
+// to is " to <peer address>" for event messages, or "" when unknown.
+func (ss *session) to() string {
+	if ss.last.Peer == "" {
+		return ""
 	}
-	prev, seen := last[st.Name]
-	last[st.Name] = st.State
+	return " to " + ss.last.Peer
+}
+
+// peerState records a BGP session state change and emits an event on the
+// BGPPeer when the session comes up or goes down. sessions is only touched
+// by the trigger goroutine.
+func (s *Speaker) peerState(ctx context.Context, st bgp.PeerState, sessions map[string]*session) {
+	ss, seen := sessions[st.Name]
+	if !seen {
+		ss = &session{}
+		sessions[st.Name] = ss
+	}
+	prev := ss.last.State
+	ss.last = st
+	up := st.State == bgp.StateEstablished
+	switch {
+	case up:
+		ss.downSince, ss.warned = time.Time{}, false
+	case ss.downSince.IsZero():
+		ss.downSince = time.Now()
+	}
 	if seen && prev == st.State {
 		return
 	}
 	// The BGP speaker logs every transition itself; this is for correlation.
 	s.log.Debug("BGP session state", "peer", st.Name, "state", st.State.String(), "previous", prev.String())
-	to := ""
-	if st.Peer != "" {
-		to = " to " + st.Peer
-	}
-	up := st.State == bgp.StateEstablished
 	switch {
 	case up && prev != bgp.StateEstablished:
-		s.peerEvent(ctx, st.Name, corev1.EventTypeNormal, reasonSessionEstablished, "session%s established on node %s", to, s.opts.NodeName)
+		s.peerEvent(ctx, st.Name, corev1.EventTypeNormal, reasonSessionEstablished, "session%s established on node %s", ss.to(), s.opts.NodeName)
 	case !up && prev == bgp.StateEstablished:
-		s.peerEvent(ctx, st.Name, corev1.EventTypeWarning, reasonSessionDown, "session%s down on node %s (state %s)", to, s.opts.NodeName, st.State)
+		s.peerEvent(ctx, st.Name, corev1.EventTypeWarning, reasonSessionDown, "session%s down on node %s (state %s)", ss.to(), s.opts.NodeName, st.State)
 	}
 }
 
@@ -114,30 +119,26 @@ func (s *Speaker) peerEvent(ctx context.Context, name, eventtype, reason, format
 // session that has not been Established for SessionWarnAfter (never came
 // up, or went down and stayed down), and forgets sessions that are no longer
 // configured.
-func (s *Speaker) warnSessionsDown(ctx context.Context, down map[string]*sessionDown) {
-	if s.opts.BGP == nil || len(down) == 0 {
+func (s *Speaker) warnSessionsDown(ctx context.Context, sessions map[string]*session) {
+	if s.opts.BGP == nil || len(sessions) == 0 {
 		return
 	}
 	configured := map[string]bool{}
 	for _, p := range s.opts.BGP.PeerStates() {
 		configured[p.Name] = true
 	}
-	for name, d := range down {
+	for name, ss := range sessions {
 		if !configured[name] {
-			delete(down, name)
+			delete(sessions, name)
 			continue
 		}
-		if d.warned || time.Since(d.since) < s.opts.SessionWarnAfter {
+		if ss.downSince.IsZero() || ss.warned || time.Since(ss.downSince) < s.opts.SessionWarnAfter {
 			continue
 		}
-		d.warned = true
-		to := ""
-		if d.state.Peer != "" {
-			to = " to " + d.state.Peer
-		}
-		s.log.Warn("BGP session not established", "peer", name, "state", d.state.State.String(), "for", time.Since(d.since).Round(time.Second).String())
+		ss.warned = true
+		s.log.Warn("BGP session not established", "peer", name, "state", ss.last.State.String(), "for", time.Since(ss.downSince).Round(time.Second).String())
 		s.peerEvent(ctx, name, corev1.EventTypeWarning, reasonSessionNotUp,
 			"session%s not established on node %s for %s (state %s): check peerAddress, peerASN/myASN, password and the router's neighbor configuration",
-			to, s.opts.NodeName, s.opts.SessionWarnAfter, d.state.State)
+			ss.to(), s.opts.NodeName, s.opts.SessionWarnAfter, ss.last.State)
 	}
 }

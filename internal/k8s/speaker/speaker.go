@@ -211,8 +211,7 @@ func (s *Speaker) runTriggers(ctx context.Context) error {
 		changes = s.opts.Members.Changes()
 	}
 	peerStates := s.opts.PeerStates
-	last := map[string]bgp.SessionState{}
-	down := map[string]*sessionDown{}
+	sessions := map[string]*session{}
 	check := time.NewTicker(max(s.opts.SessionWarnAfter/4, 10*time.Millisecond))
 	defer check.Stop()
 	for {
@@ -227,9 +226,9 @@ func (s *Speaker) runTriggers(ctx context.Context) error {
 				peerStates = nil
 				continue
 			}
-			s.peerState(ctx, st, last, down)
+			s.peerState(ctx, st, sessions)
 		case <-check.C:
-			s.warnSessionsDown(ctx, down)
+			s.warnSessionsDown(ctx, sessions)
 		}
 	}
 }
