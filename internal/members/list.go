@@ -306,7 +306,9 @@ func (e *events) NotifyLeave(n *memberlist.Node) {
 }
 
 // setLive records name's liveness, counts event ("" = none) and signals
-// Changes if liveness changed. n may be nil.
+// Changes if liveness changed. n may be nil. The event is counted under the
+// same lock as the liveness change, so a reader of Live never sees a change
+// whose event is not counted yet (TestEventCountedBeforeLiveChanges).
 func (l *List) setLive(name string, alive bool, event string, n *memberlist.Node) {
 	if name == l.cfg.NodeName {
 		return
@@ -314,13 +316,13 @@ func (l *List) setLive(name string, alive bool, event string, n *memberlist.Node
 	l.mu.Lock()
 	was, known := l.live[name]
 	l.live[name] = alive
+	if event != "" && l.metrics != nil {
+		l.metrics.events.WithLabelValues(event).Inc()
+	}
 	l.mu.Unlock()
 	if event != "" {
 		addr, _ := nodeAddr(n)
 		l.log.Debug("memberlist member "+event, "member", name, "addr", addr)
-		if l.metrics != nil {
-			l.metrics.events.WithLabelValues(event).Inc()
-		}
 	}
 	if known && was == alive {
 		return
