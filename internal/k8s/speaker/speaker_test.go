@@ -54,7 +54,7 @@ func TestMain(m *testing.M) {
 func startSpeaker(t *testing.T, env *testenv.Env, ns, node string, live *liveness) *testSpeaker {
 	t.Helper()
 	s := &testSpeaker{name: node, l2: &fakeL2{}, bgp: &bgp.Fake{}, rec: &fakeRecorder{},
-		logs: newCountingHandler(), members: live.member(), reg: prometheus.NewRegistry(),
+		logs: newCountingHandler(), members: live.member(node), reg: prometheus.NewRegistry(),
 		states: make(chan bgp.PeerState, 8)}
 	skip := true
 	mgr, err := manager.New(env.Config, manager.Options{
