@@ -207,7 +207,7 @@ func TestNoSnapshotNoMembership(t *testing.T) {
 	ctx := context.Background()
 	bad := &v1beta2.BGPPeer{ObjectMeta: metav1.ObjectMeta{Name: "bad", Namespace: f.ns},
 		Spec: v1beta2.BGPPeerSpec{MyASN: 64512, PeerASN: 64513, PeerAddress: "203.0.113.9",
-			HoldTime: &metav1.Duration{Duration: 2e9}, // 2 s: invalid (0 or >= 3 s)
+			HoldTime:      &metav1.Duration{Duration: 2e9}, // 2 s: invalid (0 or >= 3 s)
 			NodeSelectors: []metav1.LabelSelector{{MatchLabels: map[string]string{"kubernetes.io/hostname": "n1"}}}}}
 	must(t, f.c.Create(ctx, bad))
 	live := &liveness{live: map[string]bool{"n1": true}}
