@@ -233,3 +233,74 @@ func TestNoSnapshotNoMembership(t *testing.T) {
 		return nil
 	})
 }
+
+// TestMissingPeerSecretDropsOnlyThatPeer: a speaker that boots while one
+// BGPPeer's password Secret is missing announces everything else (layer 2,
+// the other peer) and reports the missing Secret on the peer and in its
+// ConfigurationState; the peer is added when the Secret appears, and kept
+// (last good configuration) when the Secret is deleted again.
+func TestMissingPeerSecretDropsOnlyThatPeer(t *testing.T) {
+	f := newL2Fixture(t, "n1")
+	ctx := context.Background()
+	must(t, f.c.Create(ctx, &v1beta2.BGPPeer{ObjectMeta: metav1.ObjectMeta{Name: "p2", Namespace: f.ns},
+		Spec: v1beta2.BGPPeerSpec{MyASN: 64512, PeerASN: 64514, PeerAddress: "203.0.113.2",
+			PasswordSecret: &corev1.SecretReference{Name: "pw-p2"}}}))
+	ip := netip.MustParseAddr("198.51.100.7")
+	key := f.service("web", ip, "n1")
+	s := startSpeaker(t, f.env, f.ns, "n1", &liveness{live: map[string]bool{"n1": true}})
+
+	peers := func(want ...string) func() error {
+		return func() error {
+			var got []string
+			for _, p := range s.bgp.Peers() {
+				got = append(got, p.Name)
+			}
+			if !slices.Equal(got, want) {
+				return fmt.Errorf("BGP peers %v, want %v", got, want)
+			}
+			return nil
+		}
+	}
+	state := func(result v1beta1.ConfigurationResult, summary string) func() error {
+		return func() error {
+			var cs v1beta1.ConfigurationState
+			if err := f.c.Get(ctx, client.ObjectKey{Namespace: f.ns, Name: "speaker-n1"}, &cs); err != nil {
+				return err
+			}
+			if cs.Status.Result != result || !strings.Contains(cs.Status.ErrorSummary, summary) {
+				return fmt.Errorf("ConfigurationState result %q summary %q", cs.Status.Result, cs.Status.ErrorSummary)
+			}
+			return nil
+		}
+	}
+	missing := fmt.Sprintf(`BGPPeer %s/p2: spec.passwordSecret "%s/pw-p2": Secret not found (waiting for it)`, f.ns, f.ns)
+	eventually(t, "layer 2 announced without the Secret", func() error {
+		if got := s.l2.announced(key); !slices.Equal(got, []string{ip.String()}) {
+			return fmt.Errorf("layer 2 %v", got)
+		}
+		return nil
+	})
+	eventually(t, "only p1 applied", peers("p1"))
+	eventually(t, "missing Secret reported", state(v1beta1.ConfigurationResultInvalid, missing))
+	eventually(t, "peerNotApplied on p2", func() error {
+		if !s.rec.has("BGPPeer/p2 Warning peerNotApplied: not applied on node n1: " + missing) {
+			return errors.New("no peerNotApplied event for the missing Secret")
+		}
+		return nil
+	})
+
+	pw := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "pw-p2", Namespace: f.ns}, Type: corev1.SecretTypeBasicAuth,
+		Data: map[string][]byte{"password": []byte("s3cret")}}
+	must(t, f.c.Create(ctx, pw))
+	eventually(t, "p2 applied once the Secret exists", peers("p1", "p2"))
+	eventually(t, "configuration valid", state(v1beta1.ConfigurationResultValid, ""))
+
+	must(t, f.c.Delete(ctx, pw))
+	eventually(t, "deleted Secret reported", state(v1beta1.ConfigurationResultInvalid, "Secret not found"))
+	if err := peers("p1", "p2")(); err != nil {
+		t.Fatalf("after the Secret was deleted: %v (the peer in force must stay)", err)
+	}
+	if got := s.l2.announced(key); !slices.Equal(got, []string{ip.String()}) {
+		t.Fatalf("layer 2 after the Secret was deleted: %v", got)
+	}
+}
