@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/netip"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -17,6 +19,7 @@ import (
 	"github.com/herald-lb/herald/api/v1beta1"
 	"github.com/herald-lb/herald/api/v1beta2"
 	"github.com/herald-lb/herald/internal/announce"
+	"github.com/herald-lb/herald/internal/members"
 	"github.com/herald-lb/herald/internal/testenv"
 )
 
@@ -303,4 +306,111 @@ func TestMissingPeerSecretDropsOnlyThatPeer(t *testing.T) {
 	if got := s.l2.announced(key); !slices.Equal(got, []string{ip.String()}) {
 		t.Fatalf("layer 2 after the Secret was deleted: %v", got)
 	}
+}
+
+// memberPortOn returns a port free for TCP and UDP on every one of addrs.
+func memberPortOn(t *testing.T, addrs ...netip.Addr) int {
+	t.Helper()
+next:
+	for range 50 {
+		tl, err := net.ListenTCP("tcp", &net.TCPAddr{IP: addrs[0].AsSlice()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		port := tl.Addr().(*net.TCPAddr).Port
+		_ = tl.Close()
+		for _, a := range addrs {
+			tl, err := net.ListenTCP("tcp", &net.TCPAddr{IP: a.AsSlice(), Port: port})
+			if err != nil {
+				continue next
+			}
+			ul, err := net.ListenUDP("udp", &net.UDPAddr{IP: a.AsSlice(), Port: port})
+			_ = tl.Close()
+			if err != nil {
+				continue next
+			}
+			_ = ul.Close()
+		}
+		return port
+	}
+	t.Fatal("no port free on every address")
+	return 0
+}
+
+// TestNoSnapshotNotElected runs two speakers with real memberlists on
+// loopback (127.0.0.2 and 127.0.0.3, found through their speaker Pods).
+// n2 cannot load its configuration (an invalid BGPPeer selecting only n2
+// got in without the webhook): it must not be a member, so n1 does not
+// elect it and answers for n2's share too, instead of leaving it dark. Once
+// n2's configuration loads, n2 joins and takes its share back.
+func TestNoSnapshotNotElected(t *testing.T) {
+	f := newL2Fixture(t, "n1", "n2")
+	ctx := context.Background()
+	bad := &v1beta2.BGPPeer{ObjectMeta: metav1.ObjectMeta{Name: "bad", Namespace: f.ns},
+		Spec: v1beta2.BGPPeerSpec{MyASN: 64512, PeerASN: 64513, PeerAddress: "203.0.113.9",
+			HoldTime:      &metav1.Duration{Duration: 2e9}, // 2 s: invalid (0 or >= 3 s)
+			NodeSelectors: []metav1.LabelSelector{{MatchLabels: map[string]string{"kubernetes.io/hostname": "n2"}}}}}
+	must(t, f.c.Create(ctx, bad))
+	mine, theirs := ipWonBy(t, "n1", "n1", "n2"), ipWonBy(t, "n2", "n1", "n2")
+	keyMine, keyTheirs := f.service("mine", mine, "n2"), f.service("theirs", theirs, "n2")
+
+	addr := map[string]netip.Addr{"n1": netip.MustParseAddr("127.0.0.2"), "n2": netip.MustParseAddr("127.0.0.3")}
+	port := memberPortOn(t, addr["n1"], addr["n2"])
+	speakers := map[string]*testSpeaker{}
+	lists := map[string]*members.List{}
+	for _, node := range []string{"n1", "n2"} {
+		p := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: "speaker-" + node, Namespace: f.ns, Labels: speakerPods},
+			Spec:       corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "speaker", Image: "herald"}}},
+		}
+		must(t, f.c.Create(ctx, p))
+		p.Status.Phase, p.Status.PodIP = corev1.PodRunning, addr[node].String()
+		must(t, f.c.Status().Update(ctx, p))
+
+		timings := members.DefaultTimings()
+		timings.AloneAfter = 500 * time.Millisecond // n1 is alone while n2 is no member
+		l, err := members.New(members.Config{NodeName: node, BindAddr: addr[node], BindPort: port,
+			Secret: []byte("k"), Timings: timings}, nil)
+		must(t, err)
+		lctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- l.Run(lctx) }()
+		t.Cleanup(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("memberlist of %s: %v", node, err)
+			}
+		})
+		lists[node] = l
+		speakers[node] = startSpeakerWith(t, f.env, f.ns, node, l, port)
+	}
+	owners := func(wantN1, wantN2 []string) func() error {
+		return func() error {
+			for node, want := range map[string][]string{"n1": wantN1, "n2": wantN2} {
+				var got []string
+				for _, key := range []string{keyMine, keyTheirs} {
+					got = append(got, speakers[node].l2.announced(key)...)
+				}
+				slices.Sort(got)
+				if !slices.Equal(got, want) {
+					return fmt.Errorf("%s announces %v, want %v (n1 live %v)", node, got, want, lists["n1"].Live())
+				}
+			}
+			return nil
+		}
+	}
+	both := []string{mine.String(), theirs.String()}
+	slices.Sort(both)
+	eventually(t, "n1 answers for everything while n2 has no configuration", owners(both, nil))
+	if lists["n2"].Joined() || lists["n1"].Live()["n2"] {
+		t.Fatalf("n2 without configuration: Joined %v, in n1's Live %v", lists["n2"].Joined(), lists["n1"].Live())
+	}
+	select {
+	case <-lists["n2"].Ready():
+		t.Fatal("n2's memberlist bound its port without a configuration")
+	default:
+	}
+
+	must(t, f.c.Delete(ctx, bad))
+	eventually(t, "n2 joins and takes its share once its configuration loads", owners([]string{mine.String()}, []string{theirs.String()}))
 }
