@@ -42,6 +42,18 @@ type Options struct {
 	// alias) instead of returning them, so that the admission webhook does
 	// not depend on the order in which objects are created.
 	IgnoreTransient bool
+	// DropTransient leaves out of the snapshot the objects whose only
+	// problems are transient references (a BGPPeer whose password Secret
+	// does not exist, a BGPAdvertisement naming a Community alias that is
+	// not defined), instead of failing the whole build. Build then returns
+	// the snapshot of everything else and lists the left-out objects' errors
+	// in Snapshot.Dropped. Any validation error, and a transient error that
+	// concerns no single droppable object (the speaker's own Node missing),
+	// still fails the build. Used by the speakers, so that a deleted Secret
+	// costs one peer, not the node's whole configuration (layer 2
+	// included); whether a partial snapshot may replace the one in force is
+	// configload.Tracker's decision.
+	DropTransient bool
 	// NodeName, when set, builds the snapshot of one speaker: BGPPeers and
 	// BGPAdvertisements whose nodeSelectors do not match this node are left
 	// out before validation, so a bad peer only breaks the nodes it targets.
@@ -167,6 +179,9 @@ func Build(r Resources, opts Options) (*Snapshot, error) {
 		}
 	}
 	sortPeers(snap.peers)
+	if opts.DropTransient {
+		snap.peers = slices.DeleteFunc(snap.peers, func(pe *Peer) bool { return p.hasTransient(KindBGPPeer, pe.Name) })
+	}
 	dupPeers := map[string]string{}
 	snap.peers = slices.DeleteFunc(snap.peers, func(pe *Peer) bool {
 		k := peerKey(pe)
@@ -209,6 +224,9 @@ func Build(r Resources, opts Options) (*Snapshot, error) {
 		}
 	}
 	slices.SortFunc(snap.bgp, func(a, b *BGPAdvertisement) int { return strings.Compare(a.Name, b.Name) })
+	if opts.DropTransient {
+		snap.bgp = slices.DeleteFunc(snap.bgp, func(ad *BGPAdvertisement) bool { return p.hasTransient(KindBGPAdvertisement, ad.Name) })
+	}
 	dupAds := map[string]string{}
 	snap.bgp = slices.DeleteFunc(snap.bgp, func(ad *BGPAdvertisement) bool {
 		k := bgpAdKey(ad)
@@ -235,6 +253,9 @@ func Build(r Resources, opts Options) (*Snapshot, error) {
 	}
 	checkLocalPref(adRefs, snap.pools, nodesOverlapFunc(nodeSets), p)
 
+	if opts.DropTransient {
+		snap.dropped = p.takeDroppable()
+	}
 	if err := p.err(); err != nil {
 		return nil, err
 	}

@@ -17,6 +17,10 @@
 //     exist yet (a password Secret, a Community alias); the caller should
 //     retry when the referenced object appears. IsTransient reports this case.
 //
+// With Options.DropTransient (the speakers) a transient reference of a
+// BGPPeer or BGPAdvertisement leaves out only that object: Build returns a
+// snapshot of the rest and lists what it left out in Snapshot.Dropped.
+//
 // The package is pure: no client, no I/O, no goroutines. Addresses are
 // net/netip values, timers time.Duration, label selectors labels.Selector.
 // Behaviour follows the MetalLB API contract (metallb.io v1beta1/v1beta2)

@@ -177,6 +177,35 @@ func (p *problems) addTransient(e *TransientError) {
 	}
 }
 
+// hasTransient reports a transient error about the object kind/name.
+func (p *problems) hasTransient(kind, name string) bool {
+	return slices.ContainsFunc(p.transient, func(e *TransientError) bool { return e.Kind == kind && e.Name == name })
+}
+
+// droppableKinds are the kinds whose transient errors Options.DropTransient
+// turns into a left-out object.
+var droppableKinds = map[string]bool{KindBGPPeer: true, KindBGPAdvertisement: true}
+
+// takeDroppable removes and returns the transient errors of droppable
+// objects, sorted, when they are the only problems; otherwise it returns
+// nil and leaves every error in place (the build fails).
+func (p *problems) takeDroppable() []*TransientError {
+	if len(p.invalid) > 0 || len(p.transient) == 0 {
+		return nil
+	}
+	for _, e := range p.transient {
+		if !droppableKinds[e.Kind] {
+			return nil
+		}
+	}
+	out := p.transient
+	p.transient = nil
+	slices.SortStableFunc(out, func(a, b *TransientError) int {
+		return cmpKey(a.Kind, a.Namespace, a.Name, a.Field, a.Rule, b.Kind, b.Namespace, b.Name, b.Field, b.Rule)
+	})
+	return out
+}
+
 func (p *problems) warn(o objRef, field, format string, args ...any) {
 	msg := fmt.Sprintf(format, args...)
 	if field != "" {

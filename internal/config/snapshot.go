@@ -2,6 +2,7 @@ package config
 
 import (
 	"crypto/sha256"
+	"errors"
 	"fmt"
 	"hash"
 	"net/netip"
@@ -29,11 +30,33 @@ type Snapshot struct {
 	index       []indexEntry // every address block, sorted by First
 	nodeName    string
 	fingerprint [sha256.Size]byte
+	// dropped: see Dropped; not part of the fingerprint.
+	dropped []*TransientError
 }
 
 type indexEntry struct {
 	first, last netip.Addr
 	pool        *Pool
+}
+
+// Dropped returns the errors of the objects Build left out under
+// Options.DropTransient (each names the object, e.g. "BGPPeer ns/p2:
+// spec.passwordSecret "ns/pw": Secret not found"), sorted; nil when nothing
+// was left out. They are not part of Equal: two snapshots announcing the
+// same thing are equal whatever was left out.
+func (s *Snapshot) Dropped() []*TransientError { return s.dropped }
+
+// DroppedError returns Dropped joined with errors.Join (IsTransient and
+// Split work on it), or nil.
+func (s *Snapshot) DroppedError() error {
+	if s == nil || len(s.dropped) == 0 {
+		return nil
+	}
+	errs := make([]error, len(s.dropped))
+	for i, e := range s.dropped {
+		errs[i] = e
+	}
+	return errors.Join(errs...)
 }
 
 // Pools returns every pool, sorted by name.

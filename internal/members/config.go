@@ -84,8 +84,20 @@ type Timings struct {
 	// long a join attempt to an unreachable peer blocks.
 	TCPTimeout time.Duration
 	// RejoinInterval is how often missing peers from the last SetPeers are
-	// joined again (MetalLB: 1 min).
+	// joined again (MetalLB: 1 min). A peer is missing when its address is
+	// not an alive or suspect member: not up yet, or declared failed (a
+	// partition). It bounds how long a healed partition stays split: about
+	// two intervals, since a member that was declared failed may first have
+	// to refute with a higher incarnation. Cost per interval and missing
+	// peer: one TCP connection with an encrypted push/pull (a few hundred
+	// bytes per member) when the peer answers, a refused connection when its
+	// port is closed, or a connection attempt blocking up to TCPTimeout when
+	// its host is gone; nothing when every peer is a member.
 	RejoinInterval time.Duration
+	// AloneAfter bounds the start-up gate (see List.Joined): when no join
+	// has succeeded for this long since Run first had another speaker's
+	// address to join, the speaker elects as if it were alone.
+	AloneAfter time.Duration
 	// LeaveTimeout bounds the graceful leave broadcast on shutdown
 	// (MetalLB: 1 s).
 	LeaveTimeout time.Duration
@@ -124,6 +136,17 @@ type Timings struct {
 // refutes when it resumes, rejoins, and the address moves back. If that is
 // seen in practice (herald_memberlist_member_events_total{event="failed"}
 // for nodes that were fine), raise SuspicionMult or ProbeInterval.
+//
+// Start-up and partitions (docs/reliability.md):
+//
+//   - RejoinInterval 1 s (MetalLB: 1 min): a partition longer than
+//     memberlist's GossipToTheDeadTime (30 s) heals only by a join; with
+//     1 s the two sides are one cluster again about 1-2 s after the link is
+//     back, instead of up to a minute (TestRejoinAfterPartition). The cost is
+//     one join attempt per second per missing speaker, see RejoinInterval.
+//   - AloneAfter 10 s: two TCPTimeouts, so one join to every peer has had
+//     time to fail even when the peers' hosts do not answer at all, plus
+//     several 1 s retries for peers whose port was still closed.
 func DefaultTimings() Timings {
 	return Timings{
 		ProbeInterval:           150 * time.Millisecond,
@@ -137,7 +160,8 @@ func DefaultTimings() Timings {
 		RetransmitMult:          4,
 		PushPullInterval:        30 * time.Second,
 		TCPTimeout:              5 * time.Second,
-		RejoinInterval:          time.Minute,
+		RejoinInterval:          time.Second,
+		AloneAfter:              10 * time.Second,
 		LeaveTimeout:            time.Second,
 	}
 }
@@ -157,7 +181,8 @@ func WANTimings() Timings {
 		RetransmitMult:          4,
 		PushPullInterval:        60 * time.Second,
 		TCPTimeout:              30 * time.Second,
-		RejoinInterval:          time.Minute,
+		RejoinInterval:          10 * time.Second,
+		AloneAfter:              time.Minute,
 		LeaveTimeout:            time.Second,
 	}
 }
@@ -212,6 +237,7 @@ func (t Timings) validate() []error {
 	pos("PushPullInterval", t.PushPullInterval)
 	pos("TCPTimeout", t.TCPTimeout)
 	pos("RejoinInterval", t.RejoinInterval)
+	pos("AloneAfter", t.AloneAfter)
 	pos("LeaveTimeout", t.LeaveTimeout)
 	if t.ProbeTimeout >= t.ProbeInterval {
 		errs = append(errs, fmt.Errorf("ProbeTimeout %v must be < ProbeInterval %v", t.ProbeTimeout, t.ProbeInterval))

@@ -10,6 +10,15 @@
 // memberlist Secret. [List.Live] reports the node names that are alive and
 // [List.Changes] signals when that set changes.
 //
+// Start-up: a List binds nothing until [List.Activate] (the speaker calls it
+// once it has a configuration snapshot), and [List.Joined] stays false
+// until a state exchange with another speaker completed or the speaker
+// learned it is alone (bounded by Timings.AloneAfter); an election on Live
+// before that would make a starting speaker win every address.
+// Partitions: missing peers are joined every Timings.RejoinInterval (1 s),
+// and [List.Rejoins] counts members that came back after being declared
+// failed, so the caller can re-announce.
+//
 // The default timings ([DefaultTimings]) are tuned for sub-second failure
 // detection on a LAN; see that function for the reasoning and the expected
 // detection time.

@@ -36,6 +36,7 @@ func timingFlagTable() []timingFlag {
 		{name: "ml-push-pull-interval", usage: "memberlist: full state sync with one random member every interval", dur: func(t *Timings) *time.Duration { return &t.PushPullInterval }},
 		{name: "ml-tcp-timeout", usage: "memberlist: timeout of TCP join and push/pull", dur: func(t *Timings) *time.Duration { return &t.TCPTimeout }},
 		{name: "ml-rejoin-interval", usage: "memberlist: join missing speaker pods every interval", dur: func(t *Timings) *time.Duration { return &t.RejoinInterval }},
+		{name: "ml-alone-after", usage: "memberlist: a starting speaker whose joins all fail for this long elects as if alone (layer 2 start-up gate)", dur: func(t *Timings) *time.Duration { return &t.AloneAfter }},
 		{name: "ml-leave-timeout", usage: "memberlist: max wait for the leave broadcast on shutdown", dur: func(t *Timings) *time.Duration { return &t.LeaveTimeout }},
 	}
 }

@@ -41,10 +41,20 @@ func (l *List) announceLeaving(ml *memberlist.Memberlist) {
 	}
 }
 
-// delegate is the memberlist.Delegate; it only receives leaving
-// announcements. memberlist calls NotifyMsg from its packet handler without
-// holding its node lock.
+// delegate is the memberlist.Delegate: it receives leaving announcements
+// and marks push/pull exchanges (see LocalState). memberlist calls NotifyMsg
+// from its packet handler and MergeRemoteState from its stream handler,
+// without holding its node lock.
 type delegate List
+
+// pushPullState is the user state every Herald speaker (since the start-up
+// gate) sends in a push/pull exchange. Its content is not used: memberlist
+// calls MergeRemoteState only with a non-empty user state, and only after it
+// merged the peer's member list (mergeRemoteState in memberlist's net.go), so
+// receiving it means a complete state exchange with another speaker happened,
+// whichever side started it. Speakers of an older Herald send none and
+// ignore it; our own joins of them are covered by Join's return.
+var pushPullState = []byte("herald:v1")
 
 func (d *delegate) NotifyMsg(msg []byte) {
 	b, ok := bytes.CutPrefix(msg, []byte(leavingPrefix))
@@ -72,5 +82,10 @@ func (d *delegate) NotifyMsg(msg []byte) {
 
 func (d *delegate) NodeMeta(int) []byte             { return nil }
 func (d *delegate) GetBroadcasts(int, int) [][]byte { return nil }
-func (d *delegate) LocalState(bool) []byte          { return nil }
-func (d *delegate) MergeRemoteState([]byte, bool)   {}
+func (d *delegate) LocalState(bool) []byte          { return pushPullState }
+
+// MergeRemoteState marks this speaker joined: a peer's member list was just
+// merged (see pushPullState).
+func (d *delegate) MergeRemoteState([]byte, bool) {
+	(*List)(d).markJoined("joined the cluster (state exchange)", false)
+}

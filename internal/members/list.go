@@ -30,17 +30,30 @@ type List struct {
 	log     *slog.Logger
 	metrics *metrics
 
-	started atomic.Bool
-	ready   chan struct{} // closed once Run has bound its sockets
-	changes chan struct{} // capacity 1, coalesced
-	peersCh chan struct{} // capacity 1, "SetPeers was called"
+	started      atomic.Bool
+	activate     chan struct{} // closed by Activate
+	activateOnce sync.Once
+	ready        chan struct{} // closed once Run has bound its sockets
+	changes      chan struct{} // capacity 1, coalesced
+	peersCh      chan struct{} // capacity 1, "SetPeers was called"
+
+	// configHook, when set (tests only), may change the memberlist
+	// configuration before Run creates it (a transport that cuts links).
+	configHook func(*memberlist.Config) error
 
 	mu   sync.Mutex
 	ml   *memberlist.Memberlist // set by Run
 	live map[string]bool        // node name -> alive (alive or suspect)
 	// leaving: members that announced a graceful leave, and when.
-	leaving map[string]time.Time
-	peers   []netip.AddrPort // last SetPeers
+	leaving  map[string]time.Time
+	peers    []netip.AddrPort // last SetPeers
+	peersSet bool             // SetPeers was called at least once
+	// joined: see Joined; never reset.
+	joined bool
+	// failed: members declared failed (not left) and not live since.
+	failed map[string]bool
+	// rejoins: see Rejoins.
+	rejoins uint64
 }
 
 // New validates cfg and returns a List that is not yet running; it opens no
@@ -54,13 +67,15 @@ func New(cfg Config, logger *slog.Logger) (*List, error) {
 		logger = slog.New(slog.DiscardHandler)
 	}
 	l := &List{
-		cfg:     cfg,
-		log:     logger.With("node", cfg.NodeName),
-		ready:   make(chan struct{}),
-		changes: make(chan struct{}, 1),
-		peersCh: make(chan struct{}, 1),
-		live:    map[string]bool{cfg.NodeName: true},
-		leaving: map[string]time.Time{},
+		cfg:      cfg,
+		log:      logger.With("node", cfg.NodeName),
+		activate: make(chan struct{}),
+		ready:    make(chan struct{}),
+		changes:  make(chan struct{}, 1),
+		peersCh:  make(chan struct{}, 1),
+		live:     map[string]bool{cfg.NodeName: true},
+		leaving:  map[string]time.Time{},
+		failed:   map[string]bool{},
 	}
 	if cfg.Registerer != nil {
 		m, err := newMetrics(cfg.Registerer, l)
@@ -72,20 +87,32 @@ func New(cfg Config, logger *slog.Logger) (*List, error) {
 	return l, nil
 }
 
-// Run binds BindAddr:BindPort (TCP and UDP), joins the peers given to
-// SetPeers (immediately, on every SetPeers and every RejoinInterval) and
-// blocks until ctx is cancelled. It then leaves before it stops, so that
-// another node takes over at once: it sends every member a leaving
-// announcement (see leaving.go), calls memberlist's Leave (waiting up to
-// LeaveTimeout for the leave to be gossiped), shuts memberlist down, waits
-// for in-flight joins (each bounded by TCPTimeout) and returns nil.
-// memberlist's own goroutines end with Shutdown. A bind failure is returned
-// at once; a second call returns ErrAlreadyRunning.
+// Run waits for [List.Activate], then binds BindAddr:BindPort (TCP and
+// UDP), joins the peers given to SetPeers (immediately, on every SetPeers
+// and every RejoinInterval) and blocks until ctx is cancelled. It then leaves
+// before it stops, so that another node takes over at once: it sends every
+// member a leaving announcement (see leaving.go), calls memberlist's Leave
+// (waiting up to LeaveTimeout for the leave to be gossiped), shuts
+// memberlist down, waits for in-flight joins (each bounded by TCPTimeout)
+// and returns nil. memberlist's own goroutines end with Shutdown. If ctx
+// ends before Activate, Run returns nil without having bound anything. A
+// bind failure is returned at once; a second call returns ErrAlreadyRunning.
 func (l *List) Run(ctx context.Context) error {
 	if !l.started.CompareAndSwap(false, true) {
 		return ErrAlreadyRunning
 	}
-	ml, err := memberlist.Create(l.memberlistConfig())
+	select {
+	case <-l.activate:
+	case <-ctx.Done():
+		return nil
+	}
+	mlc := l.memberlistConfig()
+	if l.configHook != nil {
+		if err := l.configHook(mlc); err != nil {
+			return err
+		}
+	}
+	ml, err := memberlist.Create(mlc)
 	if err != nil {
 		return fmt.Errorf("start memberlist on %s: %w",
 			netip.AddrPortFrom(l.cfg.BindAddr, uint16(l.cfg.BindPort)), err)
@@ -118,6 +145,23 @@ func (l *List) Run(ctx context.Context) error {
 	return nil
 }
 
+// Activate lets Run bind and join: call it once this speaker can announce,
+// i.e. when it has its first configuration snapshot. Until then the speaker
+// is no member at all: it binds no port, so the other speakers cannot join
+// it and do not elect it, and it elects nobody (Joined is false).
+//
+// Why not membership with a "not ready" mark in the node metadata: a member
+// that is not electable would still have to be filtered out by every
+// speaker, including speakers of an older Herald during a rolling upgrade,
+// which treat every member as electable; not being a member is understood by
+// every version. The cost is that a speaker without a configuration is also
+// invisible in herald_memberlist_members; its ConfigurationState and
+// metallb_k8s_client_config_loaded_bool say why. Safe to call more than
+// once and before Run.
+func (l *List) Activate() {
+	l.activateOnce.Do(func() { close(l.activate) })
+}
+
 // Ready is closed once Run has bound its sockets; Addr is valid from then on.
 func (l *List) Ready() <-chan struct{} { return l.ready }
 
@@ -142,6 +186,7 @@ func (l *List) Addr() netip.AddrPort {
 func (l *List) SetPeers(addrs []netip.AddrPort) {
 	l.mu.Lock()
 	l.peers = slices.Clone(addrs)
+	l.peersSet = true
 	l.mu.Unlock()
 	select {
 	case l.peersCh <- struct{}{}:
@@ -162,10 +207,70 @@ func (l *List) Live() map[string]bool {
 }
 
 // Changes returns a channel that receives a value after the set of live
-// members changed (join, graceful leave, failure). Notifications are
-// coalesced (capacity 1) and never block memberlist; read Live after
-// receiving.
+// members changed (join, graceful leave, failure) and when Joined becomes
+// true. Notifications are coalesced (capacity 1) and never block
+// memberlist; read Live and Joined after receiving.
 func (l *List) Changes() <-chan struct{} { return l.changes }
+
+// Joined reports whether this speaker knows the cluster's members, so that
+// an election on Live can be trusted. Until then Live holds only the members
+// seen so far (at first only this node), and a speaker electing on it would
+// win every address. It becomes true, once and for good, when
+//
+//   - a push/pull state exchange with another speaker completed (our join of
+//     it, or its join of us): memberlist merges the peer's full member list
+//     (NotifyJoin for every member it knows) before the exchange ends, so
+//     Live then holds every member the peer knew; or
+//   - this speaker learned that it is alone: the latest SetPeers named no
+//     address other than its own, or no join succeeded for
+//     Timings.AloneAfter since Run first had another address to join (every
+//     join failed: peers not up yet, unreachable, or using another key).
+//
+// Changes is signalled when it becomes true. A later partition does not make
+// it false again: that is a failure of members, handled by failure
+// detection and rejoin (RejoinInterval).
+func (l *List) Joined() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.joined
+}
+
+// Rejoins counts the members that had been declared failed (not those that
+// left gracefully) and became live again: a healed partition, or a speaker
+// that was killed and restarted. A caller that announces addresses compares
+// it with the value it last handled and, when it grew, re-announces what it
+// owns, so that clients that followed the other side of a partition come
+// back (see the speaker's layer 2 heal re-announce).
+func (l *List) Rejoins() uint64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.rejoins
+}
+
+// markJoined sets Joined (once) and signals Changes; how says why, for the
+// log.
+func (l *List) markJoined(how string, warn bool, args ...any) {
+	l.mu.Lock()
+	was := l.joined
+	l.joined = true
+	l.mu.Unlock()
+	if was {
+		return
+	}
+	if warn {
+		l.log.Warn("memberlist: "+how, args...)
+	} else {
+		l.log.Info("memberlist: "+how, args...)
+	}
+	l.signal()
+}
+
+func (l *List) signal() {
+	select {
+	case l.changes <- struct{}{}:
+	default:
+	}
+}
 
 func (l *List) memberlistConfig() *memberlist.Config {
 	c := memberlist.DefaultLANConfig()
@@ -205,11 +310,33 @@ func (l *List) memberlistConfig() *memberlist.Config {
 }
 
 // joinLoop joins missing peers when SetPeers is called and every
-// RejoinInterval, until ctx is done.
+// RejoinInterval, until ctx is done. It also decides Joined's "alone" cases.
 func (l *List) joinLoop(ctx context.Context, ml *memberlist.Memberlist) {
 	tick := time.NewTicker(l.cfg.Timings.RejoinInterval)
 	defer tick.Stop()
+	var alone *time.Timer
+	defer func() {
+		if alone != nil {
+			alone.Stop()
+		}
+	}()
+	self, _ := nodeAddr(ml.LocalNode())
 	for {
+		l.mu.Lock()
+		peers, peersSet := l.peers, l.peersSet
+		l.mu.Unlock()
+		others := slices.ContainsFunc(peers, func(p netip.AddrPort) bool {
+			return netip.AddrPortFrom(p.Addr().Unmap(), p.Port()) != self
+		})
+		switch {
+		case peersSet && !others:
+			l.markJoined("alone: no other speaker to join", false)
+		case others && alone == nil:
+			after := l.cfg.Timings.AloneAfter
+			alone = time.AfterFunc(after, func() {
+				l.markJoined("no join succeeded, electing as if alone (split brain until a join succeeds)", true, "after", after)
+			})
+		}
 		l.joinMissing(ctx, ml)
 		select {
 		case <-ctx.Done():
@@ -250,6 +377,9 @@ func (l *List) joinMissing(ctx context.Context, ml *memberlist.Memberlist) {
 				return nil
 			}
 			l.log.Debug("memberlist joined", "peer", p)
+			// Join returns after the push/pull merged the peer's member
+			// list (NotifyJoin has run for each): Live is complete.
+			l.markJoined("joined the cluster", false, "peer", p)
 			return nil
 		})
 	}
@@ -275,6 +405,7 @@ func (e *events) NotifyJoin(n *memberlist.Node) {
 	l := (*List)(e)
 	l.mu.Lock()
 	delete(l.leaving, n.Name) // back after leaving (restarted speaker)
+	l.countRejoin(n.Name)
 	l.mu.Unlock()
 	l.setLive(n.Name, true, "join", n)
 }
@@ -285,7 +416,19 @@ func (e *events) NotifyUpdate(n *memberlist.Node) {
 	at, leaving := l.leaving[n.Name]
 	l.mu.Unlock()
 	if !leaving || time.Since(at) > leavingMemory {
+		l.mu.Lock()
+		l.countRejoin(n.Name)
+		l.mu.Unlock()
 		l.setLive(n.Name, true, "", n)
+	}
+}
+
+// countRejoin counts name's return if it had been declared failed. l.mu is
+// held.
+func (l *List) countRejoin(name string) {
+	if l.failed[name] {
+		delete(l.failed, name)
+		l.rejoins++
 	}
 }
 
@@ -297,11 +440,13 @@ func (e *events) NotifyLeave(n *memberlist.Node) {
 	l.mu.Lock()
 	_, leaving := l.leaving[n.Name]
 	delete(l.leaving, n.Name)
-	l.mu.Unlock()
 	ev := "failed"
 	if leaving {
 		ev = ""
+	} else if n.Name != l.cfg.NodeName {
+		l.failed[n.Name] = true
 	}
+	l.mu.Unlock()
 	l.setLive(n.Name, false, ev, n)
 }
 
@@ -327,8 +472,5 @@ func (l *List) setLive(name string, alive bool, event string, n *memberlist.Node
 	if known && was == alive {
 		return
 	}
-	select {
-	case l.changes <- struct{}{}:
-	default:
-	}
+	l.signal()
 }

@@ -52,6 +52,7 @@ func start(t *testing.T, cfg Config) *testNode {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	n := &testNode{List: l, cancel: cancel, done: make(chan error, 1)}
+	l.Activate()
 	go func() { n.done <- l.Run(ctx) }()
 	select {
 	case <-l.Ready():

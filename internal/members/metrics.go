@@ -46,8 +46,17 @@ func newMetrics(reg prometheus.Registerer, l *List) (*metrics, error) {
 		}
 		return float64(ml.GetHealthScore())
 	})
+	joined := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "herald_memberlist_joined",
+		Help: "1 once this speaker has joined the other speakers (or learned it is alone) and takes part in layer 2 election, else 0 (start-up gate).",
+	}, func() float64 {
+		if l.Joined() {
+			return 1
+		}
+		return 0
+	})
 	var errs []error
-	for _, c := range []prometheus.Collector{m.events, members, health} {
+	for _, c := range []prometheus.Collector{m.events, members, health, joined} {
 		errs = append(errs, reg.Register(c))
 	}
 	return m, errors.Join(errs...)

@@ -52,6 +52,17 @@ func NewTracker(opts config.Options) *Tracker {
 // rejected (a *config.ValidationError / *config.TransientError or several
 // joined; test with config.IsTransient). Equal snapshots report Unchanged, so
 // callers reprocess Services only on a semantic change (metallb#1606).
+//
+// With config.Options.DropTransient (speakers), a build that left objects
+// out because of transient references (Snapshot.Dropped: a BGPPeer whose
+// password Secret is missing) is put in force only if none of them is in
+// force now: a transient error keeps a new object (or, at start-up, that
+// object only) from taking effect but never removes one that is running,
+// so a deleted Secret does not tear down an established session with the
+// password it was set up with. Such an update returns Changed or Unchanged
+// with the left-out objects' errors as its error, to be reported; one that
+// would remove an object in force is Rejected (the snapshot in force
+// stays).
 func (t *Tracker) Update(r config.Resources) (*config.Snapshot, Outcome, error) {
 	snap, err := config.Build(r, t.opts)
 	t.mu.Lock()
@@ -60,12 +71,47 @@ func (t *Tracker) Update(r config.Resources) (*config.Snapshot, Outcome, error) 
 		t.lastErr = err
 		return t.current, Rejected, err
 	}
+	if dropErr := snap.DroppedError(); dropErr != nil {
+		if dropsInForce(snap, t.current) {
+			t.lastErr = dropErr
+			return t.current, Rejected, dropErr
+		}
+		t.lastErr = nil
+		if t.current != nil && t.current.Equal(snap) {
+			t.current = snap // same content; keeps Dropped current
+			return snap, Unchanged, dropErr
+		}
+		t.current = snap
+		return snap, Changed, dropErr
+	}
 	t.lastErr = nil
 	if t.current != nil && t.current.Equal(snap) {
 		return t.current, Unchanged, nil
 	}
 	t.current = snap
 	return snap, Changed, nil
+}
+
+// dropsInForce reports whether snap left out an object that current has.
+func dropsInForce(snap, current *config.Snapshot) bool {
+	if current == nil {
+		return false
+	}
+	for _, e := range snap.Dropped() {
+		switch e.Kind {
+		case config.KindBGPPeer:
+			if _, ok := current.Peer(e.Name); ok {
+				return true
+			}
+		case config.KindBGPAdvertisement:
+			for _, ad := range current.BGPAdvertisements() {
+				if ad.Name == e.Name {
+					return true
+				}
+			}
+		}
+	}
+	return false
 }
 
 // Current returns the snapshot in force, or nil before the first valid one.

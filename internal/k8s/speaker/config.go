@@ -22,6 +22,12 @@ import (
 // re-applies the BGP peers when they changed, and re-decides every Service
 // when the snapshot changed semantically, or always when all is set.
 func (s *Speaker) reconcileConfig(ctx context.Context, all bool) error {
+	// Read before the cluster view, so a rejoin counted later is handled by
+	// the next pass (its Changes notification queues one).
+	var rejoins uint64
+	if s.opts.Members != nil {
+		rejoins = s.opts.Members.Rejoins()
+	}
 	res, err := configload.Read(ctx, s.client, s.opts.Namespace)
 	if err != nil {
 		s.log.Error("reading the configuration failed", "error", err)
@@ -38,17 +44,51 @@ func (s *Speaker) reconcileConfig(ctx context.Context, all bool) error {
 	case configload.Changed:
 		s.log.Info("configuration loaded", "config", snap.String())
 	}
+	// Objects left out for a transient reference (a missing password
+	// Secret): the rest of the configuration is in force without them.
+	var dropped []*config.TransientError
+	if outcome != configload.Rejected && berr != nil {
+		_, dropped = config.Split(berr)
+		s.log.Warn("configuration in force without some objects, waiting for what they reference",
+			"error", configload.Summary(berr))
+	}
 	repErr := s.report(ctx, berr, false)
+	if snap != nil && s.opts.Members != nil {
+		// Live for election only from now on: see Members.Activate.
+		s.opts.Members.Activate()
+	}
 	view, err := s.clusterView(ctx)
 	if err != nil {
 		return errors.Join(err, repErr)
 	}
-	peerErr := s.syncPeers(ctx, snap, view)
+	peerErr := s.syncPeers(ctx, snap, view, dropped)
 	var allErr error
 	if snap != nil && (all || outcome == configload.Changed) {
 		allErr = s.reconcileAll(ctx, snap, view)
+		s.reannounceAfterRejoin(rejoins, view)
 	}
 	return errors.Join(repErr, peerErr, allErr)
+}
+
+// reannounceAfterRejoin re-sends one gratuitous burst for every layer 2
+// address this node owns when a member that had been declared failed came
+// back (rejoins grew since the last call): during a partition the clients
+// on the other side followed that side's gratuitous ARP/NA for the
+// addresses both sides claimed, and an owner whose announcement did not
+// change would otherwise never tell them to come back. Called after
+// reconcileAll, so the owned set is the one decided with the healed
+// membership.
+func (s *Speaker) reannounceAfterRejoin(rejoins uint64, view *clusterView) {
+	if s.opts.Members == nil || rejoins <= s.rejoinsHandled || !view.joined {
+		return
+	}
+	s.rejoinsHandled = rejoins
+	r, ok := s.opts.L2.(reannouncer)
+	if !ok {
+		return
+	}
+	s.log.Info("a failed speaker is back (partition healed): re-announcing owned layer 2 addresses", "rejoins", rejoins)
+	r.Reannounce()
 }
 
 func (s *Speaker) report(ctx context.Context, err error, infra bool) error {
@@ -110,8 +150,10 @@ func (s *Speaker) reconcileAll(ctx context.Context, snap *config.Snapshot, view 
 }
 
 // syncPeers translates this node's peers and applies them when they differ
-// from the applied ones.
-func (s *Speaker) syncPeers(ctx context.Context, snap *config.Snapshot, view *clusterView) error {
+// from the applied ones. dropped are the configuration's left-out objects:
+// a BGPPeer among them is reported (log, peerNotApplied event, once per
+// message) like a peer that cannot be translated.
+func (s *Speaker) syncPeers(ctx context.Context, snap *config.Snapshot, view *clusterView, dropped []*config.TransientError) error {
 	if s.opts.BGP == nil || snap == nil || view.self == nil {
 		return nil
 	}
@@ -119,6 +161,17 @@ func (s *Speaker) syncPeers(ctx context.Context, snap *config.Snapshot, view *cl
 	routerID := bgpconfig.RouterID(snap, s.opts.NodeName, nodeLabels, nodeIPv4(view.self))
 	var desired []bgp.PeerConfig
 	seen := map[string]bool{}
+	for _, e := range dropped {
+		if e.Kind != config.KindBGPPeer {
+			continue
+		}
+		seen[e.Name] = true
+		if s.peerErrors[e.Name] != e.Error() {
+			s.peerErrors[e.Name] = e.Error()
+			s.log.Error("BGP peer not applied", "peer", e.Name, "error", e)
+			s.peerEvent(ctx, e.Name, corev1.EventTypeWarning, reasonPeerNotApplied, "not applied on node %s: %v (waiting for it)", s.opts.NodeName, e)
+		}
+	}
 	for _, p := range snap.PeersForNode(nodeLabels) {
 		seen[p.Name] = true
 		pc, err := bgpconfig.Peer(p, routerID)

@@ -53,6 +53,23 @@
 // off, from Node conditions (members.LiveFromNodeConditions: Ready, network
 // available, not tainted out-of-service).
 //
+// Start-up and partitions, with memberlist:
+//
+//   - The first configuration snapshot activates memberlist
+//     (Members.Activate): a speaker that cannot load its configuration is no
+//     member and is never elected. A transient reference (a BGPPeer's
+//     missing password Secret) leaves out only that object
+//     (config.Options.DropTransient), as long as it is not in force.
+//   - Until Members.Joined, layer 2 takes over nothing (the decision's L2
+//     targets are dropped, reason memberlistNotJoined in debug logs): the
+//     live set then holds only the members seen so far, and other speakers
+//     whose Pods run but that are not members yet would count as dead. BGP
+//     is announced at once.
+//   - When Members.Rejoins grows (a speaker that had been declared failed is
+//     back: a healed partition), the "all" pass re-decides every Service and
+//     then asks the layer 2 announcer, if it has a Reannounce method, to
+//     re-send one gratuitous burst for every address it owns.
+//
 // # What users see
 //
 //   - ServiceL2Status (generateName l2-) in Herald's namespace for each

@@ -21,6 +21,29 @@ type fakeL2 struct {
 	mu     sync.Mutex
 	owners map[string][]layer2.Target
 	calls  int
+	// reannounced: the owned IPs at each Reannounce call.
+	reannounced [][]string
+}
+
+// Reannounce records which IPs were owned when it was called (the real
+// announcer sends one gratuitous burst for each of them).
+func (f *fakeL2) Reannounce() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var ips []string
+	for _, ts := range f.owners {
+		for _, t := range ts {
+			ips = append(ips, t.IP.String())
+		}
+	}
+	slices.Sort(ips)
+	f.reannounced = append(f.reannounced, ips)
+}
+
+func (f *fakeL2) reannounces() [][]string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.reannounced)
 }
 
 func (f *fakeL2) SetOwner(owner string, targets []layer2.Target) error {
@@ -63,22 +86,28 @@ func (f *fakeL2) announced(owner string) []string {
 }
 
 // fakeMembers is a memberlist stand-in whose live set the test controls;
-// every fakeMembers of a test shares one liveness.
+// every fakeMembers of a test shares one liveness. A member is Joined unless
+// the liveness says otherwise (notJoined), counts the rejoins the test
+// declares, and records Activate.
 type fakeMembers struct {
-	live    *liveness
-	changes chan struct{}
-	mu      sync.Mutex
-	peers   []netip.AddrPort
+	node      string
+	live      *liveness
+	changes   chan struct{}
+	mu        sync.Mutex
+	peers     []netip.AddrPort
+	activated bool
 }
 
 type liveness struct {
-	mu   sync.Mutex
-	live map[string]bool
-	subs []*fakeMembers
+	mu        sync.Mutex
+	live      map[string]bool
+	notJoined map[string]bool // node -> its speaker has not joined yet
+	rejoins   uint64
+	subs      []*fakeMembers
 }
 
-func (l *liveness) member() *fakeMembers {
-	m := &fakeMembers{live: l, changes: make(chan struct{}, 1)}
+func (l *liveness) member(node string) *fakeMembers {
+	m := &fakeMembers{node: node, live: l, changes: make(chan struct{}, 1)}
 	l.mu.Lock()
 	l.subs = append(l.subs, m)
 	l.mu.Unlock()
@@ -88,6 +117,33 @@ func (l *liveness) member() *fakeMembers {
 func (l *liveness) set(node string, alive bool) {
 	l.mu.Lock()
 	l.live[node] = alive
+	l.mu.Unlock()
+	l.notify()
+}
+
+// setJoined opens (or, for a test's start, keeps closed) node's gate.
+func (l *liveness) setJoined(node string, joined bool) {
+	l.mu.Lock()
+	if l.notJoined == nil {
+		l.notJoined = map[string]bool{}
+	}
+	l.notJoined[node] = !joined
+	l.mu.Unlock()
+	l.notify()
+}
+
+// rejoin marks node live again after it had been declared failed, as
+// memberlist does when a partition heals.
+func (l *liveness) rejoin(node string) {
+	l.mu.Lock()
+	l.live[node] = true
+	l.rejoins++
+	l.mu.Unlock()
+	l.notify()
+}
+
+func (l *liveness) notify() {
+	l.mu.Lock()
 	subs := slices.Clone(l.subs)
 	l.mu.Unlock()
 	for _, m := range subs {
@@ -96,6 +152,30 @@ func (l *liveness) set(node string, alive bool) {
 		default:
 		}
 	}
+}
+
+func (m *fakeMembers) Joined() bool {
+	m.live.mu.Lock()
+	defer m.live.mu.Unlock()
+	return !m.live.notJoined[m.node]
+}
+
+func (m *fakeMembers) Rejoins() uint64 {
+	m.live.mu.Lock()
+	defer m.live.mu.Unlock()
+	return m.live.rejoins
+}
+
+func (m *fakeMembers) Activate() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.activated = true
+}
+
+func (m *fakeMembers) isActivated() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.activated
 }
 
 func (m *fakeMembers) Live() map[string]bool {

@@ -36,11 +36,30 @@ type L2Announcer interface {
 type Members interface {
 	// Live returns node name -> alive.
 	Live() map[string]bool
-	// Changes signals (coalesced) that Live changed.
+	// Changes signals (coalesced) that Live or Joined changed.
 	Changes() <-chan struct{}
 	// SetPeers replaces the speaker addresses to stay joined with.
 	SetPeers(addrs []netip.AddrPort)
+	// Joined reports that Live can be trusted for election: this speaker
+	// has exchanged state with another speaker or learned it is alone
+	// (members.List.Joined). Until then the speaker takes over no layer 2
+	// address.
+	Joined() bool
+	// Rejoins counts members that had been declared failed and are live
+	// again (a healed partition); when it grows, the speaker re-announces
+	// the layer 2 addresses it owns.
+	Rejoins() uint64
+	// Activate makes this speaker a member (bind, join). The speaker calls
+	// it once it has its first configuration snapshot, so a speaker that
+	// cannot load its configuration is never elected (members.List.Activate).
+	Activate()
 }
+
+// reannouncer is implemented by a layer 2 announcer that can re-send one
+// gratuitous ARP / unsolicited NA burst for every address it owns
+// (*layer2.Announcer). Optional: without it a healed partition is not
+// re-announced.
+type reannouncer interface{ Reannounce() }
 
 // EventRecorder emits Kubernetes events (client-go record.EventRecorder,
 // e.g. the manager's GetEventRecorderFor("metallb-speaker")).

@@ -49,7 +49,12 @@ type serviceState struct {
 type clusterView struct {
 	nodes []announce.Node
 	live  map[string]bool
-	self  *corev1.Node // nil when this node is not in the cache
+	// joined: memberlist's start-up gate is open (always true without
+	// memberlist). Until then layer 2 takes over nothing: Live holds only
+	// the members seen so far, and an election on it would make this node
+	// win the addresses of speakers it has not heard of yet.
+	joined bool
+	self   *corev1.Node // nil when this node is not in the cache
 }
 
 func (s *Speaker) clusterView(ctx context.Context) (*clusterView, error) {
@@ -57,7 +62,7 @@ func (s *Speaker) clusterView(ctx context.Context) (*clusterView, error) {
 	if err := s.client.List(ctx, &list); err != nil {
 		return nil, fmt.Errorf("list Nodes: %w", err)
 	}
-	v := &clusterView{}
+	v := &clusterView{joined: true}
 	statuses := make([]members.NodeStatus, 0, len(list.Items))
 	for i := range list.Items {
 		n := &list.Items[i]
@@ -68,6 +73,8 @@ func (s *Speaker) clusterView(ctx context.Context) (*clusterView, error) {
 		}
 	}
 	if s.opts.Members != nil {
+		// Joined before Live: a Live read after the gate opened is complete.
+		v.joined = s.opts.Members.Joined()
 		v.live = s.opts.Members.Live()
 	} else {
 		v.live = members.LiveFromNodeConditions(statuses)
@@ -133,10 +140,17 @@ func (s *Speaker) reconcileService(ctx context.Context, snap *config.Snapshot, v
 	}
 	s.logDecision(log, &d)
 
-	// Layer 2.
+	// Layer 2. Nothing before memberlist's start-up gate opens (BGP has no
+	// election and is not gated).
 	var targets []layer2.Target
 	if s.opts.L2 != nil {
-		for _, t := range d.L2Targets() {
+		l2 := d.L2Targets()
+		if !view.joined && len(l2) > 0 {
+			log.Debug("not announcing", "protocol", protoL2, "reason", "memberlistNotJoined",
+				"detail", "waiting to join the other speakers before taking over layer 2 addresses")
+			l2 = nil
+		}
+		for _, t := range l2 {
 			targets = append(targets, layer2.Target{IP: t.IP, Interfaces: t.Interfaces})
 		}
 		if !st.l2Applied || !equalTargets(st.l2, targets) {

@@ -70,6 +70,8 @@ type Speaker struct {
 	// writes them) and its first decision costs no List request.
 	statusListed bool
 	status       *statusWriter // runs in its own goroutines
+	// rejoinsHandled: Members.Rejoins when layer 2 was last re-announced.
+	rejoinsHandled uint64
 
 	ownerMu sync.Mutex
 	owner   *metav1.OwnerReference // the speaker Pod, once read
@@ -94,7 +96,7 @@ func Setup(mgr manager.Manager, opts Options) (*Speaker, error) {
 		log:        opts.Logger,
 		client:     mgr.GetClient(),
 		apiReader:  mgr.GetAPIReader(),
-		tracker:    configload.NewTracker(config.Options{Namespace: opts.Namespace, NodeName: opts.NodeName}),
+		tracker:    configload.NewTracker(config.Options{Namespace: opts.Namespace, NodeName: opts.NodeName, DropTransient: true}),
 		triggers:   make(chan event.TypedGenericEvent[string], 16),
 		services:   map[string]*serviceState{},
 		peerErrors: map[string]string{},

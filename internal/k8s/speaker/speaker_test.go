@@ -53,8 +53,18 @@ func TestMain(m *testing.M) {
 
 func startSpeaker(t *testing.T, env *testenv.Env, ns, node string, live *liveness) *testSpeaker {
 	t.Helper()
+	m := live.member(node)
+	s := startSpeakerWith(t, env, ns, node, m, 7946)
+	s.members = m
+	return s
+}
+
+// startSpeakerWith starts a speaker whose memberlist is members (a real
+// *members.List or a fake), with memberPort as every speaker's port.
+func startSpeakerWith(t *testing.T, env *testenv.Env, ns, node string, members Members, memberPort int) *testSpeaker {
+	t.Helper()
 	s := &testSpeaker{name: node, l2: &fakeL2{}, bgp: &bgp.Fake{}, rec: &fakeRecorder{},
-		logs: newCountingHandler(), members: live.member(), reg: prometheus.NewRegistry(),
+		logs: newCountingHandler(), reg: prometheus.NewRegistry(),
 		states: make(chan bgp.PeerState, 8)}
 	skip := true
 	mgr, err := manager.New(env.Config, manager.Options{
@@ -71,7 +81,7 @@ func startSpeaker(t *testing.T, env *testenv.Env, ns, node string, live *livenes
 	if _, err := Setup(mgr, Options{
 		NodeName: node, Namespace: ns, PodName: "speaker-" + node,
 		Logger: slog.New(s.logs), Registerer: s.reg, Recorder: s.rec,
-		L2: s.l2, BGP: s.bgp, PeerStates: s.states, SessionWarnAfter: 300 * time.Millisecond, Members: s.members, MemberPort: 7946, MemberSelector: speakerPods.AsSelector(),
+		L2: s.l2, BGP: s.bgp, PeerStates: s.states, SessionWarnAfter: 300 * time.Millisecond, Members: members, MemberPort: memberPort, MemberSelector: speakerPods.AsSelector(),
 	}); err != nil {
 		t.Fatal(err)
 	}
