@@ -18,6 +18,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"math"
 	"net/netip"
 	"os"
 
@@ -128,8 +129,12 @@ func run(args []string) error {
 	var bgpSpeaker *gobgp.Speaker
 	if o.enableBGP {
 		states := make(chan bgp.PeerState, 64)
+		if o.bgpMaxReceivedPrefixes > math.MaxUint32 {
+			return fmt.Errorf("--bgp-max-received-prefixes %d: must be at most %d", o.bgpMaxReceivedPrefixes, uint32(math.MaxUint32))
+		}
 		bgpSpeaker, err = gobgp.New(gobgp.Options{
 			Logger: log.With("subsystem", "bgp"), Registerer: reg,
+			MaxReceivedPrefixes: uint32(o.bgpMaxReceivedPrefixes),
 			OnPeerState: func(st bgp.PeerState) {
 				select {
 				case states <- st:
