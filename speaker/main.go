@@ -8,10 +8,10 @@
 // (internal/k8s/speaker). Outside a cluster, point it at an API server with
 // --kubeconfig.
 //
-// Shutdown order on SIGTERM/SIGINT: leave memberlist first (the other
-// speakers elect a successor at once), then stop reconciling, then stop
-// answering ARP/NDP and close the BGP sessions (Cease NOTIFICATION, so
-// routers withdraw the routes).
+// Shutdown on SIGTERM/SIGINT (run.go, within 4 s): close the BGP sessions at
+// once (Cease NOTIFICATION, so routers withdraw the routes) and, in
+// parallel, leave memberlist (the other speakers elect a successor at
+// once), stop reconciling, then stop answering ARP/NDP.
 package main
 
 import (

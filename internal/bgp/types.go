@@ -294,9 +294,9 @@ type PeerState struct {
 // session and address family. Herald only announces: it uses no route a
 // router sends, but an embedded BGP implementation stores every received
 // path (Adj-RIB-In) before import policy runs, so a router that sends a full
-// table (about 1M paths) would grow the speaker by gigabytes. A session that
+// table (about 1M paths) would grow the speaker by about 1 GiB. A session that
 // exceeds the limit is closed (Cease, RFC 4486 subcode 1) and retried after
-// the connect-retry time. 10,000 paths cost about 10 MiB (docs/bgp.md).
+// a pause. 10,000 paths cost about 10 MiB (docs/bgp.md).
 const DefaultMaxReceivedPrefixes = 10000
 
 // Speaker is a BGP speaker driven by declarative desired state. All methods

@@ -49,9 +49,18 @@ type Options struct {
 	// address family (see bgp.DefaultMaxReceivedPrefixes); 0 means no limit.
 	// A session that exceeds it is closed with a Cease NOTIFICATION (RFC 4486
 	// subcode 1), reported once in PeerState.PrefixLimitFamily and logged,
-	// and retried after its connect-retry time.
+	// and opened again after PrefixLimitRestart.
 	MaxReceivedPrefixes uint32
+	// PrefixLimitRestart is how long a session closed at the prefix limit
+	// stays down before it is opened again (gobgp itself would keep it down
+	// for good); 0 means DefaultPrefixLimitRestart.
+	PrefixLimitRestart time.Duration
 }
+
+// DefaultPrefixLimitRestart is Options.PrefixLimitRestart's default: a
+// router that keeps sending too much is tried again every 2 minutes (as
+// "maximum-prefix ... restart 2" in FRR and IOS).
+const DefaultPrefixLimitRestart = 2 * time.Minute
 
 // appliedPath is a path as announced to gobgp, with the UUID AddPath returned.
 type appliedPath struct {
@@ -437,12 +446,39 @@ func (s *Speaker) onEvent(r *api.WatchEventResponse) {
 		s.log.Info("BGP session state", "peer", name, "address", key, "state", state.String(), "previous", prev.String())
 	}
 	if prev == bgp.StateEstablished && snap.PrefixLimitFamily != "" {
+		restart := s.opts.PrefixLimitRestart
+		if restart <= 0 {
+			restart = DefaultPrefixLimitRestart
+		}
 		s.log.Warn("BGP session closed: the peer sent more prefixes than the received-prefix limit (Herald uses no received routes: filter what the router sends to the speakers, or raise --bgp-max-received-prefixes)",
-			"peer", name, "address", key, "family", snap.PrefixLimitFamily, "limit", snap.PrefixLimit)
+			"peer", name, "address", key, "family", snap.PrefixLimitFamily, "limit", snap.PrefixLimit, "retryIn", restart.String())
+		// gobgp leaves the neighbor administratively down ("prefix count"):
+		// enable it again later, unless it was removed or recreated.
+		addr := conf.GetNeighborAddress()
+		time.AfterFunc(restart, func() { s.restartAfterPrefixLimit(name, rt, addr) })
 	}
 	if s.opts.OnPeerState != nil {
 		s.opts.OnPeerState(snap)
 	}
+}
+
+// restartAfterPrefixLimit enables the neighbor at addr again after a
+// prefix-limit teardown, if peer name still has the runtime rt (not
+// removed, recreated or closed since).
+func (s *Speaker) restartAfterPrefixLimit(name string, rt *peerRuntime, addr string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.stateMu.Lock()
+	same := s.runtime[name] == rt
+	s.stateMu.Unlock()
+	if s.closed || !s.started || !same {
+		return
+	}
+	if err := s.srv.EnablePeer(context.Background(), &api.EnablePeerRequest{Address: addr}); err != nil {
+		s.log.Warn("BGP session not reopened after the prefix limit", "peer", name, "address", addr, "error", err)
+		return
+	}
+	s.log.Info("BGP session reopened after the prefix limit", "peer", name, "address", addr)
 }
 
 // gobgpWarning sees gobgp's warnings (gobgp goroutine). gobgp v3 reports an
