@@ -12,16 +12,29 @@
 # machine already runs (its own frr, prometheus, ...) are never touched, and a
 # run with every package present changes nothing at all.
 #
-# HERALD_POLICY_RC_D overrides the policy-rc.d path (tests only).
+# A policy-rc.d that a run killed during apt-get left behind is replaced by
+# the machine's own again (or removed) on the next run. HERALD_POLICY_RC_D
+# overrides the policy-rc.d path (tests only).
 set -euo pipefail
 need=()
 have() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
 for p in iproute2 arping ndisc6 iputils-ping curl tcpdump frr prometheus openssl procps psmisc; do
   have "$p" || need+=("$p")
 done
+policy=${HERALD_POLICY_RC_D:-/usr/sbin/policy-rc.d}
+marker="# hack/install-deps.sh: no service starts while it installs packages."
+# A policy left by a run that was killed during apt-get: put the machine's
+# own back (or none) before anything else.
+if [[ -f $policy ]] && grep -qxF "$marker" "$policy"; then
+  left=("$policy".herald.*)
+  if [[ -e ${left[0]} ]]; then
+    mv -f "${left[0]}" "$policy"
+  else
+    rm -f "$policy"
+  fi
+fi
 ((${#need[@]})) || exit 0
 
-policy=${HERALD_POLICY_RC_D:-/usr/sbin/policy-rc.d}
 saved=""
 restore() {
   if [[ -n $saved ]]; then
@@ -35,7 +48,7 @@ if [[ -e $policy ]]; then
   cp -p "$policy" "$saved"
 fi
 trap restore EXIT
-printf '#!/bin/sh\n# hack/install-deps.sh: no service starts while it installs packages.\nexit 101\n' >"$policy"
+printf '#!/bin/sh\n%s\nexit 101\n' "$marker" >"$policy"
 chmod 0755 "$policy"
 
 echo "install-deps: apt-get install ${need[*]}" >&2

@@ -130,14 +130,22 @@ func TestInstallDepsLeavesHostServicesAlone(t *testing.T) {
 // the policy-rc.d (HERALD_POLICY_RC_D) must forbid every service start (exit
 // 101, as invoke-rc.d and deb-systemd-invoke read it); afterwards the
 // original policy-rc.d must be back unchanged (or absent, if there was
-// none), and nothing may have been stopped or killed.
+// none; also when a killed earlier run left its own policy behind), and
+// nothing may have been stopped or killed.
 func TestInstallDepsKeepsServicesFromStarting(t *testing.T) {
+	own := "#!/bin/sh\n# the machine's own policy\nexit 0\n"
+	leftover := "#!/bin/sh\n# hack/install-deps.sh: no service starts while it installs packages.\nexit 101\n"
 	for _, tc := range []struct {
 		name     string
 		existing string // "" = no policy-rc.d before
+		backup   string // a backup left by a killed run ("" = none)
+		want     string // policy-rc.d after ("" = none)
 	}{
-		{"NoPolicyBefore", ""},
-		{"ExistingPolicyKept", "#!/bin/sh\n# the machine's own policy\nexit 0\n"},
+		{"NoPolicyBefore", "", "", ""},
+		{"ExistingPolicyKept", own, "", own},
+		// A run killed during apt-get left its policy (and the backup).
+		{"LeftoverWithBackup", leftover, own, own},
+		{"LeftoverWithoutBackup", leftover, "", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
@@ -149,6 +157,11 @@ func TestInstallDepsKeepsServicesFromStarting(t *testing.T) {
 			}
 			if tc.existing != "" {
 				if err := os.WriteFile(policy, []byte(tc.existing), 0o755); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if tc.backup != "" {
+				if err := os.WriteFile(policy+".herald.abc123", []byte(tc.backup), 0o755); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -190,12 +203,12 @@ fi`,
 			}
 			got, err := os.ReadFile(policy)
 			switch {
-			case tc.existing == "" && err == nil:
+			case tc.want == "" && err == nil:
 				t.Errorf("policy-rc.d left behind:\n%s", got)
-			case tc.existing == "" && !os.IsNotExist(err):
+			case tc.want == "" && !os.IsNotExist(err):
 				t.Error(err)
-			case tc.existing != "" && string(got) != tc.existing:
-				t.Errorf("policy-rc.d not restored: %q (%v)", got, err)
+			case tc.want != "" && string(got) != tc.want:
+				t.Errorf("policy-rc.d not restored: %q (%v), want %q", got, err, tc.want)
 			}
 			if left, _ := filepath.Glob(policy + ".herald.*"); len(left) > 0 {
 				t.Errorf("backup left behind: %v", left)
