@@ -4,9 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/netip"
+	"os"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -96,6 +99,7 @@ func TestBGP(t *testing.T) {
 	t.Run("WithdrawOnServiceDelete", e.testWithdrawOnDelete)
 	t.Run("MD5", e.testMD5)
 	t.Run("GracefulRestart", e.testGracefulRestart)
+	t.Run("ShutdownSendsCease", e.testShutdownCease)
 }
 
 // failDump reports, when t failed, what FRR, the client and the speakers
@@ -647,6 +651,162 @@ func (e *bgpEnv) testGracefulRestart(t *testing.T) {
 	if _, err := bgpWaitPrefix(ctx, e.l, v6, bgpV6Peers(1, 2, 3), time.Minute); err != nil {
 		t.Errorf("IPv6 after the restart: %v", err)
 	}
+}
+
+// testShutdownCease proves the speaker's goodbye (RFC 4271 §6.7, RFC 4486):
+// the speaker on n1 is stopped as the kubelet stops a Pod (SIGTERM, SIGKILL
+// after the DaemonSet's terminationGracePeriodSeconds), while its
+// memberlist is joining a peer that accepts the TCP connection and never
+// answers (a speaker Pod whose node hung), so the join is in flight for
+// the whole TCPTimeout. FRR must see both of n1's sessions closed by a Cease
+// NOTIFICATION and hold no path from n1: not the IPv6 one, and not the IPv4
+// one either, although that session negotiated graceful restart (a stale
+// path would stay for 120 s). Before the fix the speaker closed BGP only
+// after the memberlist stop, which waited for the join: the SIGKILL came
+// first, FRR saw the TCP connection drop without a NOTIFICATION and kept
+// n1's IPv4 path as stale.
+func (e *bgpEnv) testShutdownCease(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	e.applyPoolAdv(ctx, t, "bye", []string{"203.0.113.144/28", "2001:db8:203::90/124"}, nil)
+	v4, v6 := e.dualStackOnAllNodes(ctx, t, "bye")
+	n1v4, n1v6 := lab.NodeAddr(1).String(), lab.NodeAddrV6(1).String()
+	grace := e.h.SpeakerGracePeriod("n1")
+	t.Logf("speaker terminationGracePeriodSeconds: %s", grace)
+
+	// FRR logs NOTIFICATIONs with log-neighbor-changes; read its log from here on.
+	if out, err := e.l.Vtysh(ctx, "configure terminal", fmt.Sprintf("router bgp %d", lab.RouterASN), "bgp log-neighbor-changes"); err != nil {
+		t.Fatalf("vtysh: %v\n%s", err, out)
+	}
+	bgpd := e.l.Process("frr-bgpd")
+	if bgpd == nil {
+		t.Fatal("no frr-bgpd lab process")
+	}
+	logStart := fileSize(t, bgpd.Log)
+
+	// A silent memberlist peer in the router's namespace: it accepts and
+	// never answers, so a join to it blocks for TCPTimeout.
+	ln, err := lab.ListenIn(e.l.RouterNamespace(), "tcp", netip.AddrPortFrom(lab.RouterAddr, 7946).String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	joining := make(chan string, 16)
+	var held []net.Conn
+	var heldMu sync.Mutex
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			heldMu.Lock()
+			held = append(held, c)
+			heldMu.Unlock()
+			if ap, err := netip.ParseAddrPort(c.RemoteAddr().String()); err == nil {
+				select {
+				case joining <- ap.Addr().Unmap().String():
+				default:
+				}
+			}
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		heldMu.Lock()
+		for _, c := range held {
+			c.Close()
+		}
+		heldMu.Unlock()
+	})
+	ghost := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "herald-speaker-silent", Namespace: lab.HeraldNamespace, Labels: map[string]string{
+			"app.kubernetes.io/name": "herald", "app.kubernetes.io/component": "speaker"}},
+		Spec: corev1.PodSpec{ServiceAccountName: "herald-speaker", Containers: []corev1.Container{{Name: "speaker", Image: "none"}}},
+	}
+	if err := e.c.Create(ctx, ghost); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { bgpDelete(t, e.c, ghost) })
+	ghost.Status = corev1.PodStatus{Phase: corev1.PodRunning, PodIP: lab.RouterAddr.String(),
+		PodIPs: []corev1.PodIP{{IP: lab.RouterAddr.String()}}}
+	if err := e.c.Status().Update(ctx, ghost); err != nil {
+		t.Fatal(err)
+	}
+	// Wait until n1's speaker is in the middle of that join.
+	wait := time.NewTimer(time.Minute)
+	defer wait.Stop()
+	for from := ""; from != n1v4; {
+		select {
+		case from = <-joining:
+		case <-wait.C:
+			t.Fatal("n1's speaker never joined the silent memberlist peer")
+		}
+	}
+
+	restarted := false
+	t.Cleanup(func() {
+		if !restarted {
+			_ = e.h.StartSpeaker(context.Background(), "n1")
+		}
+	})
+	if err := e.h.StopSpeaker("n1"); err != nil { // TERM, KILL after grace
+		t.Fatal(err)
+	}
+	for _, p := range []netip.Prefix{v4, v6} {
+		peers := bgpV4Peers(2, 3)
+		if p.Addr().Is6() {
+			peers = bgpV6Peers(2, 3)
+		}
+		paths, err := bgpWaitPrefix(ctx, e.l, p, peers, 15*time.Second)
+		if err != nil {
+			for _, path := range paths {
+				if path.Stale {
+					t.Errorf("FRR kept a stale path of %s from %s", p, path.Peer.PeerID)
+				}
+			}
+			t.Errorf("after n1's speaker stopped: %v", err)
+		}
+	}
+	log := readFrom(t, bgpd.Log, logStart)
+	for _, peer := range []string{n1v4, n1v6} {
+		// bgpd: "%NOTIFICATION: received from neighbor <peer> 6/3 (Cease/Peer Unconfigured) 0 bytes"
+		if !strings.Contains(log, "received from neighbor "+peer+" 6/") {
+			t.Errorf("FRR received no Cease NOTIFICATION from %s; its log since the stop:\n%s", peer, log)
+		}
+	}
+	// The silent peer goes away first, so that n1's restart does not hang on it.
+	bgpDelete(t, e.c, ghost)
+	err = e.h.StartSpeaker(ctx, "n1")
+	restarted = err == nil
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := bgpWaitPrefix(ctx, e.l, v4, bgpV4Peers(1, 2, 3), time.Minute); err != nil {
+		t.Errorf("IPv4 after the restart: %v", err)
+	}
+}
+
+// fileSize returns the size of the file at path.
+func fileSize(t *testing.T, path string) int64 {
+	t.Helper()
+	st, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st.Size()
+}
+
+// readFrom returns the file at path from byte offset off on.
+func readFrom(t *testing.T, path string, off int64) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if off > int64(len(b)) {
+		off = 0
+	}
+	return string(b[off:])
 }
 
 // ---- helpers, shared with observability_test.go: Herald objects, lab Services,

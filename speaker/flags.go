@@ -11,6 +11,7 @@ import (
 
 	"sigs.k8s.io/yaml"
 
+	"github.com/herald-lb/herald/internal/bgp"
 	"github.com/herald-lb/herald/internal/k8s/serving"
 	"github.com/herald-lb/herald/internal/members"
 )
@@ -26,6 +27,7 @@ type options struct {
 	lbClass                      string
 	ignoreExcludeLB              bool
 	enableL2, enableBGP          bool
+	bgpMaxReceivedPrefixes       uint
 	gratuitousCount              int
 	gratuitousInterval           time.Duration
 	excludeL2Config              string
@@ -54,6 +56,8 @@ func (o *options) register(fs *flag.FlagSet, getenv func(string) string) {
 	fs.BoolVar(&o.ignoreExcludeLB, "ignore-exclude-lb", false, "Ignore the node.kubernetes.io/exclude-from-external-load-balancers label.")
 	fs.BoolVar(&o.enableL2, "enable-l2", true, "Announce in layer 2 (ARP/NDP).")
 	fs.BoolVar(&o.enableBGP, "enable-bgp", true, "Announce over BGP.")
+	fs.UintVar(&o.bgpMaxReceivedPrefixes, "bgp-max-received-prefixes", bgp.DefaultMaxReceivedPrefixes,
+		"Received-prefix limit per BGP session and address family: a session whose peer sends more is closed (Cease, RFC 4486) with a prefixLimitExceeded event on its BGPPeer (0: no limit).")
 	fs.IntVar(&o.gratuitousCount, "gratuitous-count", 0, "Gratuitous ARP/NA packets per takeover burst (0: default, <0: none).")
 	fs.DurationVar(&o.gratuitousInterval, "gratuitous-interval", 0, "Pause between gratuitous packets of a burst (0: default).")
 	fs.StringVar(&o.excludeL2Config, "exclude-l2-config", "/etc/metallb/excludel2.yaml", "YAML file with announcedInterfacesToExclude regexes (missing: defaults).")

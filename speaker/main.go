@@ -8,16 +8,17 @@
 // (internal/k8s/speaker). Outside a cluster, point it at an API server with
 // --kubeconfig.
 //
-// Shutdown order on SIGTERM/SIGINT: leave memberlist first (the other
-// speakers elect a successor at once), then stop reconciling, then stop
-// answering ARP/NDP and close the BGP sessions (Cease NOTIFICATION, so
-// routers withdraw the routes).
+// Shutdown on SIGTERM/SIGINT (run.go, within 4 s): close the BGP sessions at
+// once (Cease NOTIFICATION, so routers withdraw the routes) and, in
+// parallel, leave memberlist (the other speakers elect a successor at
+// once), stop reconciling, then stop answering ARP/NDP.
 package main
 
 import (
 	"errors"
 	"flag"
 	"fmt"
+	"math"
 	"net/netip"
 	"os"
 
@@ -128,8 +129,12 @@ func run(args []string) error {
 	var bgpSpeaker *gobgp.Speaker
 	if o.enableBGP {
 		states := make(chan bgp.PeerState, 64)
+		if o.bgpMaxReceivedPrefixes > math.MaxUint32 {
+			return fmt.Errorf("--bgp-max-received-prefixes %d: must be at most %d", o.bgpMaxReceivedPrefixes, uint32(math.MaxUint32))
+		}
 		bgpSpeaker, err = gobgp.New(gobgp.Options{
 			Logger: log.With("subsystem", "bgp"), Registerer: reg,
+			MaxReceivedPrefixes: uint32(o.bgpMaxReceivedPrefixes),
 			OnPeerState: func(st bgp.PeerState) {
 				select {
 				case states <- st:

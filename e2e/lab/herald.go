@@ -284,10 +284,26 @@ func (h *Herald) WaitSpeakerReady(ctx context.Context, node string) error {
 // Pod deletion; SIGKILL after the Pod's terminationGracePeriodSeconds) and
 // waits until it is gone. The Pod object is left as it is.
 func (h *Herald) StopSpeaker(node string) error {
-	if h.Speaker(node) == nil {
+	p := h.Speaker(node)
+	if p == nil {
 		return fmt.Errorf("stop speaker %s: not running", node)
 	}
-	return h.lab.StopProcess(h.SpeakerProcessName(node))
+	err := p.Stop(h.SpeakerGracePeriod(node))
+	// Forget it (StopProcess finds it dead and only updates the records).
+	return errors.Join(err, h.lab.StopProcess(h.SpeakerProcessName(node)))
+}
+
+// SpeakerGracePeriod is the terminationGracePeriodSeconds of node's speaker
+// Pod (from the installed DaemonSet's template), or Kubernetes' default of
+// 30 s when unset.
+func (h *Herald) SpeakerGracePeriod(node string) time.Duration {
+	h.mu.Lock()
+	pod := h.spkPods[node]
+	h.mu.Unlock()
+	if pod == nil || pod.Spec.TerminationGracePeriodSeconds == nil {
+		return 30 * time.Second
+	}
+	return time.Duration(*pod.Spec.TerminationGracePeriodSeconds) * time.Second
 }
 
 // KillSpeaker sends SIGKILL to node's speaker (a crash: no goodbye) and

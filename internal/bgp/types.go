@@ -280,7 +280,24 @@ type PeerState struct {
 	Advertised uint64
 	// UpdatesSent counts UPDATE messages sent in this session object.
 	UpdatesSent uint64
+	// PrefixLimitFamily is set when the speaker closed the session because
+	// the peer sent more than its received-prefix limit in that address
+	// family ("ipv4-unicast", "ipv6-unicast"): a Cease NOTIFICATION with
+	// subcode 1, "Maximum Number of Prefixes Reached" (RFC 4486 §4). It is
+	// cleared when the session is Established again.
+	PrefixLimitFamily string
+	// PrefixLimit is the limit that was exceeded (with PrefixLimitFamily).
+	PrefixLimit uint32
 }
+
+// DefaultMaxReceivedPrefixes is the default received-prefix limit per
+// session and address family. Herald only announces: it uses no route a
+// router sends, but an embedded BGP implementation stores every received
+// path (Adj-RIB-In) before import policy runs, so a router that sends a full
+// table (about 1M paths) would grow the speaker by about 1 GiB. A session that
+// exceeds the limit is closed (Cease, RFC 4486 subcode 1) and retried after
+// a pause. 10,000 paths cost about 10 MiB (docs/bgp.md).
+const DefaultMaxReceivedPrefixes = 10000
 
 // Speaker is a BGP speaker driven by declarative desired state. All methods
 // are safe for concurrent use; SetPeers and SetPaths are idempotent and apply

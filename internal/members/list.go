@@ -93,10 +93,14 @@ func New(cfg Config, logger *slog.Logger) (*List, error) {
 // before it stops, so that another node takes over at once: it sends every
 // member a leaving announcement (see leaving.go), calls memberlist's Leave
 // (waiting up to LeaveTimeout for the leave to be gossiped), shuts
-// memberlist down, waits for in-flight joins (each bounded by TCPTimeout)
-// and returns nil. memberlist's own goroutines end with Shutdown. If ctx
-// ends before Activate, Run returns nil without having bound anything. A
-// bind failure is returned at once; a second call returns ErrAlreadyRunning.
+// memberlist down and returns nil, within about LeaveTimeout of the
+// cancellation. It does not wait for joins still in flight: a join to an
+// unreachable peer can block for up to TCPTimeout (Shutdown does not cut it
+// short), which would hold up the speaker's shutdown past the Pod's grace
+// period; such a join ends on its own within TCPTimeout and its result is
+// dropped. memberlist's own goroutines end with Shutdown. If ctx ends before
+// Activate, Run returns nil without having bound anything. A bind failure is
+// returned at once; a second call returns ErrAlreadyRunning.
 func (l *List) Run(ctx context.Context) error {
 	if !l.started.CompareAndSwap(false, true) {
 		return ErrAlreadyRunning
@@ -126,8 +130,7 @@ func (l *List) Run(ctx context.Context) error {
 	}
 	l.log.Info("memberlist started", "addr", l.Addr())
 
-	var wg sync.WaitGroup
-	wg.Go(func() { l.joinLoop(ctx, ml) })
+	go l.joinLoop(ctx, ml)
 
 	<-ctx.Done()
 
@@ -141,7 +144,6 @@ func (l *List) Run(ctx context.Context) error {
 	if err := ml.Shutdown(); err != nil {
 		l.log.Warn("memberlist shutdown", "error", err)
 	}
-	wg.Wait()
 	return nil
 }
 

@@ -40,8 +40,8 @@ var allOptions = []string{
 	"speaker.tolerations[0].operator=Exists",
 	"controller.tolerations[0].key=infra",
 	"controller.tolerations[0].operator=Exists",
-	"speaker.resources.limits.memory=128Mi",
-	"controller.resources.limits.memory=96Mi",
+	"speaker.resources.limits.memory=768Mi",
+	"controller.resources.limits.memory=640Mi",
 	"controller.image.tag=v9.9.9",
 	"speaker.image.repository=registry.example.com/speaker",
 	"logLevel=debug",
@@ -176,7 +176,7 @@ func TestChartOptions(t *testing.T) {
 		!slices.ContainsFunc(d.Spec.Template.Spec.Tolerations, func(t corev1.Toleration) bool { return t.Key == "infra" }) {
 		t.Error("tolerations not applied")
 	}
-	if s.Resources.Limits.Memory().String() != "128Mi" || c.Resources.Limits.Memory().String() != "96Mi" {
+	if s.Resources.Limits.Memory().String() != "768Mi" || c.Resources.Limits.Memory().String() != "640Mi" {
 		t.Error("resources not applied")
 	}
 	for _, k := range []string{

@@ -227,8 +227,11 @@ func TestSpeakerDaemonSet(t *testing.T) {
 	if spec.ServiceAccountName != "herald-speaker" || !spec.HostNetwork {
 		t.Errorf("serviceAccountName %q hostNetwork %v", spec.ServiceAccountName, spec.HostNetwork)
 	}
-	if spec.TerminationGracePeriodSeconds == nil || *spec.TerminationGracePeriodSeconds != 2 {
-		t.Errorf("terminationGracePeriodSeconds %v, want 2", spec.TerminationGracePeriodSeconds)
+	// The speaker exits within shutdownBudget (4 s, speaker/run.go) of
+	// SIGTERM; the grace period must cover it with margin, or the kubelet's
+	// SIGKILL can come first (docs/reliability.md, "Speaker shutdown").
+	if g := spec.TerminationGracePeriodSeconds; g == nil || *g != 5 {
+		t.Errorf("terminationGracePeriodSeconds %v, want 5", g)
 	}
 	tolerated := false
 	for _, tol := range spec.Tolerations {

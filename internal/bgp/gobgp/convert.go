@@ -49,8 +49,16 @@ func familiesFor(p bgp.PeerConfig) []*api.Family {
 	}
 }
 
+// prefixLimitWarnPct is the share of the received-prefix limit at which
+// gobgp logs a warning before the limit closes the session.
+const prefixLimitWarnPct = 80
+
 // toAPIPeer translates a validated PeerConfig into a gobgp neighbor.
-func toAPIPeer(p bgp.PeerConfig) *api.Peer {
+// maxReceived, if non-zero, is the received-prefix limit of every enabled
+// family (gobgp's per AFI-SAFI prefix-limit: it closes the session with a
+// Cease NOTIFICATION, RFC 4486 subcode 1, once the peer's Adj-RIB-In of that
+// family holds more paths).
+func toAPIPeer(p bgp.PeerConfig, maxReceived uint32) *api.Peer {
 	conf := &api.PeerConf{
 		Description: p.Name,
 		PeerAsn:     p.PeerASN,
@@ -95,6 +103,9 @@ func toAPIPeer(p bgp.PeerConfig) *api.Peer {
 	}
 	for _, f := range familiesFor(p) {
 		as := &api.AfiSafi{Config: &api.AfiSafiConfig{Family: f, Enabled: true}}
+		if maxReceived > 0 {
+			as.PrefixLimits = &api.PrefixLimit{Family: f, MaxPrefixes: maxReceived, ShutdownThresholdPct: prefixLimitWarnPct}
+		}
 		if p.GracefulRestart {
 			// RFC 4724 §3: the capability lists each AFI/SAFI whose state is preserved.
 			as.MpGracefulRestart = &api.MpGracefulRestart{Config: &api.MpGracefulRestartConfig{Enabled: true}}

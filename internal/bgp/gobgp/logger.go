@@ -15,6 +15,9 @@ import (
 type slogAdapter struct {
 	log   *slog.Logger
 	level atomic.Uint32 // gobgplog.LogLevel
+	// onWarn, if set, sees every warning before it is logged (gobgp
+	// reports some events, such as an exceeded prefix limit, only in its log).
+	onWarn func(msg string, f gobgplog.Fields)
 }
 
 func newSlogAdapter(l *slog.Logger) *slogAdapter {
@@ -42,7 +45,12 @@ func (a *slogAdapter) emit(level slog.Level, msg string, fields gobgplog.Fields)
 func (a *slogAdapter) Panic(msg string, f gobgplog.Fields) { a.emit(slog.LevelError, msg, f) }
 func (a *slogAdapter) Fatal(msg string, f gobgplog.Fields) { a.emit(slog.LevelError, msg, f) }
 func (a *slogAdapter) Error(msg string, f gobgplog.Fields) { a.emit(slog.LevelError, msg, f) }
-func (a *slogAdapter) Warn(msg string, f gobgplog.Fields)  { a.emit(slog.LevelWarn, msg, f) }
+func (a *slogAdapter) Warn(msg string, f gobgplog.Fields) {
+	if a.onWarn != nil {
+		a.onWarn(msg, f)
+	}
+	a.emit(slog.LevelWarn, msg, f)
+}
 func (a *slogAdapter) Info(msg string, f gobgplog.Fields)  { a.emit(slog.LevelInfo, msg, f) }
 func (a *slogAdapter) Debug(msg string, f gobgplog.Fields) { a.emit(slog.LevelDebug, msg, f) }
 

@@ -26,6 +26,7 @@ import (
 	"time"
 
 	api "github.com/osrg/gobgp/v3/api"
+	gobgplog "github.com/osrg/gobgp/v3/pkg/log"
 	"github.com/osrg/gobgp/v3/pkg/server"
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -44,7 +45,22 @@ type Options struct {
 	// OnPeerState, if non-nil, is called on every session state change from
 	// a gobgp goroutine. It must not block (send non-blockingly to a channel).
 	OnPeerState func(bgp.PeerState)
+	// MaxReceivedPrefixes is the received-prefix limit of every session and
+	// address family (see bgp.DefaultMaxReceivedPrefixes); 0 means no limit.
+	// A session that exceeds it is closed with a Cease NOTIFICATION (RFC 4486
+	// subcode 1), reported once in PeerState.PrefixLimitFamily and logged,
+	// and opened again after PrefixLimitRestart.
+	MaxReceivedPrefixes uint32
+	// PrefixLimitRestart is how long a session closed at the prefix limit
+	// stays down before it is opened again (gobgp itself would keep it down
+	// for good); 0 means DefaultPrefixLimitRestart.
+	PrefixLimitRestart time.Duration
 }
+
+// DefaultPrefixLimitRestart is Options.PrefixLimitRestart's default: a
+// router that keeps sending too much is tried again every 2 minutes (as
+// "maximum-prefix ... restart 2" in FRR and IOS).
+const DefaultPrefixLimitRestart = 2 * time.Minute
 
 // appliedPath is a path as announced to gobgp, with the UUID AddPath returned.
 type appliedPath struct {
@@ -57,6 +73,9 @@ type peerRuntime struct {
 	label       string // bgp.PeerConfig.MetricLabel, for PeerState.Peer
 	state       bgp.SessionState
 	established uint32
+	// limitFamily is the family whose prefix limit gobgp reported exceeded
+	// (gobgp log), until the session is Established again.
+	limitFamily string
 }
 
 // Speaker is the gobgp implementation of bgp.Speaker.
@@ -92,15 +111,17 @@ func New(opts Options) (*Speaker, error) {
 	if opts.RouterID.IsValid() && !opts.RouterID.Is4() {
 		return nil, fmt.Errorf("gobgp.New: RouterID %s is not IPv4", opts.RouterID)
 	}
+	adapter := newSlogAdapter(opts.Logger.With("source", "gobgp"))
 	s := &Speaker{
 		log:     opts.Logger,
 		opts:    opts,
-		srv:     server.NewBgpServer(server.LoggerOption(newSlogAdapter(opts.Logger.With("source", "gobgp")))),
+		srv:     server.NewBgpServer(server.LoggerOption(adapter)),
 		peers:   map[string]bgp.PeerConfig{},
 		paths:   map[netip.Prefix]appliedPath{},
 		byKey:   map[string]string{},
 		runtime: map[string]*peerRuntime{},
 	}
+	adapter.onWarn = s.gobgpWarning
 	go s.srv.Serve()
 	if opts.Registerer != nil {
 		if err := opts.Registerer.Register(newCollector(s)); err != nil {
@@ -253,7 +274,7 @@ func (s *Speaker) SetPeers(ctx context.Context, peers []bgp.PeerConfig) error {
 		s.byKey[p.Key()] = p.Name
 		s.runtime[p.Name] = &peerRuntime{label: p.MetricLabel(), state: bgp.StateIdle}
 		s.stateMu.Unlock()
-		if err := s.srv.AddPeer(ctx, &api.AddPeerRequest{Peer: toAPIPeer(p)}); err != nil {
+		if err := s.srv.AddPeer(ctx, &api.AddPeerRequest{Peer: toAPIPeer(p, s.opts.MaxReceivedPrefixes)}); err != nil {
 			s.forgetPeer(p)
 			errs = append(errs, fmt.Errorf("add peer %q (%s): %w", p.Name, p.Key(), err))
 			continue
@@ -412,16 +433,76 @@ func (s *Speaker) onEvent(r *api.WatchEventResponse) {
 	}
 	if state == bgp.StateEstablished && rt.state != bgp.StateEstablished {
 		rt.established++
+		rt.limitFamily = ""
 	}
 	prev := rt.state
 	rt.state = state
 	snap := bgp.PeerState{Name: name, Peer: rt.label, State: state, EstablishedCount: rt.established}
+	if state != bgp.StateEstablished && rt.limitFamily != "" {
+		snap.PrefixLimitFamily, snap.PrefixLimit = rt.limitFamily, s.opts.MaxReceivedPrefixes
+	}
 	s.stateMu.Unlock()
 	if prev != state {
 		s.log.Info("BGP session state", "peer", name, "address", key, "state", state.String(), "previous", prev.String())
 	}
+	if prev == bgp.StateEstablished && snap.PrefixLimitFamily != "" {
+		restart := s.opts.PrefixLimitRestart
+		if restart <= 0 {
+			restart = DefaultPrefixLimitRestart
+		}
+		s.log.Warn("BGP session closed: the peer sent more prefixes than the received-prefix limit (Herald uses no received routes: filter what the router sends to the speakers, or raise --bgp-max-received-prefixes)",
+			"peer", name, "address", key, "family", snap.PrefixLimitFamily, "limit", snap.PrefixLimit, "retryIn", restart.String())
+		// gobgp leaves the neighbor administratively down ("prefix count"):
+		// enable it again later, unless it was removed or recreated.
+		addr := conf.GetNeighborAddress()
+		time.AfterFunc(restart, func() { s.restartAfterPrefixLimit(name, rt, addr) })
+	}
 	if s.opts.OnPeerState != nil {
 		s.opts.OnPeerState(snap)
+	}
+}
+
+// restartAfterPrefixLimit enables the neighbor at addr again after a
+// prefix-limit teardown, if peer name still has the runtime rt (not
+// removed, recreated or closed since).
+func (s *Speaker) restartAfterPrefixLimit(name string, rt *peerRuntime, addr string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.stateMu.Lock()
+	same := s.runtime[name] == rt
+	s.stateMu.Unlock()
+	if s.closed || !s.started || !same {
+		return
+	}
+	if err := s.srv.EnablePeer(context.Background(), &api.EnablePeerRequest{Address: addr}); err != nil {
+		s.log.Warn("BGP session not reopened after the prefix limit", "peer", name, "address", addr, "error", err)
+		return
+	}
+	s.log.Info("BGP session reopened after the prefix limit", "peer", name, "address", addr)
+}
+
+// gobgpWarning sees gobgp's warnings (gobgp goroutine). gobgp v3 reports an
+// exceeded prefix limit only in its log: "prefix limit reached" with the
+// neighbor address (Key) and Family, and without Pct (with Pct it is the
+// early warning at prefixLimitWarnPct); the session state change follows.
+func (s *Speaker) gobgpWarning(msg string, f gobgplog.Fields) {
+	if msg != "prefix limit reached" {
+		return
+	}
+	if _, early := f["Pct"]; early {
+		return
+	}
+	key, _ := f["Key"].(string)
+	if a, err := netip.ParseAddr(key); err == nil {
+		key = a.String()
+	}
+	family := fmt.Sprint(f["Family"])
+	s.stateMu.Lock()
+	defer s.stateMu.Unlock()
+	if name, ok := s.byKey[key]; ok {
+		if rt := s.runtime[name]; rt != nil {
+			rt.limitFamily = family
+		}
 	}
 }
 

@@ -21,6 +21,7 @@ const (
 	reasonSessionDown        = "sessionDown"
 	reasonSessionNotUp       = "sessionNotEstablished"
 	reasonPeerNotApplied     = "peerNotApplied"
+	reasonPrefixLimit        = "prefixLimitExceeded"
 )
 
 // speakerAddrs returns podIP:port of every running, not terminating Pod
@@ -101,6 +102,11 @@ func (s *Speaker) peerState(ctx context.Context, st bgp.PeerState, sessions map[
 		s.peerEvent(ctx, st.Name, corev1.EventTypeNormal, reasonSessionEstablished, "session%s established on node %s", ss.to(), s.opts.NodeName)
 	case !up && prev == bgp.StateEstablished:
 		s.peerEvent(ctx, st.Name, corev1.EventTypeWarning, reasonSessionDown, "session%s down on node %s (state %s)", ss.to(), s.opts.NodeName, st.State)
+	}
+	if !up && st.PrefixLimitFamily != "" && prev == bgp.StateEstablished {
+		s.peerEvent(ctx, st.Name, corev1.EventTypeWarning, reasonPrefixLimit,
+			"session%s on node %s closed: the peer sent more than %d %s prefixes (--bgp-max-received-prefixes); Herald uses no received routes: filter what the router sends to the speakers, or raise the limit",
+			ss.to(), s.opts.NodeName, st.PrefixLimit, st.PrefixLimitFamily)
 	}
 }
 

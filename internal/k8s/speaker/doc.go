@@ -86,7 +86,9 @@
 //   - BGPPeer events: sessionEstablished / sessionDown when this node's
 //     session changes state, sessionNotEstablished once when it has not been
 //     up for Options.SessionWarnAfter (a minute), and peerNotApplied when a peer cannot be
-//     translated (dynamicASN). Session states are also logged.
+//     translated (dynamicASN), prefixLimitExceeded when the BGP speaker
+//     closed the session because the peer sent more than its received-prefix
+//     limit. Session states are also logged.
 //   - Why a Service IP is not announced (announce.Reason, MetalLB's names)
 //     is logged at debug level.
 //   - metallb_speaker_announced{service,protocol,node,ip} = 1 per announced

@@ -403,6 +403,15 @@ func TestSpeakerThroughAPIServer(t *testing.T) {
 			t.Errorf("%d sessionNotEstablished events for one stretch down, want 1", n)
 		}
 		s.states <- bgp.PeerState{Name: "p1", Peer: "203.0.113.1:179", State: bgp.StateEstablished}
+		// The BGP speaker closed the session at the received-prefix limit.
+		s.states <- bgp.PeerState{Name: "p1", Peer: "203.0.113.1:179", State: bgp.StateIdle, PrefixLimitFamily: "ipv6-unicast", PrefixLimit: 10000}
+		eventually(t, "prefixLimitExceeded event", func() error {
+			if !s.rec.has("BGPPeer/p1 Warning prefixLimitExceeded: session to 203.0.113.1:179 on node n1 closed: the peer sent more than 10000 ipv6-unicast prefixes") {
+				return errors.New("no prefixLimitExceeded event")
+			}
+			return nil
+		})
+		s.states <- bgp.PeerState{Name: "p1", Peer: "203.0.113.1:179", State: bgp.StateEstablished}
 		// A dynamicASN peer cannot be applied: event on it, p1 stays.
 		must(t, c.Create(ctx, &v1beta2.BGPPeer{ObjectMeta: metav1.ObjectMeta{Name: "dyn", Namespace: ns},
 			Spec: v1beta2.BGPPeerSpec{MyASN: 64512, DynamicASN: "external", PeerAddress: "203.0.113.2"}}))
