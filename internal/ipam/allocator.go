@@ -44,10 +44,10 @@ type holding struct {
 func New() *Allocator {
 	idx, _ := buildPools(nil)
 	return &Allocator{
-		pools:  idx,
-		svcs:   map[string]*holding{},
-		ips:    map[netip.Addr]*ipUse{},
-		shared: map[string]map[netip.Addr]struct{}{},
+		pools:   idx,
+		svcs:    map[string]*holding{},
+		ips:     map[netip.Addr]*ipUse{},
+		shared:  map[string]map[netip.Addr]struct{}{},
 		shown:   map[string][]netip.Addr{},
 		showers: map[netip.Addr]map[string]struct{}{},
 		parked:  map[netip.Addr]string{},

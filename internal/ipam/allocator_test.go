@@ -20,9 +20,9 @@ type step struct {
 	cleared  string
 	setPools []Pool
 	imp      []string
-	req     Request
-	want    string
-	msg     string
+	req      Request
+	want     string
+	msg      string
 }
 
 type scenario struct {
