@@ -132,7 +132,7 @@ func (f *fixture) start(mods ...func(*Options)) *running {
 		f.t.Fatal(err)
 	}
 	opts := Options{
-		Client: mgr.GetClient(), Cache: mgr.GetCache(), Recorder: mgr.GetEventRecorder("herald-controller"),
+		Client: mgr.GetClient(), Cache: mgr.GetCache(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("herald-controller"),
 		Namespace: f.herald, Registerer: reg, ConfigMetrics: configload.NewMetrics(reg),
 		Reporter: &configload.Reporter{Client: srv.Client, Namespace: f.herald, Name: "controller",
 			Labels: map[string]string{"metallb.io/component-type": "controller"}},
