@@ -154,7 +154,7 @@ func (a *Allocator) choose(r *Request) ([]netip.Addr, *pool, error) {
 		for _, f := range r.wanted() {
 			if p.set(f) != nil {
 				if _, ok := a.pickFamily(p, f, r); !ok {
-					full = append(full, fmt.Sprintf("address pool %q has no free %s address", p.cfg.Name, f))
+					full = append(full, fmt.Sprintf("address pool %q has no free %s address%s", p.cfg.Name, f, a.parkedNote(p.cfg.Name, f)))
 				}
 			}
 		}

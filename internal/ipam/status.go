@@ -1,9 +1,11 @@
 package ipam
 
 import (
+	"fmt"
 	"maps"
 	"net/netip"
 	"slices"
+	"strings"
 )
 
 // What Services' statuses show. An address leaves a Service in two steps:
@@ -141,4 +143,24 @@ func (a *Allocator) parkedFor(key string) []netip.Addr {
 		}
 	}
 	return out
+}
+
+// parkedNote explains, for an exhaustion message, the addresses of pool's
+// family f that are parked: "" when none.
+func (a *Allocator) parkedNote(pool string, f Family) string {
+	var ips []netip.Addr
+	for ip, p := range a.parked {
+		if p == pool && familyOf(ip) == f {
+			ips = append(ips, ip)
+		}
+	}
+	if len(ips) == 0 {
+		return ""
+	}
+	slices.SortFunc(ips, netip.Addr.Compare)
+	keys := slices.Sorted(maps.Keys(a.showers[ips[0]]))
+	if len(ips) == 1 {
+		return fmt.Sprintf(" (%s stays reserved for Service %s until the write clearing it from its status succeeds)", ips[0], strings.Join(keys, ", "))
+	}
+	return fmt.Sprintf(" (%d addresses stay reserved for Services whose status still shows them, %s for %s, until the writes clearing them succeed)", len(ips), ips[0], strings.Join(keys, ", "))
 }

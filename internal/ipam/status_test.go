@@ -18,7 +18,7 @@ func TestSetStatusParksFreedAddresses(t *testing.T) {
 			{req: svc("n/a"), want: "a:198.51.100.0"},
 			{req: svc("n/a"), shows: []string{"198.51.100.0"}, want: "kept"},
 			{release: "n/a"},
-			{req: svc("n/b"), want: "ErrPoolExhausted"},
+			{req: svc("n/b"), want: "ErrPoolExhausted", msg: "198.51.100.0 stays reserved for Service n/a"},
 			{req: svc("n/b").want("198.51.100.0"), want: "ErrIPInUse", msg: "n/a"},
 			{cleared: "n/a", want: "freed"},
 			{req: svc("n/b"), want: "a:198.51.100.0"},
