@@ -13,6 +13,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/labels"
 	toolscache "k8s.io/client-go/tools/cache"
@@ -277,6 +278,10 @@ func (c *Controller) run(ctx context.Context, q workqueue.TypedRateLimitingInter
 		case err == nil:
 			q.Forget(key)
 		case ctx.Err() != nil:
+		case apierrors.IsConflict(err):
+			// A concurrent change: re-read and decided again.
+			c.log.Debug("retrying after a write conflict", "key", key, "error", err)
+			q.AddRateLimited(key)
 		default:
 			c.log.Warn("retrying", "key", key, "error", err)
 			q.AddRateLimited(key)
