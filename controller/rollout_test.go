@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -43,16 +44,21 @@ func freePort(t *testing.T) int {
 }
 
 // startController runs the controller binary with its default flags (as
-// the manifests run it, minus webhooks and metrics).
-func startController(t *testing.T, bin, kubeconfig, namespace, name string, extra ...string) *process {
+// the manifests run it: webhooks with their own certificate rotation,
+// whose caBundle goes into ValidatingWebhookConfiguration vwc; metrics
+// off).
+func startController(t *testing.T, bin, kubeconfig, namespace, vwc, name string, extra ...string) *process {
 	t.Helper()
 	port := freePort(t)
-	logPath := filepath.Join(t.TempDir(), name+".log")
+	dir := t.TempDir()
+	logPath := filepath.Join(dir, name+".log")
 	logFile, err := os.Create(logPath)
 	if err != nil {
 		t.Fatal(err)
 	}
-	args := append([]string{"--kubeconfig=" + kubeconfig, "--namespace=" + namespace, "--webhook-mode=disabled",
+	args := append([]string{"--kubeconfig=" + kubeconfig, "--namespace=" + namespace,
+		fmt.Sprintf("--webhook-port=%d", freePort(t)), "--cert-dir=" + filepath.Join(dir, "certs"),
+		"--webhook-configuration-name=" + vwc,
 		"--port=0", fmt.Sprintf("--health-probe-port=%d", port), "--log-level=info"}, extra...)
 	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
@@ -253,6 +259,28 @@ func TestRolloutDuringBurst(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
+	// The webhook configuration whose caBundle the controllers' certificate
+	// rotation keeps; its rule matches nothing the test writes.
+	vwc := &admissionregistrationv1.ValidatingWebhookConfiguration{
+		ObjectMeta: metav1.ObjectMeta{Name: "herald-webhook-" + herald},
+		Webhooks: []admissionregistrationv1.ValidatingWebhook{{
+			Name:                    "probe.test.herald.io",
+			AdmissionReviewVersions: []string{"v1"},
+			SideEffects:             ptrTo(admissionregistrationv1.SideEffectClassNone),
+			FailurePolicy:           ptrTo(admissionregistrationv1.Ignore),
+			ClientConfig: admissionregistrationv1.WebhookClientConfig{Service: &admissionregistrationv1.ServiceReference{
+				Namespace: herald, Name: "herald-webhook-service", Path: ptrTo("/validate-metallb-io-v1beta1-ipaddresspool"),
+			}},
+			Rules: []admissionregistrationv1.RuleWithOperations{{
+				Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
+				Rule:       admissionregistrationv1.Rule{APIGroups: []string{"test.herald.io"}, APIVersions: []string{"v1"}, Resources: []string{"nothing"}},
+			}},
+		}},
+	}
+	if err := env.Client.Create(ctx, vwc); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), vwc) })
 	extra := strings.Fields(os.Getenv("HERALD_TEST_CONTROLLER_ARGS")) // e.g. --leader-elect=false, to see the failure
 	hist := watchHistory(t, env, app)
 
@@ -270,7 +298,7 @@ func TestRolloutDuringBurst(t *testing.T) {
 		return out
 	}
 
-	old := startController(t, bin, kc, herald, "old", extra...)
+	old := startController(t, bin, kc, herald, vwc.Name, "old", extra...)
 	if err := env.Client.Create(ctx, lbService(app, "warm")); err != nil {
 		t.Fatal(err)
 	}
@@ -316,10 +344,27 @@ func TestRolloutDuringBurst(t *testing.T) {
 	// The new process starts while Services keep coming in.
 	var during sync.WaitGroup
 	during.Go(func() { burst(80) })
-	surge := startController(t, bin, kc, herald, "new", extra...)
+	surge := startController(t, bin, kc, herald, vwc.Name, "new", extra...)
+	// Ready while not the leader (its webhook server runs): it stays in
+	// the webhook Service's endpoints.
 	eventually(t, 60*time.Second, "the new controller ready", func() (bool, string) { return surge.ready(), "" })
 	if !old.ready() {
 		t.Errorf("the old controller (leader) is not ready")
+	}
+	if electing := !strings.Contains(strings.Join(extra, " "), "--leader-elect=false"); electing {
+		b, err := os.ReadFile(surge.log)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(b), "webhook server starting") {
+			t.Errorf("the standby does not serve the webhook")
+		}
+		if strings.Contains(string(b), "imported existing assignments") {
+			t.Errorf("the standby allocates while the old controller leads")
+		}
+		if b, _ := os.ReadFile(old.log); !strings.Contains(string(b), "imported existing assignments") {
+			t.Errorf("the leader's log lacks the line the standby's is checked for")
+		}
 	}
 	var deletes []string
 	for i := 0; i < 40; i += 2 {
@@ -352,3 +397,5 @@ func TestRolloutDuringBurst(t *testing.T) {
 		t.Errorf("%d duplicate addresses during the rollout, e.g. %v", len(hist.dups), hist.dups[:min(5, len(hist.dups))])
 	}
 }
+
+func ptrTo[T any](v T) *T { return &v }
