@@ -32,6 +32,9 @@ func TestControllerRollout(t *testing.T) {
 	}
 	objs, d := chart()
 	wantArgs(t, container(t, d.Spec.Template.Spec, "controller"), "--leader-elect=true")
+	if d.Spec.Template.Spec.Affinity != nil {
+		t.Errorf("1 replica: affinity %+v, want none", d.Spec.Template.Spec.Affinity)
+	}
 	if *d.Spec.Replicas != 1 || len(ofKind(objs, "PodDisruptionBudget")) != 0 {
 		t.Errorf("chart defaults: %d replicas, %d PodDisruptionBudgets; want 1 and none", *d.Spec.Replicas, len(ofKind(objs, "PodDisruptionBudget")))
 	}
@@ -42,6 +45,11 @@ func TestControllerRollout(t *testing.T) {
 	objs, d = chart("controller.replicas=2")
 	if *d.Spec.Replicas != 2 {
 		t.Errorf("replicas %d, want 2", *d.Spec.Replicas)
+	}
+	if a := d.Spec.Template.Spec.Affinity; a == nil || a.PodAntiAffinity == nil ||
+		len(a.PodAntiAffinity.PreferredDuringSchedulingIgnoredDuringExecution) != 1 ||
+		a.PodAntiAffinity.PreferredDuringSchedulingIgnoredDuringExecution[0].PodAffinityTerm.TopologyKey != "kubernetes.io/hostname" {
+		t.Errorf("2 replicas: affinity %+v, want a preferred anti-affinity per node", d.Spec.Template.Spec.Affinity)
 	}
 	var pdb policyv1.PodDisruptionBudget
 	find(t, objs, "PodDisruptionBudget", ns, "herald-controller").into(t, &pdb)
