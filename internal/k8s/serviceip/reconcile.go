@@ -361,11 +361,7 @@ func (c *Controller) patchStatus(ctx context.Context, svc *corev1.Service, ips [
 
 // writeFailed accounts for a refused status write of svc.
 func (c *Controller) writeFailed(ctx context.Context, svc *corev1.Service, err error) {
-	reason := string(apierrors.ReasonForError(err))
-	if reason == "" {
-		reason = "Unknown"
-	}
-	c.metrics.writeErrors.WithLabelValues(reason).Inc()
+	c.metrics.writeErrors.WithLabelValues(statusReason(err)).Inc()
 	key := Key(svc)
 	if apierrors.IsConflict(err) {
 		c.redecide(ctx, key)
@@ -382,6 +378,15 @@ func (c *Controller) writeFailed(ctx context.Context, svc *corev1.Service, err e
 		c.event(svc, corev1.EventTypeWarning, EventStatusWriteFailed, "Write",
 			fmt.Sprintf("Status write failed (retrying; addresses the status shows stay reserved for this Service until it succeeds): %v", err))
 	}
+}
+
+// statusReason is the API status reason of a failed write (Conflict,
+// Forbidden, Invalid, ...), "Unknown" when the error carries none.
+func statusReason(err error) string {
+	if r := string(apierrors.ReasonForError(err)); r != "" {
+		return r
+	}
+	return "Unknown"
 }
 
 // redecide follows a status write refused by its resourceVersion
@@ -480,6 +485,7 @@ func (c *Controller) syncAnnotation(ctx context.Context, key string) error {
 		if apierrors.IsNotFound(err) {
 			return nil
 		}
+		c.metrics.writeErrors.WithLabelValues(statusReason(err)).Inc()
 		return fmt.Errorf("patch Service %s annotation (status subresource) at resourceVersion %s: %w", key, svc.ResourceVersion, err)
 	}
 	return nil
