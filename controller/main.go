@@ -172,6 +172,7 @@ func addAllocation(ctx context.Context, mgr manager.Manager, o *options, log *sl
 	ctl, err = serviceip.New(serviceip.Options{
 		Client:        mgr.GetClient(),
 		Cache:         mgr.GetCache(),
+		APIReader:     mgr.GetAPIReader(),
 		Recorder:      mgr.GetEventRecorder("herald-controller"),
 		Log:           log,
 		Namespace:     o.namespace,

@@ -52,7 +52,7 @@ func (o *options) register(fs *flag.FlagSet, getenv func(string) string) {
 	str(&o.podName, "pod-name", "METALLB_POD_NAME", "", "Name of the controller Pod, owner of the ConfigurationState \"controller\".")
 	fs.StringVar(&o.lbClass, "lb-class", "", "loadBalancerClass handled by this controller (empty: Services without a class).")
 	fs.StringVar(&o.logLevel, "log-level", "info", "Log level: all, debug, info, warn, error, none.")
-	fs.BoolVar(&o.leaderElect, "leader-elect", false, "Elect a leader among controller replicas (needed for more than one replica).")
+	fs.BoolVar(&o.leaderElect, "leader-elect", true, "Elect a leader among controller replicas (Lease herald-controller in --namespace): only the leader allocates; every replica serves the webhooks, metrics and health. false only with a single replica and a rollout that never overlaps two (Recreate).")
 	fs.Float64Var(&o.apiQPS, "kube-api-qps", 500, "Client-side rate limit towards the API server, requests per second.")
 	fs.IntVar(&o.apiBurst, "kube-api-burst", 1000, "Client-side burst towards the API server, requests.")
 	fs.IntVar(&o.workers, "workers", 8, "Concurrent Service workers (allocation itself is serialised).")

@@ -31,7 +31,7 @@ func TestOptions(t *testing.T) {
 		{name: "defaults from the service account", sa: "herald-system", wantNS: "herald-system",
 			check: func(t *testing.T, o *options) {
 				if o.webhookMode != webhookEnabled || o.webhookPort != 9443 || o.apiQPS != 500 || o.apiBurst != 1000 ||
-					o.leaderElect || o.mlSecretName != "" || o.serving.MetricsPort != 9120 || o.serving.HealthProbePort != 17472 ||
+					!o.leaderElect || o.mlSecretName != "" || o.serving.MetricsPort != 9120 || o.serving.HealthProbePort != 17472 ||
 					o.certService != "herald-webhook-service" || o.webhookSecret != "herald-webhook-cert" ||
 					o.webhookConfig != "herald-webhook-configuration" || o.certDir != "/tmp/k8s-webhook-server/serving-certs" {
 					t.Errorf("defaults = %+v", o)
@@ -48,10 +48,10 @@ func TestOptions(t *testing.T) {
 		{name: "no namespace anywhere", wantErr: "--namespace"},
 		{name: "bad webhook mode", sa: "x", args: []string{"--webhook-mode", "sometimes"}, wantErr: "--webhook-mode"},
 		{name: "bad TLS version", sa: "x", args: []string{"--tls-min-version", "VersionTLS10"}, wantErr: "--tls-min-version"},
-		{name: "only webhook, lb class, leader election", sa: "x", wantNS: "x",
-			args: []string{"--webhook-mode", "onlywebhook", "--lb-class", "herald.io/lb", "--leader-elect", "--kube-api-qps", "50"},
+		{name: "only webhook, lb class, no leader election", sa: "x", wantNS: "x",
+			args: []string{"--webhook-mode", "onlywebhook", "--lb-class", "herald.io/lb", "--leader-elect=false", "--kube-api-qps", "50"},
 			check: func(t *testing.T, o *options) {
-				if o.webhookMode != webhookOnly || o.lbClass != "herald.io/lb" || !o.leaderElect || o.apiQPS != 50 {
+				if o.webhookMode != webhookOnly || o.lbClass != "herald.io/lb" || o.leaderElect || o.apiQPS != 50 {
 					t.Errorf("flags = %+v", o)
 				}
 			}},

@@ -9,7 +9,8 @@ import (
 
 // Allocate gives Service req.Key its LoadBalancer IPs and returns them.
 //
-// If the Service already holds IPs that are still valid for req (in a
+// If the Service already holds IPs (or holds none but its status still
+// shows parked ones, see SetStatus) that are still valid for req (in a
 // current pool, of a wanted family, in the annotated pool, equal to the
 // requested IPs, selected by the pool's serviceAllocation, compatible with
 // the other holders), they are returned unchanged: an allocation never
@@ -49,9 +50,15 @@ func (a *Allocator) Allocate(req Request) (Assignment, error) {
 		a.unrecord(req.Key)
 		return Assignment{}, fmt.Errorf("allocate %s: %w", req.Key, err)
 	}
+	var kept []netip.Addr
+	var p *pool
 	if h := a.svcs[r.Key]; h != nil {
-		kept, p, _, _ := a.filter(h.ips, &r)
+		kept, p, _, _ = a.filter(h.ips, &r)
 		a.unrecord(r.Key)
+	} else if prev := a.parkedFor(r.Key); len(prev) > 0 {
+		kept, p, _, _ = a.filter(prev, &r)
+	}
+	if len(kept) > 0 {
 		if ips, ok := a.complete(kept, p, &r); ok {
 			a.record(&holding{req: r, ips: ips, pool: p.cfg.Name})
 			return Assignment{IPs: slices.Clone(ips), Pool: p.cfg.Name}, nil
@@ -147,7 +154,7 @@ func (a *Allocator) choose(r *Request) ([]netip.Addr, *pool, error) {
 		for _, f := range r.wanted() {
 			if p.set(f) != nil {
 				if _, ok := a.pickFamily(p, f, r); !ok {
-					full = append(full, fmt.Sprintf("address pool %q has no free %s address", p.cfg.Name, f))
+					full = append(full, fmt.Sprintf("address pool %q has no free %s address%s", p.cfg.Name, f, a.parkedNote(p.cfg.Name, f)))
 				}
 			}
 		}
@@ -168,6 +175,9 @@ func (a *Allocator) chooseRequested(r *Request) ([]netip.Addr, *pool, error) {
 				r.RequestedIPs[0], p.cfg.Name, ip, ipPool.cfg.Name))
 		}
 		p = ipPool
+		if err := a.shownByOther(ip, r); err != nil {
+			return nil, nil, err
+		}
 		if u := a.ips[ip]; u != nil {
 			if err := compat(ip, u, r); err != nil {
 				return nil, nil, err

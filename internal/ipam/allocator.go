@@ -25,6 +25,12 @@ type Allocator struct {
 	svcs   map[string]*holding                // Service key -> held IPs
 	ips    map[netip.Addr]*ipUse              // held address -> holders
 	shared map[string]map[netip.Addr]struct{} // sharing key -> addresses held under it
+	// What statuses show (status.go): Service key -> addresses, address ->
+	// keys, and the addresses held by nobody but still shown (taken out
+	// of their pool's free set) -> pool name.
+	shown   map[string][]netip.Addr
+	showers map[netip.Addr]map[string]struct{}
+	parked  map[netip.Addr]string
 }
 
 // holding is what one Service holds.
@@ -38,10 +44,13 @@ type holding struct {
 func New() *Allocator {
 	idx, _ := buildPools(nil)
 	return &Allocator{
-		pools:  idx,
-		svcs:   map[string]*holding{},
-		ips:    map[netip.Addr]*ipUse{},
-		shared: map[string]map[netip.Addr]struct{}{},
+		pools:   idx,
+		svcs:    map[string]*holding{},
+		ips:     map[netip.Addr]*ipUse{},
+		shared:  map[string]map[netip.Addr]struct{}{},
+		shown:   map[string][]netip.Addr{},
+		showers: map[netip.Addr]map[string]struct{}{},
+		parked:  map[netip.Addr]string{},
 	}
 }
 
@@ -49,7 +58,8 @@ func New() *Allocator {
 // it. Assignments that remain valid are kept unchanged. IPs that are no
 // longer valid (pool removed or shrunk, avoidBuggyIPs turned on,
 // serviceAllocation no longer selecting the Service, annotation pool gone)
-// are released; the returned keys (sorted) name every Service whose
+// are released (and stay parked while a status shows them, see SetStatus);
+// the returned keys (sorted) name every Service whose
 // Assignment changed (IPs dropped, or their pool renamed), which the
 // controller must re-address with Allocate.
 //
@@ -68,6 +78,7 @@ func (a *Allocator) SetPools(pools []Pool) ([]string, error) {
 	a.svcs = map[string]*holding{}
 	a.ips = map[netip.Addr]*ipUse{}
 	a.shared = map[string]map[netip.Addr]struct{}{}
+	a.parked = map[netip.Addr]string{}
 	var changed []string
 	for _, key := range slices.Sorted(maps.Keys(old)) {
 		h := old[key]
@@ -77,6 +88,13 @@ func (a *Allocator) SetPools(pools []Pool) ([]string, error) {
 		}
 		if !slices.Equal(kept, h.ips) || (p != nil && p.cfg.Name != h.pool) {
 			changed = append(changed, key)
+		}
+	}
+	// Addresses still shown by a status but held by nobody stay out of the
+	// new free sets too.
+	for _, ip := range slices.SortedFunc(maps.Keys(a.showers), netip.Addr.Compare) {
+		if a.ips[ip] == nil {
+			a.park(ip)
 		}
 	}
 	return changed, nil
@@ -140,8 +158,9 @@ func (a *Allocator) Import(key string, ips []netip.Addr, req Request) (Assignmen
 }
 
 // Release frees every IP held by Service key (shared IPs stay held by
-// their other Services). Releasing an unknown key is a no-op. O(log n) per
-// IP.
+// their other Services; IPs key's status still shows stay parked until
+// SetStatus says otherwise). Releasing an unknown key is a no-op. O(log n)
+// per IP.
 func (a *Allocator) Release(key string) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -322,13 +341,15 @@ func (a *Allocator) filter(ips []netip.Addr, r *Request) (kept []netip.Addr, p *
 			drops = append(drops, newErr(ErrRequestedIPNotInPool, fmt.Sprintf("%s is in address pool %q but %s is in %q; all IPs of a Service come from one pool", ip, ipPool.cfg.Name, kept[0], p.cfg.Name)))
 			continue
 		}
+		err = a.shownByOther(ip, r)
 		if u := a.ips[ip]; u != nil {
-			if err := compat(ip, u, r); err != nil {
-				if conflict == nil {
-					conflict = err
-				}
-				continue
+			err = compat(ip, u, r)
+		}
+		if err != nil {
+			if conflict == nil {
+				conflict = err
 			}
+			continue
 		}
 		p = ipPool
 		kept = append(kept, ip)
@@ -355,7 +376,9 @@ func (a *Allocator) record(h *holding) {
 	for _, ip := range h.ips {
 		u := a.ips[ip]
 		if u == nil {
-			if !a.pools.byName[h.pool].set(familyOf(ip)).take(ip) {
+			if _, parked := a.parked[ip]; parked {
+				delete(a.parked, ip) // already out of the free set
+			} else if !a.pools.byName[h.pool].set(familyOf(ip)).take(ip) {
 				panic(fmt.Sprintf("ipam: internal error: %s is neither free nor held in pool %q", ip, h.pool))
 			}
 			u = &ipUse{pool: h.pool, ports: map[Port]string{}}
@@ -386,7 +409,11 @@ func (a *Allocator) unrecord(key string) {
 		if len(u.holders) > 0 {
 			continue
 		}
-		a.pools.byName[u.pool].set(familyOf(ip)).put(ip)
+		if len(a.showers[ip]) > 0 {
+			a.parked[ip] = u.pool // a status still shows it: not free yet
+		} else {
+			a.pools.byName[u.pool].set(familyOf(ip)).put(ip)
+		}
 		delete(a.ips, ip)
 		if u.sharingKey != "" {
 			delete(a.shared[u.sharingKey], ip)

@@ -14,10 +14,15 @@ import (
 // must appear in the error message.
 type step struct {
 	release string
-	imp     []string
-	req     Request
-	want    string
-	msg     string
+	// shows: SetStatus(req.Key, shows) ("freed" or "kept"); cleared:
+	// SetStatus(cleared, nil); setPools: SetPools (the changed keys).
+	shows    []string
+	cleared  string
+	setPools []Pool
+	imp      []string
+	req      Request
+	want     string
+	msg      string
 }
 
 type scenario struct {
@@ -37,6 +42,14 @@ func runScenarios(t *testing.T, cases []scenario) {
 				switch {
 				case s.release != "":
 					a.Release(s.release)
+				case s.shows != nil:
+					got = map[bool]string{true: "freed", false: "kept"}[a.SetStatus(s.req.Key, addrs(s.shows...))]
+				case s.cleared != "":
+					got = map[bool]string{true: "freed", false: "kept"}[a.SetStatus(s.cleared, nil)]
+				case s.setPools != nil:
+					var keys []string
+					keys, err = a.SetPools(s.setPools)
+					got = strings.Join(keys, ",")
 				case s.imp != nil:
 					var asg Assignment
 					asg, err = a.Import(s.req.Key, addrs(s.imp...), s.req)

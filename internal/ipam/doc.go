@@ -14,7 +14,12 @@
 //  3. calls Allocate for every Service, and Release when a Service is
 //     deleted or stops being a LoadBalancer,
 //  4. on every configuration change calls SetPools and re-Allocates the
-//     Services whose keys it returns.
+//     Services whose keys it returns,
+//  5. calls SetStatus with what a Service's status shows, at import and
+//     after every successful status write: an address no Service holds any
+//     more stays out of reach of every other Service until the status
+//     showing it has changed (the write clearing it succeeded, or the
+//     Service is gone).
 //
 // Determinism: every choice is a function of the pools and the current
 // assignments. Pools tie-break by name (MetalLB's issue 8: it picked among

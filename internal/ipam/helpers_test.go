@@ -179,6 +179,25 @@ func (a *Allocator) verify() error {
 			}
 		}
 	}
+	for ip, pool := range a.parked {
+		if a.ips[ip] != nil {
+			return fmt.Errorf("%s is both held and parked", ip)
+		}
+		if len(a.showers[ip]) == 0 {
+			return fmt.Errorf("%s is parked but no status shows it", ip)
+		}
+		p := a.pools.byName[pool]
+		if p == nil || p.set(familyOf(ip)).isFree(ip) {
+			return fmt.Errorf("parked %s is free in pool %q", ip, pool)
+		}
+	}
+	for key, ips := range a.shown {
+		for _, ip := range ips {
+			if _, ok := a.showers[ip][key]; !ok {
+				return fmt.Errorf("%s shows %s but the index lacks it", key, ip)
+			}
+		}
+	}
 	for _, n := range a.pools.names {
 		for _, rs := range a.pools.byName[n].sets {
 			if rs == nil {
@@ -190,8 +209,13 @@ func (a *Allocator) verify() error {
 					n++
 				}
 			}
+			for ip, pool := range a.parked {
+				if a.pools.byName[pool].set(familyOf(ip)) == rs {
+					n++
+				}
+			}
 			if n != rs.used {
-				return fmt.Errorf("pool counter %d, %d IPs held", rs.used, n)
+				return fmt.Errorf("pool counter %d, %d IPs held or parked", rs.used, n)
 			}
 		}
 	}

@@ -102,7 +102,7 @@ func wantRBAC(namespace, prefix string) map[string]map[grant]bool {
 	return map[string]map[grant]bool{
 		prefix + "controller": merge(
 			expand("cluster",
-				"get,list,watch,patch core services",
+				"get,list,watch core services", // annotation through services/status (issue 11 item 6)
 				"update,patch core services/status",
 				"get,list,watch core namespaces,nodes",
 				"create,patch core events",

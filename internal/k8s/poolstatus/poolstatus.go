@@ -125,7 +125,8 @@ func (w *Writer) Start(ctx context.Context) error {
 }
 
 // Publish writes the current counters to the metrics and to every
-// IPAddressPool whose status differs. Pools the allocator does not know
+// IPAddressPool whose status differs, each write on the condition that the
+// pool is still at the resourceVersion read. Pools the allocator does not know
 // (not yet in a valid configuration) are left alone.
 func (w *Writer) Publish(ctx context.Context) error {
 	stats := w.opts.Stats()
@@ -167,7 +168,10 @@ func (w *Writer) Publish(ctx context.Context) error {
 		if p.Status == want {
 			continue
 		}
-		body, err := json.Marshal(map[string]any{"status": want})
+		// At the resourceVersion read: a replica that lost its leadership
+		// without noticing, or read an old cache, cannot overwrite newer
+		// counters (a Conflict is retried after the next Delay).
+		body, err := json.Marshal(map[string]any{"metadata": map[string]any{"resourceVersion": p.ResourceVersion}, "status": want})
 		if err != nil {
 			return err
 		}

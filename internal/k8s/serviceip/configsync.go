@@ -62,7 +62,9 @@ func (c *Controller) syncConfig(ctx context.Context, _ string) error {
 		c.log.Warn("configuration accepted with a warning", "warning", w)
 	}
 	if !c.initialized.Load() {
-		c.importAll(ctx)
+		if err := c.importAll(ctx); err != nil {
+			return errors.Join(err, reportErr) // retried; nothing allocated before
+		}
 		c.initialized.Store(true)
 		c.enqueueAll(ctx)
 		c.statsChanged()
@@ -81,11 +83,13 @@ func (c *Controller) syncConfig(ctx context.Context, _ string) error {
 
 // importAll records the ingress IPs of every handled Service, in key order,
 // before anything is allocated (restart safety).
-func (c *Controller) importAll(ctx context.Context) {
+func (c *Controller) importAll(ctx context.Context) error {
+	// From the API server, not the cache: a new leader must see every
+	// address the previous one wrote, also writes its cache has not
+	// delivered yet.
 	var list corev1.ServiceList
-	if err := c.opts.Cache.List(ctx, &list); err != nil {
-		c.log.Error("list Services for import", "error", err)
-		return
+	if err := c.reader().List(ctx, &list); err != nil {
+		return fmt.Errorf("list Services for import: %w", err)
 	}
 	slices.SortFunc(list.Items, func(a, b corev1.Service) int {
 		if a.Namespace != b.Namespace {
@@ -123,6 +127,7 @@ func (c *Controller) importAll(ctx context.Context) {
 		st.seen, st.fp = true, fp
 		c.mu.Unlock()
 		ips := IngressIPs(svc)
+		c.alloc.SetStatus(key, ips) // reserved for it until a write changes it
 		if err != nil || len(ips) == 0 {
 			continue
 		}
@@ -131,6 +136,7 @@ func (c *Controller) importAll(ctx context.Context) {
 		imported++
 	}
 	c.log.Info("imported existing assignments", "services", imported)
+	return nil
 }
 
 // enqueueAll queues every Service.

@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/labels"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/events"
@@ -49,6 +50,13 @@ type Options struct {
 	// Cache is the manager's informer cache: Services, Namespaces and Nodes
 	// cluster-wide, Herald's CRs and Secrets in Namespace.
 	Cache cache.Cache
+	// APIReader reads from the API server itself (the manager's
+	// GetAPIReader): the import of every existing assignment when the
+	// controller starts (so a new leader sees every write of the previous
+	// one, also those its cache has not delivered yet) and the re-read
+	// after a status write lost a resourceVersion conflict. nil reads
+	// from Cache.
+	APIReader client.Reader
 	// Recorder emits Service and configuration events; nil emits none.
 	Recorder events.EventRecorder
 	// Log receives the controller's logs; nil discards them.
@@ -121,6 +129,9 @@ type svcState struct {
 	seen bool
 	// fp is the request fingerprint of the last reconcile.
 	fp string
+	// writeErr is the last failed status write's message, to report each
+	// distinct failure once (event).
+	writeErr string
 	// conflict is the ImportConflict the Service's existing IP met, and
 	// conflictFP the request it had then.
 	conflict   error
@@ -267,6 +278,10 @@ func (c *Controller) run(ctx context.Context, q workqueue.TypedRateLimitingInter
 		case err == nil:
 			q.Forget(key)
 		case ctx.Err() != nil:
+		case apierrors.IsConflict(err):
+			// A concurrent change: re-read and decided again.
+			c.log.Debug("retrying after a write conflict", "key", key, "error", err)
+			q.AddRateLimited(key)
 		default:
 			c.log.Warn("retrying", "key", key, "error", err)
 			q.AddRateLimited(key)

@@ -15,14 +15,21 @@
 //     allocator's message naming the pool, address or other Service.
 //   - the annotation metallb.io/ip-allocated-from-pool (the pool the IPs come
 //     from), written after the status and removed when the Service holds
-//     nothing.
+//     nothing. It is written through the status subresource, as MetalLB
+//     does (the API server keeps metadata changes of a services/status
+//     write), so the controller needs no write access to Services.
 //   - events, with MetalLB's reasons: IPAllocated ("Assigned IP [...]"),
 //     AllocationFailed (Warning, the allocator's message), ClearAssignment
 //     (an address the Service held was taken back, with the reason), and
-//     deprecatedAnnotation (Warning, metallb.universe.tf/* keys in use).
+//     deprecatedAnnotation (Warning, metallb.universe.tf/* keys in use);
+//     Herald's StatusWriteFailed (Warning, once per distinct error: the
+//     API server refused a status write for another reason than a
+//     concurrent change, e.g. an admission policy).
 //   - metrics: herald_allocation_duration_seconds (Service creation or
-//     request change until its IP is written) and herald_services_pending
-//     (Services waiting for an address). The per-pool counters are written by
+//     request change until its IP is written), herald_services_pending
+//     (Services waiting for an address) and
+//     herald_service_status_write_errors_total (refused status writes, by
+//     API status reason). The per-pool counters are written by
 //     internal/k8s/poolstatus from Allocator().Stats().
 //
 // # Restart safety and configuration
@@ -41,6 +48,23 @@
 // re-addresses only the Services whose IPs became invalid, with a
 // ClearAssignment event; Services are not reprocessed when the snapshot is
 // unchanged (metallb#1606).
+//
+// # Several replicas, stale writers, freed addresses
+//
+// Only the elected leader runs the loop (NeedLeaderElection). Every status
+// and annotation write carries the resourceVersion it was decided on, so a
+// replica that read an old copy, or lost its leadership without noticing
+// yet, cannot overwrite a newer write: the API server answers 409
+// Conflict, the controller re-reads the Service from the API server,
+// records what its status shows, drops its own unwritten decision and
+// decides again as on first sight (keeping the addresses the status shows
+// when they are still valid). The start-up import lists Services from the
+// API server, not the cache, so a new leader sees every write of the
+// previous one. An address taken from a Service is not given to another one
+// before the write removing it from the first Service's status has
+// succeeded (ipam.Allocator.SetStatus): while that write fails it stays
+// reserved, and an exhausted pool says which address waits for which
+// Service.
 //
 // Services that cannot get an address are pending: they are retried when an
 // address may have become free (a Service released or re-addressed, or a

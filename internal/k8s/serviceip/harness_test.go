@@ -18,6 +18,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrlconfig "sigs.k8s.io/controller-runtime/pkg/config"
@@ -112,7 +113,18 @@ type running struct {
 // start runs a controller (and the pool status writer) against srv.
 func (f *fixture) start(mods ...func(*Options)) *running {
 	f.t.Helper()
-	mgr, err := manager.New(srv.Config, manager.Options{
+	return f.startAs(srv.Config, mods...)
+}
+
+// startAs is start with the controller's every request made with cfg (for
+// example as an impersonated ServiceAccount).
+func (f *fixture) startAs(cfg *rest.Config, mods ...func(*Options)) *running {
+	f.t.Helper()
+	reporterClient, err := client.New(cfg, client.Options{Scheme: srv.Scheme})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	mgr, err := manager.New(cfg, manager.Options{
 		Scheme:                 srv.Scheme,
 		Cache:                  CacheOptions(f.herald),
 		Metrics:                metricsserver.Options{BindAddress: "0"},
@@ -132,9 +144,9 @@ func (f *fixture) start(mods ...func(*Options)) *running {
 		f.t.Fatal(err)
 	}
 	opts := Options{
-		Client: mgr.GetClient(), Cache: mgr.GetCache(), Recorder: mgr.GetEventRecorder("herald-controller"),
+		Client: mgr.GetClient(), Cache: mgr.GetCache(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("herald-controller"),
 		Namespace: f.herald, Registerer: reg, ConfigMetrics: configload.NewMetrics(reg),
-		Reporter: &configload.Reporter{Client: srv.Client, Namespace: f.herald, Name: "controller",
+		Reporter: &configload.Reporter{Client: reporterClient, Namespace: f.herald, Name: "controller",
 			Labels: map[string]string{"metallb.io/component-type": "controller"}},
 		OnStatsChange: pw.Notify,
 	}
@@ -337,6 +349,8 @@ func gauge(t *testing.T, reg *prometheus.Registry, name string, lbls ...string) 
 			switch {
 			case m.Gauge != nil:
 				return m.Gauge.GetValue(), true
+			case m.Counter != nil:
+				return m.Counter.GetValue(), true
 			case m.Histogram != nil:
 				return float64(m.Histogram.GetSampleCount()), true
 			}

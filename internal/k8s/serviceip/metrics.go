@@ -13,6 +13,8 @@ type metrics struct {
 	duration prometheus.Histogram
 	// pending: Services waiting for an address.
 	pending prometheus.Gauge
+	// writeErrors: refused Service status writes, by API status reason.
+	writeErrors *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -26,9 +28,13 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "herald_services_pending",
 			Help: "Number of LoadBalancer Services waiting for an address (allocation failed; retried when addresses free up or the configuration changes).",
 		}),
+		writeErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "herald_service_status_write_errors_total",
+			Help: "Service status writes the API server refused, by reason (Conflict: the Service changed since it was read, re-read and decided again; Forbidden, Invalid, ...: retried).",
+		}, []string{"reason"}),
 	}
 	if reg != nil {
-		for _, col := range []prometheus.Collector{m.duration, m.pending} {
+		for _, col := range []prometheus.Collector{m.duration, m.pending, m.writeErrors} {
 			if err := reg.Register(col); err != nil {
 				return nil, fmt.Errorf("serviceip: register metrics: %w", err)
 			}

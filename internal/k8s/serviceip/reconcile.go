@@ -68,6 +68,11 @@ func (c *Controller) reconcile(ctx context.Context, key string) error {
 
 	before, hadBefore := c.alloc.Lookup(key)
 	statusIPs := IngressIPs(&svc)
+	if !wasSeen {
+		// What the status shows stays out of other Services' reach until
+		// a write of ours changes it.
+		c.noteShown(key, statusIPs)
+	}
 
 	if reqErr != nil {
 		c.alloc.Release(key)
@@ -248,15 +253,21 @@ func (c *Controller) noteImport(key, fp string, err error) {
 
 // clear removes the controller's state from a Service that is no longer
 // handled (no longer a LoadBalancer, or headless): its IPs are released and
-// its ingress, condition and pool annotation removed.
+// its ingress, condition and pool annotation removed. The released IPs go
+// to no other Service before the write removing them from the status has
+// succeeded (ipam.Allocator.SetStatus); a failed write is retried.
 func (c *Controller) clear(ctx context.Context, svc *corev1.Service) error {
 	key := Key(svc)
-	_, had := c.alloc.Lookup(key)
-	c.forget(key)
+	before, had := c.alloc.Lookup(key)
 	ours := had || svc.Annotations[annotations.AllocatedFromPool] != "" ||
-		meta.FindStatusCondition(svc.Status.Conditions, ConditionType) != nil
+		meta.FindStatusCondition(svc.Status.Conditions, ConditionType) != nil || len(c.alloc.Shown(key)) > 0
 	if !ours {
+		c.forget(key)
 		return nil
+	}
+	c.alloc.Release(key)
+	if had && len(before.IPs) > 0 {
+		c.statsChanged()
 	}
 	if len(svc.Status.LoadBalancer.Ingress) > 0 || meta.FindStatusCondition(svc.Status.Conditions, ConditionType) != nil {
 		if err := c.patchStatus(ctx, svc, nil, nil); err != nil {
@@ -267,17 +278,20 @@ func (c *Controller) clear(ctx context.Context, svc *corev1.Service) error {
 				fmt.Sprintf("Cleared IP %q: the Service is no longer a LoadBalancer with a ClusterIP", ipStrings(ips)))
 		}
 	}
+	c.forget(key)
 	if svc.Annotations[annotations.AllocatedFromPool] != "" || c.hasLater(key) {
 		c.queueSecondary(key)
 	}
 	return nil
 }
 
-// forget drops everything the controller holds for key and wakes pending
-// Services if an address was freed.
+// forget drops everything the controller holds for key (the Service is
+// gone, not ours, or its status no longer shows an address) and wakes
+// pending Services if an address was freed.
 func (c *Controller) forget(key string) {
 	before, had := c.alloc.Lookup(key)
 	c.alloc.Release(key)
+	freed := c.alloc.SetStatus(key, nil)
 	c.mu.Lock()
 	if st := c.state[key]; st != nil && len(st.later) > 0 {
 		c.state[key] = &svcState{later: st.later} // events still to emit
@@ -287,7 +301,16 @@ func (c *Controller) forget(key string) {
 	delete(c.since, key)
 	c.mu.Unlock()
 	c.setPending(key, false)
-	if had && len(before.IPs) > 0 {
+	if freed || (had && len(before.IPs) > 0) {
+		c.statsChanged()
+		c.wakePending()
+	}
+}
+
+// noteShown records that key's status shows ips (ipam.Allocator.SetStatus)
+// and wakes pending Services when that freed an address.
+func (c *Controller) noteShown(key string, ips []netip.Addr) {
+	if c.alloc.SetStatus(key, ips) {
 		c.statsChanged()
 		c.wakePending()
 	}
@@ -303,21 +326,104 @@ func (c *Controller) stateLocked(key string) *svcState {
 	return st
 }
 
-// patchStatus writes ips and cond (nil deletes ours) in one status patch.
+// patchStatus writes ips and cond (nil deletes ours) in one status patch,
+// on the condition that the Service is still at svc's resourceVersion
+// (optimistic concurrency): a replica that read an old copy, or lost its
+// leadership without noticing yet, cannot overwrite a newer write. After a
+// successful write the allocator learns what the status shows (SetStatus:
+// addresses it no longer shows may go to other Services). A refused write
+// (Conflict) makes the Service be re-read and decided again (redecide);
+// other failures are counted, reported once per distinct error by a
+// Warning event on the Service, and retried.
 func (c *Controller) patchStatus(ctx context.Context, svc *corev1.Service, ips []netip.Addr, cond *metav1.Condition) error {
-	body, err := statusPatch(ips, cond)
+	body, err := statusPatch(svc.ResourceVersion, ips, cond)
 	if err != nil {
 		return err
 	}
+	key := Key(svc)
 	target := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: svc.Namespace, Name: svc.Name}}
 	if err := c.opts.Client.Status().Patch(ctx, target, client.RawPatch(types.StrategicMergePatchType, body),
 		client.FieldOwner(fieldManager)); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil // deleted meanwhile: the delete event releases it
 		}
-		return fmt.Errorf("patch Service %s status: %w", Key(svc), err)
+		c.writeFailed(ctx, svc, err)
+		return fmt.Errorf("patch Service %s status at resourceVersion %s: %w", key, svc.ResourceVersion, err)
 	}
+	c.mu.Lock()
+	if st := c.state[key]; st != nil {
+		st.writeErr = ""
+	}
+	c.mu.Unlock()
+	c.noteShown(key, ips)
 	return nil
+}
+
+// writeFailed accounts for a refused status write of svc.
+func (c *Controller) writeFailed(ctx context.Context, svc *corev1.Service, err error) {
+	c.metrics.writeErrors.WithLabelValues(statusReason(err)).Inc()
+	key := Key(svc)
+	if apierrors.IsConflict(err) {
+		c.redecide(ctx, key)
+		return
+	}
+	msg := err.Error()
+	c.mu.Lock()
+	st := c.stateLocked(key)
+	repeat := st.writeErr == msg
+	st.writeErr = msg
+	c.mu.Unlock()
+	if !repeat {
+		c.log.Warn("Service status write failed; retrying", "service", key, "error", err)
+		c.event(svc, corev1.EventTypeWarning, EventStatusWriteFailed, "Write",
+			fmt.Sprintf("Status write failed (retrying; addresses the status shows stay reserved for this Service until it succeeds): %v", err))
+	}
+}
+
+// statusReason is the API status reason of a failed write (Conflict,
+// Forbidden, Invalid, ...), "Unknown" when the error carries none.
+func statusReason(err error) string {
+	if r := string(apierrors.ReasonForError(err)); r != "" {
+		return r
+	}
+	return "Unknown"
+}
+
+// redecide follows a status write refused by its resourceVersion
+// precondition: the Service changed after it was read (another writer, or
+// the cache was behind). What its status shows now is read from the API
+// server and recorded, the controller's decision for it is dropped unless
+// the status already shows it, and the next reconcile decides again as on
+// first sight: it keeps the addresses the status shows when they are still
+// valid (ImportConflict when another Service holds them).
+func (c *Controller) redecide(ctx context.Context, key string) {
+	var live corev1.Service
+	if err := c.reader().Get(ctx, splitKey(key), &live); err != nil {
+		if !apierrors.IsNotFound(err) {
+			c.log.Debug("re-read after a write conflict", "service", key, "error", err)
+		}
+		return // NotFound: the delete event forgets it; else retried
+	}
+	shown := IngressIPs(&live)
+	if Handled(&live, c.opts.LBClass) {
+		c.noteShown(key, shown)
+	}
+	if asg, _ := c.alloc.Lookup(key); !slices.Equal(asg.IPs, shown) {
+		c.alloc.Release(key) // addresses the status shows stay parked
+		c.mu.Lock()
+		c.stateLocked(key).seen = false
+		c.mu.Unlock()
+		c.statsChanged()
+	}
+	c.log.Debug("status write conflict; re-deciding", "service", key, "shown", shown)
+}
+
+// reader returns the API server reader (Options.APIReader), else the cache.
+func (c *Controller) reader() client.Reader {
+	if c.opts.APIReader != nil {
+		return c.opts.APIReader
+	}
+	return c.opts.Cache
 }
 
 // syncSecondary does a Service's low-priority work after its status write:
@@ -363,16 +469,24 @@ func (c *Controller) syncAnnotation(ctx context.Context, key string) error {
 	if want != "" {
 		val = want
 	}
-	body, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]any{annotations.AllocatedFromPool: val}}})
+	// Through the status subresource, as MetalLB does: the API server keeps
+	// metadata changes of a services/status write, so the controller needs
+	// no write access to Services themselves. Same precondition as the
+	// status.
+	body, err := json.Marshal(map[string]any{"metadata": map[string]any{
+		"resourceVersion": svc.ResourceVersion,
+		"annotations":     map[string]any{annotations.AllocatedFromPool: val},
+	}})
 	if err != nil {
 		return fmt.Errorf("build annotation patch: %w", err)
 	}
 	target := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: svc.Namespace, Name: svc.Name}}
-	if err := c.opts.Client.Patch(ctx, target, client.RawPatch(types.MergePatchType, body), client.FieldOwner(fieldManager)); err != nil {
+	if err := c.opts.Client.Status().Patch(ctx, target, client.RawPatch(types.MergePatchType, body), client.FieldOwner(fieldManager)); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil
 		}
-		return fmt.Errorf("patch Service %s annotation: %w", key, err)
+		c.metrics.writeErrors.WithLabelValues(statusReason(err)).Inc()
+		return fmt.Errorf("patch Service %s annotation (status subresource) at resourceVersion %s: %w", key, svc.ResourceVersion, err)
 	}
 	return nil
 }

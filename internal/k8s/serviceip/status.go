@@ -44,6 +44,10 @@ const (
 	// pool no L2Advertisement or BGPAdvertisement selects: nothing
 	// announces it.
 	EventPoolNotAdvertised = "PoolNotAdvertised"
+	// EventStatusWriteFailed (Herald's, Warning) reports a status write
+	// the API server refused for another reason than a concurrent change
+	// (an admission webhook or policy, RBAC), once per distinct error.
+	EventStatusWriteFailed = "StatusWriteFailed"
 )
 
 // ReasonFor maps an allocation error to the condition reason.
@@ -104,8 +108,10 @@ func statusUpToDate(s *corev1.Service, ips []netip.Addr, cond *metav1.Condition)
 
 // statusPatch builds a strategic-merge patch of the status subresource that
 // sets the ingress list to ips and our condition to cond (other conditions
-// are kept: Service conditions merge by type). A nil cond deletes ours.
-func statusPatch(ips []netip.Addr, cond *metav1.Condition) ([]byte, error) {
+// are kept: Service conditions merge by type). A nil cond deletes ours. A
+// non-empty resourceVersion makes it a precondition: the API server
+// refuses the patch with 409 Conflict if the Service has changed since.
+func statusPatch(resourceVersion string, ips []netip.Addr, cond *metav1.Condition) ([]byte, error) {
 	ingress := make([]map[string]any, 0, len(ips))
 	for _, ip := range ips {
 		ingress = append(ingress, map[string]any{"ip": ip.String(), "ipMode": string(corev1.LoadBalancerIPModeVIP)})
@@ -122,7 +128,11 @@ func statusPatch(ips []netip.Addr, cond *metav1.Condition) ([]byte, error) {
 	} else {
 		lb = map[string]any{"ingress": nil}
 	}
-	b, err := json.Marshal(map[string]any{"status": map[string]any{"loadBalancer": lb, "conditions": conds}})
+	patch := map[string]any{"status": map[string]any{"loadBalancer": lb, "conditions": conds}}
+	if resourceVersion != "" {
+		patch["metadata"] = map[string]any{"resourceVersion": resourceVersion}
+	}
+	b, err := json.Marshal(patch)
 	if err != nil {
 		return nil, fmt.Errorf("build status patch: %w", err)
 	}
