@@ -18,6 +18,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net"
 	"net/netip"
 	"os"
 
@@ -110,6 +111,9 @@ func run(args []string) error {
 
 	// Layer 2.
 	var l2 *layer2.Announcer
+	// spk is set before runAll starts the announcer, whose responders
+	// report conflicts.
+	var spk *speaker.Speaker
 	if o.enableL2 {
 		exclude, err := excludeL2(o.excludeL2Config, os.ReadFile)
 		if err != nil {
@@ -117,6 +121,7 @@ func run(args []string) error {
 		}
 		l2, err = layer2.New(log.With("subsystem", "layer2"), reg, layer2.Options{
 			GratuitousCount: o.gratuitousCount, GratuitousInterval: o.gratuitousInterval, ExcludeInterfaces: exclude,
+			OnConflict: func(ip netip.Addr, mac net.HardwareAddr, iface string) { spk.L2Conflict(ip, mac, iface) },
 		})
 		if err != nil {
 			return fmt.Errorf("layer 2 announcer: %w", err)
@@ -169,7 +174,7 @@ func run(args []string) error {
 		return err
 	}
 	sopts.Recorder = mgr.GetEventRecorderFor("metallb-speaker") //nolint:staticcheck // core/v1 events, as MetalLB's RBAC grants
-	if _, err := speaker.Setup(mgr, sopts); err != nil {
+	if spk, err = speaker.Setup(mgr, sopts); err != nil {
 		return err
 	}
 
