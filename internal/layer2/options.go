@@ -23,7 +23,8 @@ const (
 	DefaultRescanInterval = 10 * time.Second
 	// DefaultConflictInterval is the least time between the starts of two
 	// conflict re-announcements of one IP on one interface (see
-	// Options.ConflictInterval).
+	// Options.ConflictInterval): RFC 5227 §2.4 (c)'s DEFEND_INTERVAL, within
+	// which a host defends its address at most once.
 	DefaultConflictInterval = 10 * time.Second
 )
 
