@@ -51,6 +51,7 @@ func TestLayer2(t *testing.T) {
 	t.Run("ExternalTrafficPolicyLocal", e.testETPLocal)
 	t.Run("ExcludeLabel", e.testExcludeLabel)
 	t.Run("NodeSelector", e.testNodeSelector)
+	t.Run("ConflictReannounced", e.testConflict)
 	t.Run("FailoverSpeakerStop", func(t *testing.T) { e.testFailover(t, "stop") })
 	t.Run("FailoverSpeakerKill", func(t *testing.T) { e.testFailover(t, "kill") })
 	t.Run("FailoverLinkCut", func(t *testing.T) { e.testFailover(t, "cut") })

@@ -19,6 +19,7 @@ import (
 	"flag"
 	"fmt"
 	"math"
+	"net"
 	"net/netip"
 	"os"
 
@@ -111,6 +112,9 @@ func run(args []string) error {
 
 	// Layer 2.
 	var l2 *layer2.Announcer
+	// spk is set before runAll starts the announcer, whose responders
+	// report conflicts.
+	var spk *speaker.Speaker
 	if o.enableL2 {
 		exclude, err := excludeL2(o.excludeL2Config, os.ReadFile)
 		if err != nil {
@@ -118,6 +122,7 @@ func run(args []string) error {
 		}
 		l2, err = layer2.New(log.With("subsystem", "layer2"), reg, layer2.Options{
 			GratuitousCount: o.gratuitousCount, GratuitousInterval: o.gratuitousInterval, ExcludeInterfaces: exclude,
+			OnConflict: func(ip netip.Addr, mac net.HardwareAddr, iface string) { spk.L2Conflict(ip, mac, iface) },
 		})
 		if err != nil {
 			return fmt.Errorf("layer 2 announcer: %w", err)
@@ -174,7 +179,7 @@ func run(args []string) error {
 		return err
 	}
 	sopts.Recorder = mgr.GetEventRecorderFor("metallb-speaker") //nolint:staticcheck // core/v1 events, as MetalLB's RBAC grants
-	if _, err := speaker.Setup(mgr, sopts); err != nil {
+	if spk, err = speaker.Setup(mgr, sopts); err != nil {
 		return err
 	}
 

@@ -37,9 +37,16 @@ type Announcer struct {
 	wake chan struct{}
 
 	running atomic.Bool
+	// wg tracks every goroutine Run starts (responders and bursts); Run
+	// waits for it after closing the links.
+	wg sync.WaitGroup
 
-	mu    sync.Mutex // guards links and each link's active set
+	mu    sync.Mutex // guards links, ownMACs and each link's active set
 	links map[string]*link
+	// ownMACs holds the MAC address of every interface of the node (eligible
+	// or not), so that a frame from another of its interfaces on the same
+	// segment is not taken for a conflict.
+	ownMACs map[string]bool
 }
 
 // link is one interface with its responders and the IPs active on it.
@@ -49,9 +56,41 @@ type link struct {
 	ndp    *ndpResponder // nil when not allowed or not open
 	ctx    context.Context
 	cancel context.CancelFunc
-	// active maps each IP answered on this link to the cancel function of
-	// its gratuitous burst.
-	active map[netip.Addr]context.CancelFunc
+	// active holds each IP answered on this link.
+	active map[netip.Addr]*activeIP
+}
+
+// activeIP is the state of one IP answered on one link: its gratuitous
+// burst and the conflict rate limit.
+type activeIP struct {
+	// cancel stops the running (or last) burst; nil before the first one.
+	cancel context.CancelFunc
+	// done is closed when the last burst started has ended.
+	done chan struct{}
+	// conflict: the last burst started was a conflict re-announcement.
+	conflict bool
+	// lastConflict is when the last conflict re-announcement started.
+	lastConflict time.Time
+}
+
+// bursting reports whether a burst is still sending.
+func (st *activeIP) bursting() bool {
+	if st.done == nil {
+		return false
+	}
+	select {
+	case <-st.done:
+		return false
+	default:
+		return true
+	}
+}
+
+// stop ends the running burst, if any.
+func (st *activeIP) stop() {
+	if st.cancel != nil {
+		st.cancel()
+	}
 }
 
 // New returns an Announcer. log receives the announcer's logs; reg, when not
@@ -70,12 +109,13 @@ func New(log *slog.Logger, reg prometheus.Registerer, opts Options) (*Announcer,
 		log = slog.New(slog.DiscardHandler)
 	}
 	return &Announcer{
-		log:   log,
-		opts:  r,
-		m:     m,
-		tbl:   newTable(),
-		wake:  make(chan struct{}, 1),
-		links: map[string]*link{},
+		log:     log,
+		opts:    r,
+		m:       m,
+		tbl:     newTable(),
+		wake:    make(chan struct{}, 1),
+		links:   map[string]*link{},
+		ownMACs: map[string]bool{},
 	}, nil
 }
 
@@ -193,7 +233,6 @@ func (a *Announcer) Run(ctx context.Context) error {
 	defer h.Close()
 
 	ctx, cancel := context.WithCancel(ctx)
-	var wg sync.WaitGroup
 	defer func() {
 		cancel()
 		a.mu.Lock()
@@ -202,7 +241,7 @@ func (a *Announcer) Run(ctx context.Context) error {
 			delete(a.links, name)
 		}
 		a.mu.Unlock()
-		wg.Wait()
+		a.wg.Wait()
 	}()
 
 	ticker := time.NewTicker(a.opts.rescan)
@@ -214,16 +253,16 @@ func (a *Announcer) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			return nil
 		case <-ticker.C:
-			if a.scan(ctx, &wg, h, ns) {
+			if a.scan(ctx, h, ns) {
 				retry.Reset(tentativeRetry)
 			}
 		case <-retry.C:
-			if a.scan(ctx, &wg, h, ns) {
+			if a.scan(ctx, h, ns) {
 				retry.Reset(tentativeRetry)
 			}
 		case <-a.wake:
 			a.mu.Lock()
-			a.reconcile(&wg, a.tbl.takeDirty())
+			a.reconcile(a.tbl.takeDirty())
 			a.mu.Unlock()
 		}
 	}
@@ -233,7 +272,7 @@ func (a *Announcer) Run(ctx context.Context) error {
 // on links whose eligibility or link-local address changed, closes them on
 // links that went away, and re-applies every announcement. It reports whether
 // a link waits for its IPv6 link-local address.
-func (a *Announcer) scan(ctx context.Context, wg *sync.WaitGroup, h *netlink.Handle, ns netns.NsHandle) (pending bool) {
+func (a *Announcer) scan(ctx context.Context, h *netlink.Handle, ns netns.NsHandle) (pending bool) {
 	infos, err := listLinks(h)
 	if err != nil {
 		a.log.Error("interface scan", "error", err)
@@ -241,6 +280,12 @@ func (a *Announcer) scan(ctx context.Context, wg *sync.WaitGroup, h *netlink.Han
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	clear(a.ownMACs)
+	for _, info := range infos {
+		if len(info.MAC) != 0 {
+			a.ownMACs[string(info.MAC)] = true
+		}
+	}
 	seen := map[string]bool{}
 	for _, info := range infos {
 		e := eligible(info, a.opts.exclude)
@@ -258,10 +303,10 @@ func (a *Announcer) scan(ctx context.Context, wg *sync.WaitGroup, h *netlink.Han
 		}
 		if !ok {
 			lctx, cancel := context.WithCancel(ctx)
-			l = &link{info: info, ctx: lctx, cancel: cancel, active: map[netip.Addr]context.CancelFunc{}}
+			l = &link{info: info, ctx: lctx, cancel: cancel, active: map[netip.Addr]*activeIP{}}
 			a.links[info.Name] = l
 		}
-		a.syncLink(wg, ns, l, info, e)
+		a.syncLink(ns, l, info, e)
 	}
 	for name, l := range a.links {
 		if !seen[name] {
@@ -272,7 +317,7 @@ func (a *Announcer) scan(ctx context.Context, wg *sync.WaitGroup, h *netlink.Han
 	}
 	ips := a.tbl.takeDirty()
 	ips = append(ips, a.tbl.all()...)
-	a.reconcile(wg, ips)
+	a.reconcile(ips)
 	return pending
 }
 
@@ -280,7 +325,7 @@ func (a *Announcer) scan(ctx context.Context, wg *sync.WaitGroup, h *netlink.Han
 // the link-local address changed) and opens the missing allowed ones; a
 // responder that fails to open is retried on the next scan. Responders that
 // stay keep answering without a new gratuitous burst. Callers hold a.mu.
-func (a *Announcer) syncLink(wg *sync.WaitGroup, ns netns.NsHandle, l *link, info linkInfo, e eligibility) {
+func (a *Announcer) syncLink(ns netns.NsHandle, l *link, info linkInfo, e eligibility) {
 	log := a.log.With("interface", info.Name)
 	if l.arp != nil && !e.ARP {
 		a.closeARP(l)
@@ -300,7 +345,7 @@ func (a *Announcer) syncLink(wg *sync.WaitGroup, ns netns.NsHandle, l *link, inf
 		if openARP {
 			c, err := listenARP(ifi)
 			if err == nil {
-				l.arp = &arpResponder{ifc: view, conn: c, log: log, lookup: a.tbl.lookup, m: a.m}
+				l.arp = &arpResponder{ifc: view, conn: c, log: log, lookup: a.tbl.lookup, m: a.m, claimed: a.claimed}
 			}
 			errs = append(errs, err)
 		}
@@ -312,7 +357,7 @@ func (a *Announcer) syncLink(wg *sync.WaitGroup, ns netns.NsHandle, l *link, inf
 					c.Close()
 					err = perr
 				} else {
-					l.ndp = &ndpResponder{ifc: view, conn: c, pc: pc, log: log, lookup: a.tbl.lookup, m: a.m, groups: map[netip.Addr]int{}}
+					l.ndp = &ndpResponder{ifc: view, conn: c, pc: pc, log: log, lookup: a.tbl.lookup, m: a.m, claimed: a.claimed, groups: map[netip.Addr]int{}}
 				}
 			}
 			errs = append(errs, err)
@@ -323,10 +368,12 @@ func (a *Announcer) syncLink(wg *sync.WaitGroup, ns netns.NsHandle, l *link, inf
 		log.Warn("open responders", "error", err)
 	}
 	if openARP && l.arp != nil {
-		wg.Go(func() { l.arp.run(l.ctx) })
+		r := l.arp
+		a.wg.Go(func() { r.run(l.ctx) })
 	}
 	if openNDP && l.ndp != nil {
-		wg.Go(func() { l.ndp.run(l.ctx) })
+		r := l.ndp
+		a.wg.Go(func() { r.run(l.ctx) })
 	}
 	log.Info("interface used", "arp", l.arp != nil, "ndp", l.ndp != nil, "mac", info.MAC.String())
 }
@@ -351,9 +398,9 @@ func (a *Announcer) closeNDP(l *link) {
 }
 
 func (a *Announcer) stopFamily(l *link, match func(netip.Addr) bool) {
-	for ip, cancel := range l.active {
+	for ip, st := range l.active {
 		if match(ip) {
-			cancel()
+			st.stop()
 			delete(l.active, ip)
 		}
 	}
@@ -373,7 +420,7 @@ func (a *Announcer) closeLink(l *link) {
 // reconcile brings the active set of every link in line with the table for
 // the given IPs: it starts answering (and a gratuitous burst) where an IP
 // became announced and stops where it was withdrawn. Callers hold a.mu.
-func (a *Announcer) reconcile(wg *sync.WaitGroup, ips []netip.Addr) {
+func (a *Announcer) reconcile(ips []netip.Addr) {
 	done := map[netip.Addr]bool{}
 	for _, ip := range ips {
 		if done[ip] {
@@ -387,7 +434,7 @@ func (a *Announcer) reconcile(wg *sync.WaitGroup, ips []netip.Addr) {
 			_, active := l.active[ip]
 			switch {
 			case want && !active:
-				a.activate(wg, l, ip)
+				a.activate(l, ip)
 			case !want && active:
 				a.deactivate(l, ip)
 			}
@@ -400,26 +447,42 @@ func (a *Announcer) reconcile(wg *sync.WaitGroup, ips []netip.Addr) {
 }
 
 // activate starts answering ip on l and sends the gratuitous burst.
-func (a *Announcer) activate(wg *sync.WaitGroup, l *link, ip netip.Addr) {
-	// Bind the responder now: the burst goroutine must not read l, which
-	// the Run goroutine changes under a.mu.
-	var send func(netip.Addr) error
+// Callers hold a.mu.
+func (a *Announcer) activate(l *link, ip netip.Addr) {
 	if ip.Is6() {
 		if err := l.ndp.join(ip); err != nil {
 			a.log.Warn("join solicited-node group", "interface", l.info.Name, "ip", ip, "error", err)
 		}
-		send = l.ndp.gratuitous
-	} else {
-		send = l.arp.gratuitous
 	}
-	name := l.info.Name
-	bctx, cancel := context.WithCancel(l.ctx)
-	l.active[ip] = cancel
+	st := &activeIP{}
+	l.active[ip] = st
 	a.log.Info("announcing", "interface", l.info.Name, "ip", ip)
+	a.burst(l, ip, st, false)
+}
+
+// burst starts a gratuitous burst for ip on l (Options.GratuitousCount
+// packets, Options.GratuitousInterval apart, the first at once), replacing
+// a burst still running there. conflict marks a conflict re-announcement.
+// Callers hold a.mu.
+func (a *Announcer) burst(l *link, ip netip.Addr, st *activeIP, conflict bool) {
+	st.stop()
+	st.conflict = conflict
 	if a.opts.count == 0 {
 		return
 	}
-	wg.Go(func() {
+	// Bind the responder now: the burst goroutine must not read l, which
+	// the Run goroutine changes under a.mu.
+	send := l.arp.gratuitous
+	if ip.Is6() {
+		send = l.ndp.gratuitous
+	}
+	name := l.info.Name
+	bctx, cancel := context.WithCancel(l.ctx)
+	done := make(chan struct{})
+	st.cancel, st.done = cancel, done
+	a.wg.Go(func() {
+		defer close(done)
+		defer cancel()
 		for i := range a.opts.count {
 			if i > 0 && !sleepCtx(bctx, a.opts.interval) {
 				return
@@ -434,9 +497,30 @@ func (a *Announcer) activate(wg *sync.WaitGroup, l *link, ip netip.Addr) {
 	})
 }
 
+// Reannounce sends one gratuitous burst (gratuitous ARP for IPv4,
+// unsolicited neighbor advertisements for IPv6; GratuitousCount packets,
+// GratuitousInterval apart, as on takeover) for every IP currently answered,
+// on every interface it is answered on. A burst still running for an IP on
+// an interface is replaced by the new one. Use it when other nodes may have
+// answered for this node's IPs meanwhile, for example after a network
+// partition healed. It returns at once; before Run has opened the
+// responders, and after Run returned, it does nothing.
+func (a *Announcer) Reannounce() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	n := 0
+	for _, l := range a.links {
+		for ip, st := range l.active {
+			a.burst(l, ip, st, false)
+			n++
+		}
+	}
+	a.log.Info("re-announcing every answered IP", "announcements", n)
+}
+
 // deactivate stops the burst of ip on l and leaves its NDP group.
 func (a *Announcer) deactivate(l *link, ip netip.Addr) {
-	l.active[ip]()
+	l.active[ip].stop()
 	delete(l.active, ip)
 	if ip.Is6() && l.ndp != nil {
 		if err := l.ndp.leave(ip); err != nil {

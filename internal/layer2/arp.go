@@ -117,6 +117,8 @@ type arpResponder struct {
 	log    *slog.Logger
 	lookup lookupFunc
 	m      *metrics
+	// claimed receives what every ARP packet from another host claims.
+	claimed func(ifname string, c claim)
 }
 
 // listenARP opens the raw socket. It must run in the target network
@@ -129,7 +131,8 @@ func listenARP(ifi *net.Interface) (net.PacketConn, error) {
 	return c, nil
 }
 
-// run reads and answers requests until the socket is closed or ctx ends.
+// run reads and answers requests, and hands the claims of packets from
+// other hosts to r.claimed, until the socket is closed or ctx ends.
 func (r *arpResponder) run(ctx context.Context) {
 	buf := make([]byte, 1514)
 	for {
@@ -143,6 +146,9 @@ func (r *arpResponder) run(ctx context.Context) {
 				return
 			}
 			continue
+		}
+		if c, ok := arpClaim(buf[:n]); ok && !bytes.Equal(c.MAC, r.ifc.MAC) && r.claimed != nil {
+			r.claimed(r.ifc.Name, c)
 		}
 		reply, ip, reason := handleARP(buf[:n], r.ifc, r.lookup)
 		if reason != DropNone {

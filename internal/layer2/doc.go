@@ -17,6 +17,7 @@
 //	a.Announce("ns/svc", ip, []string{"eth1"})      // or one IP at a time
 //	a.Withdraw("ns/svc", ip)                        // or SetOwner("ns/svc", nil)
 //	a.Interfaces(ip)                                // where ip is answered now
+//	a.Reannounce()                                  // burst again for every answered IP
 //
 // Several owners may announce the same IP; the IP stays announced until the
 // last owner withdraws it (refcount). An empty interface list means every
@@ -56,7 +57,25 @@
 //     advertisement (O=1, S=0) to ff02::1 (RFC 4861 §7.2.6).
 //
 // Solicitations without a source link-layer address option (duplicate
-// address detection) are not answered, like MetalLB. The request handlers
+// address detection) are not answered, like MetalLB.
+//
+// [Announcer.Reannounce] sends the burst again for every IP answered, on
+// every interface it is answered on (for example after a partition healed).
+//
+// # Conflicts
+//
+// The responders also read what other hosts claim: every ARP packet says
+// its sender protocol address is at its sender hardware address (RFC 826,
+// RFC 5227 §2.4), every Neighbor Advertisement that its target is at its
+// target link-layer address (RFC 4861 §4.4; the NDP socket's filter keeps
+// advertisements too). A claim for an IP answered on the receiving
+// interface from a MAC address that is none of the node's interfaces' is a
+// conflict: it is counted, and unless a conflict burst for that IP and
+// interface is still running or started less than
+// [Options.ConflictInterval] ago, a gratuitous burst is sent there at once,
+// the conflict is logged and [Options.OnConflict] is called. On a switched
+// segment only broadcast and multicast claims (gratuitous ARP, ARP requests
+// from the IP, unsolicited advertisements) reach the node. The request handlers
 // (handleARP, handleNDPFrame) are pure: they take the received bytes and
 // return a reply or a typed [DropReason], so they are table-tested without
 // root.
@@ -67,6 +86,8 @@
 // prometheus.Registerer given to [New]: metallb_layer2_requests_received and
 // metallb_layer2_responses_sent (requests for an IP announced on the
 // receiving interface, and the replies sent), metallb_layer2_gratuitous_sent
-// (every gratuitous ARP frame or unsolicited advertisement). The series of an
-// IP are deleted when it is no longer announced anywhere.
+// (every gratuitous ARP frame or unsolicited advertisement), and Herald's
+// herald_layer2_conflicts_total{ip,interface} (every conflicting claim
+// received). The series of an IP are deleted when it is no longer announced
+// anywhere.
 package layer2

@@ -64,6 +64,12 @@ func TestOptionsResolve(t *testing.T) {
 	if _, err := (Options{ExcludeInterfaces: []string{"("}}).resolve(); err == nil {
 		t.Fatal("bad regex accepted")
 	}
+	if _, err := (Options{ConflictInterval: -1}).resolve(); err == nil {
+		t.Fatal("negative conflict interval accepted")
+	}
+	if r.conflictInterval != DefaultConflictInterval {
+		t.Fatalf("default conflict interval %s", r.conflictInterval)
+	}
 	if _, err := (Options{GratuitousInterval: -1}).resolve(); err == nil {
 		t.Fatal("negative interval accepted")
 	}

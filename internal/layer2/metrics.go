@@ -8,11 +8,13 @@ import (
 )
 
 // metrics holds the layer 2 counters under MetalLB's names
-// (metallb_layer2_*), labelled by the announced IP.
+// (metallb_layer2_*), labelled by the announced IP, and Herald's own
+// herald_layer2_conflicts_total{ip,interface}.
 type metrics struct {
 	requests   *prometheus.CounterVec
 	responses  *prometheus.CounterVec
 	gratuitous *prometheus.CounterVec
+	conflicts  *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -29,11 +31,15 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Namespace: "metallb", Subsystem: "layer2", Name: "gratuitous_sent",
 			Help: "Number of gratuitous ARP packets and unsolicited neighbor advertisements sent for an announced IP.",
 		}, []string{"ip"}),
+		conflicts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "herald", Subsystem: "layer2", Name: "conflicts_total",
+			Help: "Number of received ARP packets and neighbor advertisements in which another MAC address claims an IP announced on the interface.",
+		}, []string{"ip", "interface"}),
 	}
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range []prometheus.Collector{m.requests, m.responses, m.gratuitous} {
+	for _, c := range []prometheus.Collector{m.requests, m.responses, m.gratuitous, m.conflicts} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("register layer2 metrics: %w", err)
 		}
@@ -48,4 +54,5 @@ func (m *metrics) forget(ip netip.Addr) {
 	m.requests.Delete(l)
 	m.responses.Delete(l)
 	m.gratuitous.Delete(l)
+	m.conflicts.DeletePartialMatch(l)
 }

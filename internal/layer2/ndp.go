@@ -172,6 +172,9 @@ type ndpResponder struct {
 	log    *slog.Logger
 	lookup lookupFunc
 	m      *metrics
+	// claimed receives what every Neighbor Advertisement from another host
+	// claims.
+	claimed func(ifname string, c claim)
 
 	mu     sync.Mutex
 	groups map[netip.Addr]int
@@ -204,16 +207,18 @@ func listenNDP(ifi *net.Interface) (*ndp.Conn, error) {
 
 // nsFilter is a classic BPF program for an AF_PACKET socket in raw mode that
 // keeps only Ethernet frames carrying IPv6 (EtherType 0x86dd) whose next
-// header is ICMPv6 (58) and whose ICMPv6 type is Neighbor Solicitation (135).
-// Solicitations carry no extension headers in practice.
+// header is ICMPv6 (58) and whose ICMPv6 type is Neighbor Solicitation (135)
+// or Neighbor Advertisement (136, for conflict detection). Neighbor
+// Discovery messages carry no extension headers in practice.
 func nsFilter() ([]bpf.RawInstruction, error) {
 	return bpf.Assemble([]bpf.Instruction{
 		bpf.LoadAbsolute{Off: 12, Size: 2},
-		bpf.JumpIf{Cond: bpf.JumpEqual, Val: 0x86dd, SkipFalse: 5},
+		bpf.JumpIf{Cond: bpf.JumpEqual, Val: 0x86dd, SkipFalse: 6},
 		bpf.LoadAbsolute{Off: 14 + 6, Size: 1},
-		bpf.JumpIf{Cond: bpf.JumpEqual, Val: 58, SkipFalse: 3},
+		bpf.JumpIf{Cond: bpf.JumpEqual, Val: 58, SkipFalse: 4},
 		bpf.LoadAbsolute{Off: 14 + 40, Size: 1},
-		bpf.JumpIf{Cond: bpf.JumpEqual, Val: 135, SkipFalse: 1},
+		bpf.JumpIf{Cond: bpf.JumpEqual, Val: 135, SkipTrue: 1},
+		bpf.JumpIf{Cond: bpf.JumpEqual, Val: 136, SkipFalse: 1},
 		bpf.RetConstant{Val: 1514},
 		bpf.RetConstant{Val: 0},
 	})
@@ -276,7 +281,9 @@ func (r *ndpResponder) leave(ip netip.Addr) error {
 	return nil
 }
 
-// run reads and answers solicitations until the socket is closed or ctx ends.
+// run reads and answers solicitations, and hands the claims of
+// advertisements from other hosts to r.claimed, until the socket is closed
+// or ctx ends.
 func (r *ndpResponder) run(ctx context.Context) {
 	buf := make([]byte, 1514)
 	for {
@@ -288,6 +295,12 @@ func (r *ndpResponder) run(ctx context.Context) {
 			r.log.Debug("read NDP", "error", err)
 			if !sleepCtx(ctx, 100*time.Millisecond) {
 				return
+			}
+			continue
+		}
+		if c, ok := ndpClaim(buf[:n]); ok {
+			if !bytes.Equal(c.MAC, r.ifc.MAC) && r.claimed != nil {
+				r.claimed(r.ifc.Name, c)
 			}
 			continue
 		}

@@ -215,7 +215,8 @@ func TestNSFilter(t *testing.T) {
 		keep  bool
 	}{
 		"neighbor solicitation":  {ns, true},
-		"neighbor advertisement": {na, false},
+		"neighbor advertisement": {na, true},
+		"echo request":           {rawNSFrame(ourMAC, peerMAC, peer6, vip6, 64, []byte{128, 0, 0, 0, 0, 1, 0, 1}), false},
 		"ARP":                    {arpReq, false},
 	} {
 		n, err := vm.Run(tc.frame)

@@ -80,6 +80,14 @@ func newLab(t testing.TB) *lab {
 		run(t, "ip", "-n", ns, "link", "set", "lo", "up")
 		run(t, "ip", "-n", ns, "link", "set", "eth0", "up")
 	}
+	l.open(t)
+	return l
+}
+
+// open reads the node's MAC, opens the client namespace and waits until
+// both ends have a usable IPv6 link-local address.
+func (l *lab) open(t testing.TB) {
+	t.Helper()
 	nodeNS, err := netns.GetFromName(l.node)
 	if err != nil {
 		t.Fatal(err)
@@ -121,7 +129,6 @@ func newLab(t testing.TB) *lab {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	return l
 }
 
 func (l *lab) eth0(t testing.TB, h *netlink.Handle) linkInfo {

@@ -2,6 +2,8 @@ package layer2
 
 import (
 	"fmt"
+	"net"
+	"net/netip"
 	"regexp"
 	"time"
 )
@@ -19,6 +21,11 @@ const (
 	// DefaultRescanInterval is how often the interfaces are listed again
 	// (MetalLB: 10 s). Link changes reported by netlink also trigger a scan.
 	DefaultRescanInterval = 10 * time.Second
+	// DefaultConflictInterval is the least time between the starts of two
+	// conflict re-announcements of one IP on one interface (see
+	// Options.ConflictInterval): RFC 5227 §2.4 (c)'s DEFEND_INTERVAL, within
+	// which a host defends its address at most once.
+	DefaultConflictInterval = 10 * time.Second
 )
 
 // DefaultExcludeInterfaces returns MetalLB's interface name patterns that are
@@ -51,6 +58,19 @@ type Options struct {
 	// /run/netns/name) in which the announcer lists interfaces and opens its
 	// sockets. Empty means the namespace of the process.
 	NetNSPath string
+	// ConflictInterval rate-limits conflict re-announcements: when another
+	// host claims an IP answered on an interface (an ARP packet with that
+	// sender protocol address, or a Neighbor Advertisement for that target,
+	// from a MAC address that is not one of this node's), one gratuitous
+	// burst is sent there at once, and the next one for that IP and
+	// interface no earlier than ConflictInterval after it. 0 selects
+	// DefaultConflictInterval; negative values are an error.
+	ConflictInterval time.Duration
+	// OnConflict, when set, is called for each conflict re-announcement
+	// (so at most once per ConflictInterval per IP and interface) with the
+	// IP, the other host's MAC address and the interface name. It runs on
+	// the goroutine reading that interface's packets and must not block.
+	OnConflict func(ip netip.Addr, mac net.HardwareAddr, iface string)
 }
 
 // resolved is Options after defaults and regex compilation.
@@ -60,6 +80,9 @@ type resolved struct {
 	exclude  []*regexp.Regexp
 	rescan   time.Duration
 	netns    string
+
+	conflictInterval time.Duration
+	onConflict       func(netip.Addr, net.HardwareAddr, string)
 }
 
 func (o Options) resolve() (resolved, error) {
@@ -68,6 +91,9 @@ func (o Options) resolve() (resolved, error) {
 		interval: o.GratuitousInterval,
 		rescan:   o.RescanInterval,
 		netns:    o.NetNSPath,
+
+		conflictInterval: o.ConflictInterval,
+		onConflict:       o.OnConflict,
 	}
 	if r.count == 0 {
 		r.count = DefaultGratuitousCount
@@ -83,6 +109,12 @@ func (o Options) resolve() (resolved, error) {
 	}
 	if r.rescan < 0 {
 		return r, fmt.Errorf("layer2 options: RescanInterval %s is negative", r.rescan)
+	}
+	if r.conflictInterval < 0 {
+		return r, fmt.Errorf("layer2 options: ConflictInterval %s is negative", r.conflictInterval)
+	}
+	if r.conflictInterval == 0 {
+		r.conflictInterval = DefaultConflictInterval
 	}
 	if r.rescan == 0 {
 		r.rescan = DefaultRescanInterval

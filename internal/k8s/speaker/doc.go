@@ -82,7 +82,8 @@
 //   - Service events (reporting component metallb-speaker): nodeAssigned
 //     ("announcing from node X with protocol layer2|bgp: <addresses>") when this node
 //     starts announcing the Service in a protocol, announceFailed when an
-//     announcer rejects the announcement.
+//     announcer rejects the announcement, l2Conflict (Herald's) when another
+//     host answered for one of its layer 2 addresses (conflicts.go).
 //   - BGPPeer events: sessionEstablished / sessionDown when this node's
 //     session changes state, sessionNotEstablished once when it has not been
 //     up for Options.SessionWarnAfter (a minute), and peerNotApplied when a peer cannot be
