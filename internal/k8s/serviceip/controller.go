@@ -162,10 +162,13 @@ func New(opts Options) (*Controller, error) {
 		return workqueue.NewTypedItemExponentialFailureRateLimiter[string](20*time.Millisecond, 30*time.Second)
 	}
 	return &Controller{
-		opts:       opts,
-		log:        log.With("controller", "serviceip"),
-		alloc:      ipam.New(),
-		tracker:    configload.NewTracker(config.Options{Namespace: opts.Namespace}),
+		opts:  opts,
+		log:   log.With("controller", "serviceip"),
+		alloc: ipam.New(),
+		// DropTransient: a BGPPeer or BGPAdvertisement with a transient
+		// reference (a missing password Secret) is left out and reported,
+		// never blocking allocation, which does not depend on either.
+		tracker:    configload.NewTracker(config.Options{Namespace: opts.Namespace, DropTransient: true}),
 		metrics:    m,
 		svcQueue:   workqueue.NewTypedRateLimitingQueueWithConfig(rl(), workqueue.TypedRateLimitingQueueConfig[string]{Name: "serviceip"}),
 		annQueue:   workqueue.NewTypedRateLimitingQueueWithConfig(rl(), workqueue.TypedRateLimitingQueueConfig[string]{Name: "serviceip_annotation"}),

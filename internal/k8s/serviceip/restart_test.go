@@ -8,9 +8,11 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/herald-lb/herald/api/v1beta1"
+	"github.com/herald-lb/herald/api/v1beta2"
 )
 
 // listIPs returns name -> ingress IPs of every Service of ns that has some.
@@ -174,4 +176,31 @@ func (f *fixture) waitEventIn(ns, name, reason, substr string) {
 		}
 		return false, fmt.Sprint(len(list.Items), " events")
 	})
+}
+
+// A BGPPeer whose password Secret is missing (a transient reference: the
+// Secret may be created later) leaves out only that peer: a controller that
+// starts meanwhile still allocates, and ConfigurationState names the peer.
+// Before, the whole configuration was rejected at start-up and no Service
+// got an address until the Secret existed.
+func TestMissingPeerSecretStillAllocates(t *testing.T) {
+	f := newFixture(t)
+	f.pool("pool-a", []string{"198.51.100.0/28"})
+	peer := &v1beta2.BGPPeer{
+		ObjectMeta: metav1.ObjectMeta{Namespace: f.herald, Name: "router"},
+		Spec: v1beta2.BGPPeerSpec{
+			MyASN: 64512, PeerASN: 64500, PeerAddress: "198.51.100.1",
+			PasswordSecret: &corev1.SecretReference{Name: "absent", Namespace: f.herald},
+		},
+	}
+	if err := f.c.Create(f.ctx(), peer); err != nil {
+		t.Fatal(err)
+	}
+	f.start()
+	f.svc("a")
+	f.waitIPs("a", "198.51.100.0")
+	state := f.waitConfigState(v1beta1.ConfigurationResultInvalid)
+	if !strings.Contains(state.ErrorSummary, "BGPPeer "+f.herald+"/router") {
+		t.Errorf("errorSummary %q does not name the peer", state.ErrorSummary)
+	}
 }
