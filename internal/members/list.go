@@ -41,6 +41,8 @@ type List struct {
 	// leaving: members that announced a graceful leave, and when.
 	leaving map[string]time.Time
 	peers   []netip.AddrPort // last SetPeers
+
+	keys keys // gossip keyring and its rotation (keyring.go)
 }
 
 // New validates cfg and returns a List that is not yet running; it opens no
@@ -62,6 +64,7 @@ func New(cfg Config, logger *slog.Logger) (*List, error) {
 		live:    map[string]bool{cfg.NodeName: true},
 		leaving: map[string]time.Time{},
 	}
+	l.keys.init(cfg.Secret)
 	if cfg.Registerer != nil {
 		m, err := newMetrics(cfg.Registerer, l)
 		if err != nil {
@@ -101,6 +104,7 @@ func (l *List) Run(ctx context.Context) error {
 
 	var wg sync.WaitGroup
 	wg.Go(func() { l.joinLoop(ctx, ml) })
+	wg.Go(func() { l.keyLoop(ctx, ml) })
 
 	<-ctx.Done()
 
@@ -192,15 +196,11 @@ func (l *List) memberlistConfig() *memberlist.Config {
 	// soon instead of being rejected as a name conflict until the dead entry
 	// is reaped (GossipToTheDeadTime, 30 s).
 	c.DeadNodeReclaimTime = deadNodeReclaimTime
-	if len(l.cfg.Secret) > 0 {
-		c.SecretKey = DeriveKey(l.cfg.Secret)
-		c.GossipVerifyIncoming = true
-		c.GossipVerifyOutgoing = true
-	}
 	c.Events = (*events)(l)
 	c.Delegate = (*delegate)(l)
 	c.Logger = newStdLogger(l.log)
 	c.LogOutput = nil
+	l.configureKeys(c) // keyring, and key metadata around Events and Delegate
 	return c
 }
 

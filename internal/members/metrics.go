@@ -47,7 +47,7 @@ func newMetrics(reg prometheus.Registerer, l *List) (*metrics, error) {
 		return float64(ml.GetHealthScore())
 	})
 	var errs []error
-	for _, c := range []prometheus.Collector{m.events, members, health} {
+	for _, c := range append([]prometheus.Collector{m.events, members, health}, keyMetrics(l)...) {
 		errs = append(errs, reg.Register(c))
 	}
 	return m, errors.Join(errs...)
