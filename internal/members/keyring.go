@@ -276,6 +276,9 @@ func (l *List) keyLoop(ctx context.Context, ml *memberlist.Memberlist) {
 	if l.cfg.SecretFile != "" && l.keys.ring != nil {
 		wg.Go(func() { watchFile(ctx, l.cfg.SecretFile, l.cfg.Secret, secretFilePoll, l.log, l.SetSecret) })
 	}
+	if installed, desired := l.keyStatus(); desired != "" {
+		l.log.Info("memberlist gossip encrypted", "key", desired, "installed", installed)
+	}
 	for {
 		if l.stepKeys() {
 			// Advertise the new state; the timeout only bounds the wait

@@ -321,3 +321,13 @@ herald_memberlist_keys 1
 	late.SetPeers(addrs[:1])
 	waitFor(t, "restarted speaker with the new secret joins", sees(late.List, append(slices.Clone(names), "rot-late")...))
 }
+
+// The key ID is the documented SHA-256(SHA-256(secret)) prefix
+// (docs/troubleshooting.md computes it with sha256sum).
+func TestSecretID(t *testing.T) {
+	t.Parallel()
+	// printf %s NvKGPsR2n7TlqVlGrA6ekw | sha256sum | cut -d' ' -f1 | xxd -r -p | sha256sum | cut -c1-16
+	if got := SecretID([]byte("NvKGPsR2n7TlqVlGrA6ekw")); got != "52abcb58a888c4a7" {
+		t.Errorf("SecretID = %s, want 52abcb58a888c4a7", got)
+	}
+}
