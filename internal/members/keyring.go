@@ -187,7 +187,7 @@ func (k *keys) installedLocked() []string {
 	return ids
 }
 
-// keyByID returns the installed key with ID id.
+// keyByIDLocked returns the installed key with ID id, or nil.
 func (k *keys) keyByIDLocked(id string) []byte {
 	for _, key := range k.ring.GetKeys() {
 		if keyID(key) == id {
