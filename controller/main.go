@@ -1,6 +1,6 @@
 // Command controller is Herald's cluster-wide controller: it assigns
 // LoadBalancer IPs to Services (internal/k8s/serviceip), publishes pool
-// counters (internal/k8s/poolstatus), creates the memberlist Secret
+// counters (internal/k8s/poolstatus), keeps the memberlist Secret
 // (internal/k8s/mlsecret) and serves the validating webhooks
 // (internal/k8s/webhook). This file only wires them into a controller-runtime
 // manager; flags are in options.go and follow MetalLB's controller.
@@ -140,7 +140,7 @@ func run(ctx context.Context, o *options, log *slog.Logger) error {
 }
 
 // addAllocation adds the Service IP loop, the pool status writer and the
-// memberlist Secret creation.
+// memberlist Secret keeper.
 func addAllocation(ctx context.Context, mgr manager.Manager, o *options, log *slog.Logger) error {
 	// Uncached: the Reporter creates the ConfigurationState and reads it
 	// back at once, before any cache could have seen it.
@@ -192,14 +192,12 @@ func addAllocation(ctx context.Context, mgr manager.Manager, o *options, log *sl
 	if err := mgr.Add(pw); err != nil {
 		return err
 	}
-	if o.mlSecretName != "" {
-		if err := mgr.Add(mlsecret.Runnable{Options: mlsecret.Options{
-			Client: uncached, Namespace: o.namespace, Name: o.mlSecretName, Deployment: o.deployment, Log: log,
-		}}); err != nil {
-			return err
-		}
-	}
-	return nil
+	// Kept (re-created when deleted) on every replica; Secrets of the
+	// namespace are in the cache (serviceip.CacheOptions).
+	return mlsecret.Setup(mgr, mlsecret.Options{
+		Client: uncached, Namespace: o.namespace, Name: o.mlSecretName, Deployment: o.deployment,
+		Recorder: mgr.GetEventRecorder("herald-controller"), Log: log.With("subsystem", "mlsecret"),
+	})
 }
 
 // podOwner returns an owner reference to the controller's Pod.

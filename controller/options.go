@@ -47,8 +47,8 @@ func (o *options) register(fs *flag.FlagSet, getenv func(string) string) {
 		serving.EnvString(fs, getenv, p, name, env, def, usage)
 	}
 	str(&o.namespace, "namespace", "METALLB_NAMESPACE", "", "Herald's namespace: configuration objects and the memberlist Secret (default: the service account's).")
-	str(&o.mlSecretName, "ml-secret-name", "METALLB_ML_SECRET_NAME", "", "Name of the memberlist Secret to create when missing (empty: none).")
-	str(&o.deployment, "deployment", "METALLB_DEPLOYMENT", "", "Name of the controller Deployment, owner of the memberlist Secret.")
+	str(&o.mlSecretName, "ml-secret-name", "METALLB_ML_SECRET_NAME", "", "Name of the memberlist Secret to create when missing, also after it is deleted (empty: none).")
+	str(&o.deployment, "deployment", "METALLB_DEPLOYMENT", "", "Name of the controller Deployment; Herald removes it as owner of the memberlist Secret (MetalLB sets it), so the key outlives it.")
 	str(&o.podName, "pod-name", "METALLB_POD_NAME", "", "Name of the controller Pod, owner of the ConfigurationState \"controller\".")
 	fs.StringVar(&o.lbClass, "lb-class", "", "loadBalancerClass handled by this controller (empty: Services without a class).")
 	fs.StringVar(&o.logLevel, "log-level", "info", "Log level: all, debug, info, warn, error, none.")

@@ -87,14 +87,24 @@ func (o *options) complete(readFile func(string) ([]byte, error)) error {
 	return errors.Join(errs...)
 }
 
-// memberlistSecret reads <--ml-secret-key-path>/secretkey as raw bytes
-// (not decoded, not trimmed: members.DeriveKey hashes them as mounted).
-// No path means unencrypted gossip.
+// memberlistSecretFile is <--ml-secret-key-path>/secretkey, or "" without
+// a path. The memberlist List re-reads it when the kubelet updates the
+// mounted Secret and rotates to the new key.
+func (o *options) memberlistSecretFile() string {
+	if o.mlSecretKeyPath == "" {
+		return ""
+	}
+	return filepath.Join(o.mlSecretKeyPath, "secretkey")
+}
+
+// memberlistSecret reads memberlistSecretFile as raw bytes (not decoded,
+// not trimmed: members.DeriveKey hashes them as mounted). No path means
+// unencrypted gossip.
 func (o *options) memberlistSecret(readFile func(string) ([]byte, error)) ([]byte, error) {
 	if o.mlSecretKeyPath == "" {
 		return nil, nil
 	}
-	b, err := readFile(filepath.Join(o.mlSecretKeyPath, "secretkey"))
+	b, err := readFile(o.memberlistSecretFile())
 	if err != nil {
 		return nil, fmt.Errorf("--ml-secret-key-path: %w", err)
 	}

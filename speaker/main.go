@@ -99,7 +99,8 @@ func run(args []string) error {
 			return err
 		}
 		ml, err = members.New(members.Config{
-			NodeName: o.nodeName, BindAddr: bind, BindPort: o.mlBindPort, Secret: secret,
+			NodeName: o.nodeName, BindAddr: bind, BindPort: o.mlBindPort,
+			Secret: secret, SecretFile: o.memberlistSecretFile(),
 			Timings: o.mlTimings.Timings(), Registerer: reg,
 		}, log.With("subsystem", "memberlist"))
 		if err != nil {

@@ -34,8 +34,13 @@ type Config struct {
 	BindPort int
 	// Secret is the raw content of the memberlist Secret's `secretkey` value
 	// (as mounted, not base64-decoded). The gossip key is DeriveKey(Secret).
-	// Empty means unencrypted gossip; New logs a warning.
+	// Empty means unencrypted gossip; Run logs a warning.
 	Secret []byte
+	// SecretFile, when set with a non-empty Secret, is the file Secret was
+	// read from (<--ml-secret-key-path>/secretkey, a mounted Secret volume).
+	// Run re-reads it when it changes and rotates to the new key without a
+	// split (see [List.SetSecret]).
+	SecretFile string
 	// Timings are the protocol timings; start from [DefaultTimings].
 	Timings Timings
 	// Registerer receives the package's metrics; nil registers none.

@@ -7,7 +7,9 @@
 // Peers are discovered through the API by the caller (the speaker pods' IPs,
 // selected by --ml-labels) and handed over with [List.SetPeers]; gossip is
 // encrypted with AES-256-GCM under the key [DeriveKey] computes from the
-// memberlist Secret. [List.Live] reports the node names that are alive and
+// memberlist Secret. A new secret ([List.SetSecret], or Config.SecretFile
+// updated by the kubelet) is rotated to without splitting the cluster: see
+// keyring.go. [List.Live] reports the node names that are alive and
 // [List.Changes] signals when that set changes.
 //
 // Start-up: a List binds nothing until [List.Activate] (the speaker calls it

@@ -54,6 +54,8 @@ type List struct {
 	failed map[string]bool
 	// rejoins: see Rejoins.
 	rejoins uint64
+
+	keys keys // gossip keyring and its rotation (keyring.go)
 }
 
 // New validates cfg and returns a List that is not yet running; it opens no
@@ -77,6 +79,7 @@ func New(cfg Config, logger *slog.Logger) (*List, error) {
 		leaving:  map[string]time.Time{},
 		failed:   map[string]bool{},
 	}
+	l.keys.init(cfg.Secret)
 	if cfg.Registerer != nil {
 		m, err := newMetrics(cfg.Registerer, l)
 		if err != nil {
@@ -130,7 +133,10 @@ func (l *List) Run(ctx context.Context) error {
 	}
 	l.log.Info("memberlist started", "addr", l.Addr())
 
+	// Neither loop is waited for on shutdown (see above): both end with ctx,
+	// and a join or a metadata broadcast in flight can block for TCPTimeout.
 	go l.joinLoop(ctx, ml)
+	go l.keyLoop(ctx, ml)
 
 	<-ctx.Done()
 
@@ -299,15 +305,11 @@ func (l *List) memberlistConfig() *memberlist.Config {
 	// soon instead of being rejected as a name conflict until the dead entry
 	// is reaped (GossipToTheDeadTime, 30 s).
 	c.DeadNodeReclaimTime = deadNodeReclaimTime
-	if len(l.cfg.Secret) > 0 {
-		c.SecretKey = DeriveKey(l.cfg.Secret)
-		c.GossipVerifyIncoming = true
-		c.GossipVerifyOutgoing = true
-	}
 	c.Events = (*events)(l)
 	c.Delegate = (*delegate)(l)
 	c.Logger = newStdLogger(l.log)
 	c.LogOutput = nil
+	l.configureKeys(c) // keyring, and key metadata around Events and Delegate
 	return c
 }
 

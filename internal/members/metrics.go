@@ -56,7 +56,7 @@ func newMetrics(reg prometheus.Registerer, l *List) (*metrics, error) {
 		return 0
 	})
 	var errs []error
-	for _, c := range []prometheus.Collector{m.events, members, health, joined} {
+	for _, c := range append([]prometheus.Collector{m.events, members, health, joined}, keyMetrics(l)...) {
 		errs = append(errs, reg.Register(c))
 	}
 	return m, errors.Join(errs...)

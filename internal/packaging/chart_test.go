@@ -123,6 +123,12 @@ func TestChartMatchesManifests(t *testing.T) {
 		sameJSON(t, svc+" clusterIP", cs.Spec.ClusterIP, ms.Spec.ClusterIP)
 	}
 	find(t, chart, "Secret", ns, "herald-webhook-cert")
+	// The controller creates the memberlist Secret; a chart-shipped one
+	// would be deleted by helm uninstall (the key must outlive the release
+	// like the CRDs) and emptied by helm upgrade.
+	if slices.ContainsFunc(chart, func(o object) bool { return o.key() == "Secret/herald-system/herald-memberlist" }) {
+		t.Error("the chart ships Secret herald-memberlist; the controller creates it")
+	}
 
 	var cw, mw admissionv1.ValidatingWebhookConfiguration
 	find(t, chart, "ValidatingWebhookConfiguration", "", "herald-webhook-configuration").into(t, &cw)

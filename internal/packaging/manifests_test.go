@@ -288,6 +288,11 @@ func TestSpeakerDaemonSet(t *testing.T) {
 	mounts := map[string]string{}
 	for _, m := range c.VolumeMounts {
 		mounts[m.MountPath] = m.Name
+		// The kubelet never updates a subPath mount: a new memberlist key
+		// would need a restart and split the cluster.
+		if m.SubPath != "" || m.SubPathExpr != "" {
+			t.Errorf("speaker mount %s uses a subPath; mounted Secrets must update in place", m.MountPath)
+		}
 	}
 	vols := map[string]corev1.Volume{}
 	for _, v := range spec.Volumes {

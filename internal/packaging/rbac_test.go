@@ -120,7 +120,6 @@ func wantRBAC(namespace, prefix string) map[string]map[grant]bool {
 				"get,list,watch,create,update,patch metallb.io configurationstates,configurationstates/status",
 				"get,list,watch,create core secrets",
 				"update core secrets "+prefix+"memberlist,"+prefix+"webhook-cert",
-				"get apps deployments "+prefix+"controller",
 				"get core pods",
 				"get,create,update coordination.k8s.io leases",
 			),

@@ -1,11 +1,18 @@
-// Package mlsecret creates the Secret whose key the speakers' memberlist
-// encrypts its gossip with, as MetalLB's controller does: when
-// --ml-secret-name is set and the Secret does not exist, it is created in
-// Herald's namespace with key "secretkey" = 16 random bytes, base64
-// RawStdEncoding (22 characters), owned by the controller Deployment named
-// by --deployment when that Deployment exists (so it goes away with it).
-// An existing Secret is never changed: rotating the key under running
-// speakers would split the memberlist cluster.
+// Package mlsecret keeps the Secret whose key the speakers' memberlist
+// encrypts its gossip with, in the format MetalLB's controller writes: a
+// Secret in Herald's namespace named by --ml-secret-name, data key
+// "secretkey" = 16 random bytes, base64 RawStdEncoding (22 characters).
+//
+// Unlike MetalLB's, the Secret has no owner: it outlives the controller
+// Deployment (deleting or re-creating the Deployment does not rotate the
+// key) and goes away with Herald's namespace. The controller watches it and
+// creates it again, with a new random key, whenever it is missing (deleted
+// by hand, or never created). An existing Secret's key is never changed by
+// the controller; an owner reference to a Deployment (written by MetalLB or
+// an older Herald) is removed, so that the Secret survives that Deployment.
+//
+// Speakers pick a new key up from their mounted Secret volume and rotate to
+// it without splitting the memberlist cluster (internal/members, SetSecret).
 package mlsecret
 
 import (
@@ -15,13 +22,22 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"time"
+	"slices"
 
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 )
 
 // Key is the data key holding the memberlist secret.
@@ -30,21 +46,39 @@ const Key = "secretkey"
 // keyBytes is the number of random bytes of a new secret.
 const keyBytes = 16
 
-// Options say which Secret to ensure.
+// Event reasons, on the Secret.
+const (
+	// ReasonCreated: the Secret was missing and was created with a new key.
+	ReasonCreated = "MemberlistKeyCreated"
+	// ReasonOwnerRemoved: a Deployment owner reference was removed.
+	ReasonOwnerRemoved = "MemberlistKeyOwnerRemoved"
+)
+
+// Options say which Secret to keep.
 type Options struct {
-	// Client creates the Secret and reads the Secret and the Deployment.
-	// Use an uncached client (the manager's API reader is not enough:
-	// Client must write).
+	// Client creates and updates the Secret and reads it before writing.
+	// Use an uncached client, so that a Secret deleted a moment ago is not
+	// still seen in a cache.
 	Client client.Client
 	// Namespace is Herald's namespace.
 	Namespace string
 	// Name is --ml-secret-name; "" means do nothing.
 	Name string
-	// Deployment is --deployment, the owner; "" or a missing Deployment
-	// means no owner.
+	// Deployment is --deployment, the controller Deployment. MetalLB makes
+	// it the Secret's owner; Herald removes such an owner reference (any
+	// apps/v1 Deployment when empty).
 	Deployment string
+	// Recorder records events on the Secret; nil records none.
+	Recorder events.EventRecorder
 	// Log receives progress; nil discards it.
 	Log *slog.Logger
+}
+
+func (o Options) log() *slog.Logger {
+	if o.Log == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return o.Log
 }
 
 // NewKey returns a fresh secret value: 16 random bytes, base64
@@ -57,29 +91,42 @@ func NewKey() ([]byte, error) {
 	return []byte(base64.RawStdEncoding.EncodeToString(b)), nil
 }
 
-// Ensure creates the Secret when it is missing. It returns nil when the
-// Secret exists (whatever its content) or was created.
-func Ensure(ctx context.Context, o Options) error {
+// Result is what Ensure did.
+type Result int
+
+const (
+	// Unchanged: the Secret exists and needed nothing.
+	Unchanged Result = iota
+	// Created: the Secret was missing and was created with a new key.
+	Created
+	// OwnerRemoved: a Deployment owner reference was removed.
+	OwnerRemoved
+)
+
+// Ensure creates the Secret when it is missing (without an owner) and
+// removes Deployment owner references from an existing one; it never
+// changes an existing key. Errors name the Secret.
+func Ensure(ctx context.Context, o Options) (Result, error) {
 	if o.Name == "" {
-		return nil
+		return Unchanged, nil
 	}
 	if o.Client == nil || o.Namespace == "" {
-		return errors.New("mlsecret: Client and Namespace are required")
+		return Unchanged, errors.New("mlsecret: Client and Namespace are required")
 	}
 	key := client.ObjectKey{Namespace: o.Namespace, Name: o.Name}
-	var existing corev1.Secret
-	err := o.Client.Get(ctx, key, &existing)
-	if err == nil {
-		return nil
-	}
-	if !apierrors.IsNotFound(err) {
-		return fmt.Errorf("get memberlist Secret %s: %w", key, err)
+	var s corev1.Secret
+	err := o.Client.Get(ctx, key, &s)
+	switch {
+	case err == nil:
+		return removeDeploymentOwners(ctx, o, &s)
+	case !apierrors.IsNotFound(err):
+		return Unchanged, fmt.Errorf("get memberlist Secret %s: %w", key, err)
 	}
 	val, err := NewKey()
 	if err != nil {
-		return err
+		return Unchanged, err
 	}
-	s := &corev1.Secret{
+	s = corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{
 			Namespace: o.Namespace, Name: o.Name,
 			Labels: map[string]string{"app.kubernetes.io/name": "herald", "app.kubernetes.io/component": "controller"},
@@ -87,52 +134,101 @@ func Ensure(ctx context.Context, o Options) error {
 		Type: corev1.SecretTypeOpaque,
 		Data: map[string][]byte{Key: val},
 	}
-	if o.Deployment != "" {
-		var d appsv1.Deployment
-		switch err := o.Client.Get(ctx, client.ObjectKey{Namespace: o.Namespace, Name: o.Deployment}, &d); {
-		case err == nil:
-			s.OwnerReferences = []metav1.OwnerReference{{
-				APIVersion: "apps/v1", Kind: "Deployment", Name: d.Name, UID: d.UID,
-			}}
-		case apierrors.IsNotFound(err):
-		default:
-			return fmt.Errorf("get Deployment %s/%s (owner of the memberlist Secret): %w", o.Namespace, o.Deployment, err)
-		}
+	if err := o.Client.Create(ctx, &s); apierrors.IsAlreadyExists(err) {
+		return Unchanged, nil // another replica was faster
+	} else if err != nil {
+		return Unchanged, fmt.Errorf("create memberlist Secret %s: %w", key, err)
 	}
-	if err := o.Client.Create(ctx, s); err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("create memberlist Secret %s: %w", key, err)
-	}
-	if o.Log != nil {
-		o.Log.Info("created memberlist Secret", "secret", key.String(), "owner", o.Deployment)
-	}
-	return nil
+	return Created, nil
 }
 
-// Runnable ensures the Secret once, retrying with backoff (1 s doubling up
-// to 1 min) until it succeeds or its context ends. It is a
-// controller-runtime manager.Runnable that also runs on non-leaders.
-type Runnable struct{ Options }
-
-// Start implements manager.Runnable.
-func (r Runnable) Start(ctx context.Context) error {
-	delay := time.Second
-	for {
-		err := Ensure(ctx, r.Options)
-		if err == nil || ctx.Err() != nil {
-			return nil
-		}
-		if r.Log != nil {
-			r.Log.Warn("ensure memberlist Secret; retrying", "error", err, "in", delay)
-		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-time.After(delay):
-		}
-		delay = min(2*delay, time.Minute)
+func isDeploymentOwner(o Options) func(metav1.OwnerReference) bool {
+	return func(r metav1.OwnerReference) bool {
+		return r.APIVersion == "apps/v1" && r.Kind == "Deployment" && (o.Deployment == "" || r.Name == o.Deployment)
 	}
 }
 
-// NeedLeaderElection implements manager.LeaderElectionRunnable: creating
-// a missing Secret is idempotent, so every replica may do it.
-func (r Runnable) NeedLeaderElection() bool { return false }
+func removeDeploymentOwners(ctx context.Context, o Options, s *corev1.Secret) (Result, error) {
+	if !slices.ContainsFunc(s.OwnerReferences, isDeploymentOwner(o)) {
+		return Unchanged, nil
+	}
+	s.OwnerReferences = slices.DeleteFunc(s.OwnerReferences, isDeploymentOwner(o))
+	// Update carries the resourceVersion just read: a concurrent change
+	// fails it and the reconcile runs again.
+	if err := o.Client.Update(ctx, s); err != nil {
+		return Unchanged, fmt.Errorf("remove the Deployment owner of memberlist Secret %s/%s: %w", s.Namespace, s.Name, err)
+	}
+	return OwnerRemoved, nil
+}
+
+// Setup adds to mgr a controller that keeps the Secret: it runs Ensure at
+// start and whenever the Secret changes or is deleted (from mgr's cache,
+// which must include Secrets of Namespace), retrying failures with
+// controller-runtime's backoff. It runs on every replica, leader or not:
+// creating a missing Secret is atomic on the API server, so two replicas
+// never write two keys. Nothing is added when Name is "".
+func Setup(mgr manager.Manager, o Options) error {
+	if o.Name == "" {
+		return nil
+	}
+	if o.Client == nil || o.Namespace == "" {
+		return errors.New("mlsecret: Client and Namespace are required")
+	}
+	r := &reconciler{opts: o}
+	ours := predicate.NewPredicateFuncs(func(obj client.Object) bool {
+		return obj.GetNamespace() == o.Namespace && obj.GetName() == o.Name
+	})
+	start := make(chan event.GenericEvent, 1)
+	start <- event.GenericEvent{Object: &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: o.Namespace, Name: o.Name}}}
+	return builder.ControllerManagedBy(mgr).
+		Named("mlsecret").
+		WithOptions(controller.Options{NeedLeaderElection: ptr.To(false), MaxConcurrentReconciles: 1}).
+		For(&corev1.Secret{}, builder.WithPredicates(ours)).
+		WatchesRawSource(source.Channel(start, &handler.EnqueueRequestForObject{})).
+		Complete(r)
+}
+
+type reconciler struct {
+	opts Options
+	// seen: the Secret existed at some reconcile of this process, so a
+	// creation is a re-creation.
+	seen bool
+}
+
+func (r *reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconcile.Result, error) {
+	o := r.opts
+	res, err := Ensure(ctx, o)
+	if err != nil {
+		o.log().Warn("memberlist Secret not ensured; retrying", "error", err)
+		return reconcile.Result{}, err
+	}
+	name := o.Namespace + "/" + o.Name
+	recreated := r.seen
+	r.seen = true
+	switch res {
+	case Created:
+		msg := "created with a new key"
+		if recreated {
+			msg = "re-created with a new key after it was deleted"
+		}
+		o.log().Info("memberlist Secret "+msg+"; the speakers rotate to it as the kubelet updates their mounts", "secret", name)
+		r.event(ctx, corev1.EventTypeNormal, ReasonCreated, "Create",
+			"Memberlist Secret "+msg+": every speaker installs it, switches to it once all hold it, then drops the old key (herald_memberlist_keys)")
+	case OwnerRemoved:
+		o.log().Info("memberlist Secret no longer owned by the controller Deployment: it now outlives it", "secret", name)
+		r.event(ctx, corev1.EventTypeNormal, ReasonOwnerRemoved, "Update",
+			"Removed the Deployment owner reference: the memberlist key survives deleting the controller Deployment")
+	}
+	return reconcile.Result{}, nil
+}
+
+func (r *reconciler) event(ctx context.Context, typ, reason, action, note string) {
+	if r.opts.Recorder == nil {
+		return
+	}
+	var s corev1.Secret
+	if err := r.opts.Client.Get(ctx, client.ObjectKey{Namespace: r.opts.Namespace, Name: r.opts.Name}, &s); err != nil {
+		return
+	}
+	r.opts.Recorder.Eventf(&s, nil, typ, reason, action, "%s", note)
+}

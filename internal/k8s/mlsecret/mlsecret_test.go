@@ -3,14 +3,25 @@ package mlsecret
 import (
 	"context"
 	"encoding/base64"
+	"errors"
+	"fmt"
+	"strings"
 	"testing"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrlconfig "sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
-	"github.com/herald-lb/herald/internal/k8s/serviceip/serviceiptest"
+	"github.com/herald-lb/herald/internal/testenv"
 )
 
 func TestNewKey(t *testing.T) {
@@ -28,25 +39,25 @@ func TestNewKey(t *testing.T) {
 	}
 }
 
-// Against a real API server: created when missing with the Deployment as
-// owner, never changed afterwards, no owner when the Deployment is missing.
-func TestEnsure(t *testing.T) {
-	if testing.Short() {
-		t.Skip("needs a real API server")
+// eventually polls f every 50 ms until it returns nil, for up to 30 s.
+func eventually(t *testing.T, what string, f func() error) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		err := f()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: %v", what, err)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
-	srv, err := serviceiptest.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = srv.Stop() })
-	ctx := context.Background()
-	c := srv.Client
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "herald-"}}
-	if err := c.Create(ctx, ns); err != nil {
-		t.Fatal(err)
-	}
-	dep := &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: "herald-controller"},
+}
+
+func controllerDeployment(ns string) *appsv1.Deployment {
+	return &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "herald-controller"},
 		Spec: appsv1.DeploymentSpec{
 			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "c"}},
 			Template: corev1.PodTemplateSpec{
@@ -55,44 +66,164 @@ func TestEnsure(t *testing.T) {
 			},
 		},
 	}
+}
+
+// TestAPIServer runs the tests that need a real API server on one.
+func TestAPIServer(t *testing.T) {
+	env := testenv.Start(t)
+	t.Run("lifecycle", func(t *testing.T) { secretLifecycle(t, env) })
+	t.Run("existing Secret", func(t *testing.T) { ensureExisting(t, env) })
+}
+
+// secretLifecycle: the controller creates the Secret without an
+// owner, creates it again with a new key when it is deleted, and leaves it
+// when the controller Deployment is deleted. envtest runs no garbage
+// collector, so what keeps the Secret alive in a cluster is checked
+// directly: it has no owner reference to the Deployment.
+func secretLifecycle(t *testing.T, env *testenv.Env) {
+	ns := env.Namespace(t)
+	ctx := context.Background()
+	c := env.Client
+	dep := controllerDeployment(ns)
 	if err := c.Create(ctx, dep); err != nil {
 		t.Fatal(err)
 	}
-	o := Options{Client: c, Namespace: ns.Name, Name: "herald-memberlist", Deployment: "herald-controller"}
-	if err := Ensure(ctx, o); err != nil {
+
+	mgr, err := manager.New(env.Config, manager.Options{
+		Scheme:                 env.Scheme,
+		Cache:                  cache.Options{DefaultNamespaces: map[string]cache.Config{ns: {}}},
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		Controller:             ctrlconfig.Controller{SkipNameValidation: ptr.To(true)},
+	})
+	if err != nil {
 		t.Fatal(err)
 	}
-	var s corev1.Secret
-	if err := c.Get(ctx, client.ObjectKey{Namespace: ns.Name, Name: o.Name}, &s); err != nil {
+	o := Options{
+		Client: c, Namespace: ns, Name: "herald-memberlist", Deployment: dep.Name,
+		Recorder: mgr.GetEventRecorder("herald-controller"),
+	}
+	if err := Setup(mgr, o); err != nil {
 		t.Fatal(err)
 	}
-	first := string(s.Data[Key])
-	if len(first) != 22 {
-		t.Errorf("secretkey = %q, want 22 characters", first)
+	mctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(mctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("manager: %v", err)
+		}
+	})
+
+	key := client.ObjectKey{Namespace: ns, Name: o.Name}
+	// current returns the Secret once it exists with a well-formed key
+	// and no owner.
+	current := func() (*corev1.Secret, error) {
+		var s corev1.Secret
+		if err := c.Get(ctx, key, &s); err != nil {
+			return nil, err
+		}
+		if v := s.Data[Key]; len(v) != 22 {
+			return nil, fmt.Errorf("secretkey %q: want 22 characters", v)
+		}
+		if len(s.OwnerReferences) != 0 {
+			return nil, fmt.Errorf("owner references %+v: the Secret would be deleted with its owner", s.OwnerReferences)
+		}
+		return &s, nil
 	}
-	if len(s.OwnerReferences) != 1 || s.OwnerReferences[0].UID != dep.UID || s.OwnerReferences[0].Kind != "Deployment" {
-		t.Errorf("owners = %+v", s.OwnerReferences)
-	}
-	if err := Ensure(ctx, o); err != nil {
+	var first *corev1.Secret
+	eventually(t, "Secret created without an owner", func() (err error) { first, err = current(); return err })
+
+	// Deleted: created again, with a new key, and an event says so.
+	if err := c.Delete(ctx, first); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.Get(ctx, client.ObjectKey{Namespace: ns.Name, Name: o.Name}, &s); err != nil {
+	var second *corev1.Secret
+	eventually(t, "Secret re-created", func() error {
+		s, err := current()
+		if err != nil {
+			return err
+		}
+		if s.UID == first.UID {
+			return errors.New("still the first Secret")
+		}
+		second = s
+		return nil
+	})
+	if string(second.Data[Key]) == string(first.Data[Key]) {
+		t.Error("re-created Secret has the deleted Secret's key")
+	}
+	eventually(t, "re-creation event on the Secret", func() error {
+		var evs eventsv1.EventList
+		if err := c.List(ctx, &evs, client.InNamespace(ns)); err != nil {
+			return err
+		}
+		for _, e := range evs.Items {
+			if e.Regarding.UID == second.UID && e.Reason == ReasonCreated && strings.Contains(e.Note, "re-created") {
+				return nil
+			}
+		}
+		return fmt.Errorf("no %s event for Secret %s among %d events", ReasonCreated, second.UID, len(evs.Items))
+	})
+
+	// The Deployment goes; the Secret and its key stay.
+	if err := c.Delete(ctx, dep); err != nil {
 		t.Fatal(err)
 	}
-	if string(s.Data[Key]) != first {
-		t.Errorf("existing secret changed")
+	eventually(t, "Deployment deleted", func() error {
+		if err := c.Get(ctx, client.ObjectKeyFromObject(dep), &appsv1.Deployment{}); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("get Deployment: %v", err)
+		}
+		return nil
+	})
+	s, err := current()
+	if err != nil {
+		t.Fatalf("after deleting the Deployment: %v", err)
 	}
-	o2 := Options{Client: c, Namespace: ns.Name, Name: "other", Deployment: "missing"}
-	if err := Ensure(ctx, o2); err != nil {
+	if s.UID != second.UID || string(s.Data[Key]) != string(second.Data[Key]) {
+		t.Error("deleting the Deployment changed the Secret")
+	}
+}
+
+// ensureExisting: an existing Secret keeps its key; a Deployment owner reference (MetalLB's,
+// or an older Herald's) is removed, other owners stay.
+func ensureExisting(t *testing.T, env *testenv.Env) {
+	ns := env.Namespace(t)
+	ctx := context.Background()
+	c := env.Client
+	dep := controllerDeployment(ns)
+	if err := c.Create(ctx, dep); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.Get(ctx, client.ObjectKey{Namespace: ns.Name, Name: "other"}, &s); err != nil {
+	other := metav1.OwnerReference{APIVersion: "v1", Kind: "ConfigMap", Name: "keep-me", UID: "1234"}
+	s := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "memberlist", OwnerReferences: []metav1.OwnerReference{
+			{APIVersion: "apps/v1", Kind: "Deployment", Name: dep.Name, UID: dep.UID}, other,
+		}},
+		Data: map[string][]byte{Key: []byte("NvKGPsR2n7TlqVlGrA6ekw")},
+	}
+	if err := c.Create(ctx, s); err != nil {
 		t.Fatal(err)
 	}
-	if len(s.OwnerReferences) != 0 {
-		t.Errorf("owners = %+v, want none", s.OwnerReferences)
+	o := Options{Client: c, Namespace: ns, Name: s.Name, Deployment: dep.Name}
+	for i, want := range []Result{OwnerRemoved, Unchanged} {
+		res, err := Ensure(ctx, o)
+		if err != nil || res != want {
+			t.Fatalf("Ensure #%d = %v, %v; want %v", i+1, res, err, want)
+		}
 	}
-	if err := Ensure(ctx, Options{Name: ""}); err != nil {
-		t.Errorf("empty name: %v", err)
+	var got corev1.Secret
+	if err := c.Get(ctx, client.ObjectKeyFromObject(s), &got); err != nil {
+		t.Fatal(err)
+	}
+	if string(got.Data[Key]) != "NvKGPsR2n7TlqVlGrA6ekw" {
+		t.Errorf("key changed to %q", got.Data[Key])
+	}
+	if len(got.OwnerReferences) != 1 || got.OwnerReferences[0].UID != other.UID {
+		t.Errorf("owners %+v, want only %+v", got.OwnerReferences, other)
+	}
+	if res, err := Ensure(ctx, Options{Name: ""}); err != nil || res != Unchanged {
+		t.Errorf("empty name: %v, %v", res, err)
 	}
 }
