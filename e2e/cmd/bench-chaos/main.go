@@ -1,0 +1,129 @@
+// Command bench-chaos runs Herald's chaos scenarios (e2e/chaos) in full in
+// one lab (`make bench-chaos`) and prints the table: per scenario, what was
+// lost (target 0) and how long recovery took.
+//
+// Usage:
+//
+//	bench-chaos [--scenarios restarts,...] [--restarts 20] [--record docs/reliability.md]
+//
+// With --record the table replaces the "## Chaos results" section of that
+// file (appended when missing), with the date and the machine. The exit
+// status is 0 when every scenario ran, whether or not its targets were met
+// (the table says so); 1 when a scenario could not run.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/go-logr/logr"
+	crlog "sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/herald-lb/herald/e2e/chaos"
+	"github.com/herald-lb/herald/e2e/lab"
+)
+
+type options struct {
+	scenarios []string
+	nodes     int
+	record    string
+	binDir    string
+	restarts  chaos.RestartOptions
+}
+
+// scenarioNames in the order they run.
+var scenarioNames = []string{"restarts"}
+
+func main() {
+	var o options
+	scen := flag.String("scenarios", strings.Join(scenarioNames, ","), "comma-separated scenarios: "+strings.Join(scenarioNames, ", "))
+	flag.IntVar(&o.nodes, "nodes", 3, "lab nodes")
+	flag.StringVar(&o.record, "record", "", "Markdown file whose \""+chaos.SectionTitle+"\" section gets the table")
+	flag.StringVar(&o.binDir, "bin-dir", "", "prebuilt controller and speaker (default: $"+lab.BinDirEnv+" or go build)")
+	flag.IntVar(&o.restarts.Restarts, "restarts", 20, "speaker restarts (alternating TERM and KILL)")
+	flag.IntVar(&o.restarts.Addresses, "restart-addresses", 12, "layer 2 addresses in the restart scenario")
+	flag.Parse()
+	o.scenarios = strings.Split(*scen, ",")
+	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	crlog.SetLogger(logr.FromSlogHandler(log.Handler()))
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, log, o); err != nil {
+		fmt.Fprintln(os.Stderr, "bench-chaos:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, log *slog.Logger, o options) (err error) {
+	for _, s := range o.scenarios {
+		if !contains(scenarioNames, s) {
+			return fmt.Errorf("unknown scenario %q (want %s)", s, strings.Join(scenarioNames, ", "))
+		}
+	}
+	stateDir, err := os.MkdirTemp("", "bench-chaos-")
+	if err != nil {
+		return err
+	}
+	cfg := lab.Config{Prefix: lab.RandomPrefix(), Nodes: o.nodes, StateDir: stateDir}
+	log.Info("lab up", "prefix", cfg.Prefix, "state", stateDir)
+	l, err := lab.Up(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if derr := l.Down(); derr != nil {
+			err = errors.Join(err, derr)
+		}
+		if err == nil {
+			_ = os.RemoveAll(stateDir)
+		} else {
+			log.Info("logs kept", "dir", stateDir)
+		}
+	}()
+	h, err := l.InstallHerald(ctx, lab.InstallOptions{BinDir: o.binDir})
+	if err != nil {
+		return err
+	}
+	e := &chaos.Env{Lab: l, Herald: h, Log: log}
+	var results []chaos.Result
+	var errs []error
+	for _, s := range o.scenarios {
+		log.Info("scenario", "name", s)
+		var res chaos.Result
+		var serr error
+		switch s {
+		case "restarts":
+			res, serr = chaos.SpeakerRestarts(ctx, e, o.restarts)
+		}
+		if serr != nil {
+			log.Error("scenario failed", "name", s, "error", serr)
+			errs = append(errs, fmt.Errorf("%s: %w", s, serr))
+			res.Notes = append(res.Notes, "did not complete: "+serr.Error())
+		}
+		results = append(results, res)
+	}
+	table := chaos.Table(results, o.nodes)
+	fmt.Print(table)
+	if o.record != "" && len(errs) == 0 {
+		if err := chaos.RecordSection(o.record, chaos.Intro, table); err != nil {
+			return err
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func contains(ss []string, s string) bool {
+	for _, x := range ss {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
