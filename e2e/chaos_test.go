@@ -48,4 +48,10 @@ func TestChaos(t *testing.T) {
 		res, err := chaos.SpeakerRestarts(ctx, ce, chaos.RestartOptions{Restarts: 2})
 		check(t, res, err, 0)
 	})
+	t.Run("ControllerKills", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+		defer cancel()
+		res, err := chaos.ControllerKills(ctx, ce, chaos.BurstOptions{Services: 150, Kills: 3})
+		check(t, res, err, 0)
+	})
 }

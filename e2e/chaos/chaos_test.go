@@ -146,3 +146,43 @@ func TestRecordSection(t *testing.T) {
 		t.Fatalf("other sections changed:\n%s", s)
 	}
 }
+
+// TestAllocTracker: a duplicate is two Services holding one address at the
+// same moment (not one after the other); a change is any later state that
+// differs from the first assignment, including losing it.
+func TestAllocTracker(t *testing.T) {
+	type ev struct {
+		svc string
+		ips []string // nil with del: deleted
+		del bool
+	}
+	for _, c := range []struct {
+		name          string
+		events        []ev
+		dups, changed []string
+	}{
+		{"clean burst", []ev{{"a", nil, false}, {"a", []string{"x"}, false}, {"b", []string{"y"}, false}, {"a", []string{"x"}, false}}, nil, nil},
+		{"two at once", []ev{{"a", []string{"x"}, false}, {"b", []string{"x"}, false}}, []string{"x"}, nil},
+		{"handed over after release", []ev{{"a", []string{"x"}, false}, {"a", nil, false}, {"b", []string{"x"}, false}}, nil, []string{"a"}},
+		{"handed over after delete", []ev{{"a", []string{"x"}, false}, {"a", nil, true}, {"b", []string{"x"}, false}}, nil, nil},
+		{"moved", []ev{{"a", []string{"x"}, false}, {"a", []string{"z"}, false}}, nil, []string{"a"}},
+		{"flapped back", []ev{{"a", []string{"x"}, false}, {"a", []string{"z"}, false}, {"a", []string{"x"}, false}}, nil, []string{"a"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			tr := newAllocTracker()
+			for _, e := range c.events {
+				if e.del {
+					tr.remove(e.svc)
+				} else {
+					tr.observe(e.svc, e.ips)
+				}
+			}
+			if got := tr.duplicates(); !slices.Equal(got, c.dups) {
+				t.Errorf("duplicates %v, want %v", got, c.dups)
+			}
+			if got := tr.changedServices(); !slices.Equal(got, c.changed) {
+				t.Errorf("changed %v, want %v", got, c.changed)
+			}
+		})
+	}
+}

@@ -36,10 +36,11 @@ type options struct {
 	record    string
 	binDir    string
 	restarts  chaos.RestartOptions
+	burst     chaos.BurstOptions
 }
 
 // scenarioNames in the order they run.
-var scenarioNames = []string{"restarts"}
+var scenarioNames = []string{"restarts", "controller"}
 
 func main() {
 	var o options
@@ -49,6 +50,8 @@ func main() {
 	flag.StringVar(&o.binDir, "bin-dir", "", "prebuilt controller and speaker (default: $"+lab.BinDirEnv+" or go build)")
 	flag.IntVar(&o.restarts.Restarts, "restarts", 20, "speaker restarts (alternating TERM and KILL)")
 	flag.IntVar(&o.restarts.Addresses, "restart-addresses", 12, "layer 2 addresses in the restart scenario")
+	flag.IntVar(&o.burst.Kills, "kills", 20, "controller SIGKILLs during the burst")
+	flag.IntVar(&o.burst.Services, "burst", 1000, "Services in the burst")
 	flag.Parse()
 	o.scenarios = strings.Split(*scen, ",")
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
@@ -101,6 +104,8 @@ func run(ctx context.Context, log *slog.Logger, o options) (err error) {
 		switch s {
 		case "restarts":
 			res, serr = chaos.SpeakerRestarts(ctx, e, o.restarts)
+		case "controller":
+			res, serr = chaos.ControllerKills(ctx, e, o.burst)
 		}
 		if serr != nil {
 			log.Error("scenario failed", "name", s, "error", serr)
