@@ -54,4 +54,10 @@ func TestChaos(t *testing.T) {
 		res, err := chaos.ControllerKills(ctx, ce, chaos.BurstOptions{Services: 150, Kills: 3})
 		check(t, res, err, 0)
 	})
+	t.Run("LinkCut", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		res, err := chaos.LinkCut(ctx, ce, chaos.LinkCutOptions{Cut: 10 * time.Second, Observe: 20 * time.Second})
+		check(t, res, err, 15*time.Second)
+	})
 }

@@ -186,3 +186,38 @@ func TestAllocTracker(t *testing.T) {
 		})
 	}
 }
+
+// TestMeasureHeal: answerers count from the grace on; the time to a
+// single answerer is the end of the last probe that saw another count;
+// a window whose last probe is still wrong has not converged.
+func TestMeasureHeal(t *testing.T) {
+	s := time.Second
+	p := func(at int, who ...[]string) probe {
+		m := map[netip.Addr][]string{}
+		for i, w := range who {
+			m[netip.AddrFrom4([4]byte{198, 51, 100, byte(200 + i)})] = w
+		}
+		return probe{at: time.Duration(at) * s, end: time.Duration(at)*s + s/2, who: m}
+	}
+	one, two, none := []string{"n1"}, []string{"n1", "n2"}, []string{}
+	for _, c := range []struct {
+		name                        string
+		probes                      []probe
+		maxAns, unanswered, counted int
+		single                      time.Duration
+		converged                   bool
+	}{
+		{"clean", []probe{p(0, one, one), p(1, one, one), p(6, one, one)}, 1, 0, 2, 0, true},
+		{"two early, one later", []probe{p(0, two, one), p(1, one, two), p(2, one, one), p(6, one, one)}, 1, 0, 2, 1500 * time.Millisecond, true},
+		{"two after the grace", []probe{p(0, one, one), p(6, two, one), p(7, one, one)}, 2, 0, 4, 6500 * time.Millisecond, true},
+		{"never converged", []probe{p(0, two, one), p(6, two, one)}, 2, 0, 2, 10 * s, false},
+		{"blackout", []probe{p(0, none, one), p(6, none, one), p(7, one, one)}, 1, 1, 4, 6500 * time.Millisecond, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			m := measureHeal(c.probes, 5*s, 10*s)
+			if m.maxAnswerers != c.maxAns || m.unanswered != c.unanswered || m.counted != c.counted || m.single != c.single || m.converged != c.converged {
+				t.Errorf("got %+v, want max %d unanswered %d of %d single %s converged %v", m, c.maxAns, c.unanswered, c.counted, c.single, c.converged)
+			}
+		})
+	}
+}

@@ -22,6 +22,7 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/go-logr/logr"
 	crlog "sigs.k8s.io/controller-runtime/pkg/log"
@@ -37,10 +38,11 @@ type options struct {
 	binDir    string
 	restarts  chaos.RestartOptions
 	burst     chaos.BurstOptions
+	linkCut   chaos.LinkCutOptions
 }
 
 // scenarioNames in the order they run.
-var scenarioNames = []string{"restarts", "controller"}
+var scenarioNames = []string{"restarts", "controller", "linkcut"}
 
 func main() {
 	var o options
@@ -52,6 +54,8 @@ func main() {
 	flag.IntVar(&o.restarts.Addresses, "restart-addresses", 12, "layer 2 addresses in the restart scenario")
 	flag.IntVar(&o.burst.Kills, "kills", 20, "controller SIGKILLs during the burst")
 	flag.IntVar(&o.burst.Services, "burst", 1000, "Services in the burst")
+	flag.DurationVar(&o.linkCut.Cut, "cut", 60*time.Second, "how long the node's link stays cut")
+	flag.DurationVar(&o.linkCut.Observe, "cut-observe", 90*time.Second, "how long the client probes after the link is back")
 	flag.Parse()
 	o.scenarios = strings.Split(*scen, ",")
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
@@ -106,6 +110,8 @@ func run(ctx context.Context, log *slog.Logger, o options) (err error) {
 			res, serr = chaos.SpeakerRestarts(ctx, e, o.restarts)
 		case "controller":
 			res, serr = chaos.ControllerKills(ctx, e, o.burst)
+		case "linkcut":
+			res, serr = chaos.LinkCut(ctx, e, o.linkCut)
 		}
 		if serr != nil {
 			log.Error("scenario failed", "name", s, "error", serr)
