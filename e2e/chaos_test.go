@@ -60,4 +60,10 @@ func TestChaos(t *testing.T) {
 		res, err := chaos.LinkCut(ctx, ce, chaos.LinkCutOptions{Cut: 10 * time.Second, Observe: 20 * time.Second})
 		check(t, res, err, 15*time.Second)
 	})
+	t.Run("CPULoad", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		res, err := chaos.CPULoad(ctx, ce, chaos.CPULoadOptions{Load: 20 * time.Second})
+		check(t, res, err, 0)
+	})
 }

@@ -221,3 +221,21 @@ func TestMeasureHeal(t *testing.T) {
 		})
 	}
 }
+
+// TestSampleValue: the samples of one metric with one label, summed;
+// other metrics, other labels and comments are left out.
+func TestSampleValue(t *testing.T) {
+	exp := []byte(`# HELP herald_memberlist_member_events_total x
+# TYPE herald_memberlist_member_events_total counter
+herald_memberlist_member_events_total{event="failed"} 3
+herald_memberlist_member_events_total{event="join"} 7
+herald_memberlist_member_events_total_other{event="failed"} 100
+herald_memberlist_member_events_total{event="failed",x="y"} 2 1700000000
+`)
+	if got := sampleValue(exp, "herald_memberlist_member_events_total", `event="failed"`); got != 5 {
+		t.Errorf("got %v, want 5", got)
+	}
+	if got := sampleValue(exp, "absent_metric", `event="failed"`); got != 0 {
+		t.Errorf("absent: got %v", got)
+	}
+}

@@ -39,10 +39,11 @@ type options struct {
 	restarts  chaos.RestartOptions
 	burst     chaos.BurstOptions
 	linkCut   chaos.LinkCutOptions
+	cpuLoad   chaos.CPULoadOptions
 }
 
 // scenarioNames in the order they run.
-var scenarioNames = []string{"restarts", "controller", "linkcut"}
+var scenarioNames = []string{"restarts", "controller", "linkcut", "cpuload"}
 
 func main() {
 	var o options
@@ -56,6 +57,7 @@ func main() {
 	flag.IntVar(&o.burst.Services, "burst", 1000, "Services in the burst")
 	flag.DurationVar(&o.linkCut.Cut, "cut", 60*time.Second, "how long the node's link stays cut")
 	flag.DurationVar(&o.linkCut.Observe, "cut-observe", 90*time.Second, "how long the client probes after the link is back")
+	flag.DurationVar(&o.cpuLoad.Load, "load", 60*time.Second, "how long every node runs busy loops")
 	flag.Parse()
 	o.scenarios = strings.Split(*scen, ",")
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
@@ -112,6 +114,8 @@ func run(ctx context.Context, log *slog.Logger, o options) (err error) {
 			res, serr = chaos.ControllerKills(ctx, e, o.burst)
 		case "linkcut":
 			res, serr = chaos.LinkCut(ctx, e, o.linkCut)
+		case "cpuload":
+			res, serr = chaos.CPULoad(ctx, e, o.cpuLoad)
 		}
 		if serr != nil {
 			log.Error("scenario failed", "name", s, "error", serr)
