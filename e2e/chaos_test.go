@@ -66,4 +66,10 @@ func TestChaos(t *testing.T) {
 		res, err := chaos.CPULoad(ctx, ce, chaos.CPULoadOptions{Load: 20 * time.Second})
 		check(t, res, err, 0)
 	})
+	t.Run("APIOutage", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		res, err := chaos.APIOutage(ctx, ce, chaos.APIOutageOptions{Outage: 15 * time.Second})
+		check(t, res, err, 90*time.Second)
+	})
 }

@@ -176,8 +176,14 @@ func (f *l2Fixture) addrs() []netip.Addr {
 // addresses from first, namespace chaos-<name>, and n Services in it, and
 // waits until each has its address.
 func newL2Fixture(ctx context.Context, e *Env, name string, first netip.Addr, n int) (*l2Fixture, error) {
+	return newL2FixtureSpare(ctx, e, name, first, n, 0)
+}
+
+// newL2FixtureSpare is newL2Fixture with spare more addresses in the pool
+// than Services.
+func newL2FixtureSpare(ctx context.Context, e *Env, name string, first netip.Addr, n, spare int) (*l2Fixture, error) {
 	last := first
-	for range n - 1 {
+	for range n + spare - 1 {
 		last = last.Next()
 	}
 	if !lab.L2RangeV4.Contains(first) || !lab.L2RangeV4.Contains(last) {

@@ -40,10 +40,11 @@ type options struct {
 	burst     chaos.BurstOptions
 	linkCut   chaos.LinkCutOptions
 	cpuLoad   chaos.CPULoadOptions
+	outage    chaos.APIOutageOptions
 }
 
 // scenarioNames in the order they run.
-var scenarioNames = []string{"restarts", "controller", "linkcut", "cpuload"}
+var scenarioNames = []string{"restarts", "controller", "linkcut", "cpuload", "apiserver"}
 
 func main() {
 	var o options
@@ -58,6 +59,7 @@ func main() {
 	flag.DurationVar(&o.linkCut.Cut, "cut", 60*time.Second, "how long the node's link stays cut")
 	flag.DurationVar(&o.linkCut.Observe, "cut-observe", 90*time.Second, "how long the client probes after the link is back")
 	flag.DurationVar(&o.cpuLoad.Load, "load", 60*time.Second, "how long every node runs busy loops")
+	flag.DurationVar(&o.outage.Outage, "outage", 60*time.Second, "how long the API server stays stopped")
 	flag.Parse()
 	o.scenarios = strings.Split(*scen, ",")
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
@@ -116,6 +118,8 @@ func run(ctx context.Context, log *slog.Logger, o options) (err error) {
 			res, serr = chaos.LinkCut(ctx, e, o.linkCut)
 		case "cpuload":
 			res, serr = chaos.CPULoad(ctx, e, o.cpuLoad)
+		case "apiserver":
+			res, serr = chaos.APIOutage(ctx, e, o.outage)
 		}
 		if serr != nil {
 			log.Error("scenario failed", "name", s, "error", serr)
