@@ -72,4 +72,10 @@ func TestChaos(t *testing.T) {
 		res, err := chaos.APIOutage(ctx, ce, chaos.APIOutageOptions{Outage: 15 * time.Second})
 		check(t, res, err, 90*time.Second)
 	})
+	t.Run("Rollout", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		res, err := chaos.Rollout(ctx, ce, chaos.RolloutOptions{})
+		check(t, res, err, 10*time.Second)
+	})
 }

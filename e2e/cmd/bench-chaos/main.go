@@ -41,10 +41,11 @@ type options struct {
 	linkCut   chaos.LinkCutOptions
 	cpuLoad   chaos.CPULoadOptions
 	outage    chaos.APIOutageOptions
+	rollout   chaos.RolloutOptions
 }
 
 // scenarioNames in the order they run.
-var scenarioNames = []string{"restarts", "controller", "linkcut", "cpuload", "apiserver"}
+var scenarioNames = []string{"restarts", "rollout", "controller", "linkcut", "cpuload", "apiserver"}
 
 func main() {
 	var o options
@@ -60,6 +61,7 @@ func main() {
 	flag.DurationVar(&o.linkCut.Observe, "cut-observe", 90*time.Second, "how long the client probes after the link is back")
 	flag.DurationVar(&o.cpuLoad.Load, "load", 60*time.Second, "how long every node runs busy loops")
 	flag.DurationVar(&o.outage.Outage, "outage", 60*time.Second, "how long the API server stays stopped")
+	flag.IntVar(&o.rollout.Rounds, "rollout-rounds", 3, "rolling updates of every speaker")
 	flag.Parse()
 	o.scenarios = strings.Split(*scen, ",")
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
@@ -112,6 +114,8 @@ func run(ctx context.Context, log *slog.Logger, o options) (err error) {
 		switch s {
 		case "restarts":
 			res, serr = chaos.SpeakerRestarts(ctx, e, o.restarts)
+		case "rollout":
+			res, serr = chaos.Rollout(ctx, e, o.rollout)
 		case "controller":
 			res, serr = chaos.ControllerKills(ctx, e, o.burst)
 		case "linkcut":
