@@ -57,7 +57,7 @@ func TestChaos(t *testing.T) {
 	t.Run("LinkCut", func(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		defer cancel()
-		res, err := chaos.LinkCut(ctx, ce, chaos.LinkCutOptions{Cut: 10 * time.Second, Observe: 20 * time.Second})
+		res, err := chaos.LinkCut(ctx, ce, chaos.LinkCutOptions{Trials: 1, Cut: 10 * time.Second, Observe: 20 * time.Second})
 		check(t, res, err, 15*time.Second)
 	})
 	t.Run("CPULoad", func(t *testing.T) {

@@ -239,3 +239,13 @@ herald_memberlist_member_events_total{event="failed",x="y"} 2 1700000000
 		t.Errorf("absent: got %v", got)
 	}
 }
+
+// TestShortAddrs: a count and the last octets.
+func TestShortAddrs(t *testing.T) {
+	if got := shortAddrs(nil); got != "0" {
+		t.Errorf("nil: %q", got)
+	}
+	if got := shortAddrs([]netip.Addr{a200, a202}); got != "2 (.200 .202)" {
+		t.Errorf("got %q", got)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/netip"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/herald-lb/herald/e2e/lab"
@@ -156,8 +157,8 @@ func restartOnce(ctx context.Context, e *Env, f *l2Fixture, node lab.Node, kill 
 	}
 	claimed := falseClaims(capture.Frames(), node.Name, node.MAC, before, after)
 	wrong := wrongNeighbours(tab, after, e.Lab.NodeByMAC)
-	note = fmt.Sprintf("%s+start, %s owned %d before and %d after; false claims %v; client entries at a non-owner %v",
-		how, node.Name, countOwned(before, node.Name), countOwned(after, node.Name), claimed, wrong)
+	note = fmt.Sprintf("%s+start, %s owned %d before and %d after; false claims %s; client entries at a non-owner %s",
+		how, node.Name, countOwned(before, node.Name), countOwned(after, node.Name), shortAddrs(claimed), shortAddrs(wrong))
 	return len(claimed), len(wrong), note, nil
 }
 
@@ -209,4 +210,21 @@ func wrongNeighbours(tab map[netip.Addr]net.HardwareAddr, want owners, nodeOf fu
 	}
 	slices.SortFunc(out, netip.Addr.Compare)
 	return out
+}
+
+// shortAddrs renders addresses as "2 (.200 .201)": the count, then the
+// last IPv4 octet of each.
+func shortAddrs(as []netip.Addr) string {
+	if len(as) == 0 {
+		return "0"
+	}
+	parts := make([]string, len(as))
+	for i, a := range as {
+		s := a.String()
+		if a.Is4() {
+			s = s[strings.LastIndexByte(s, '.'):]
+		}
+		parts[i] = s
+	}
+	return fmt.Sprintf("%d (%s)", len(as), strings.Join(parts, " "))
 }
