@@ -67,10 +67,10 @@ func TestChaos(t *testing.T) {
 		check(t, res, err, 0)
 	})
 	t.Run("APIOutage", func(t *testing.T) {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 		defer cancel()
 		res, err := chaos.APIOutage(ctx, ce, chaos.APIOutageOptions{Outage: 15 * time.Second})
-		check(t, res, err, 90*time.Second)
+		check(t, res, err, 3*time.Minute)
 	})
 	t.Run("Rollout", func(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)

@@ -209,9 +209,13 @@ func APIOutage(ctx context.Context, e *Env, o APIOutageOptions) (res Result, err
 	if err := e.Lab.SetEndpoints(ctx, f.ns, late.Name, eps); err != nil {
 		return res, err
 	}
-	deadline := time.Now().Add(2 * time.Minute)
+	deadline := time.Now().Add(5 * time.Minute)
+	var assigned time.Duration
 	for {
 		if ips, _ := e.Herald.ServiceIPs(ctx, f.ns, late.Name); len(ips) > 0 {
+			if !lateIP.IsValid() {
+				assigned = time.Since(readyAt)
+			}
 			lateIP = ips[0]
 			if who, err := e.Lab.ProbeARP(ctx, []netip.Addr{lateIP}, 200*time.Millisecond); err == nil && len(who[lateIP]) == 1 {
 				catchUp = time.Since(readyAt)
@@ -219,10 +223,12 @@ func APIOutage(ctx context.Context, e *Env, o APIOutageOptions) (res Result, err
 			}
 		}
 		if time.Now().After(deadline) {
-			return res, fmt.Errorf("%s: the Service created after the outage is not announced within 2 min (address %v)", ScenarioAPIOutage, lateIP)
+			return res, fmt.Errorf("%s: the Service created after the outage is not announced within 5 min (address %v)", ScenarioAPIOutage, lateIP)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+	notes = append(notes, fmt.Sprintf("catch-up: %s got its address %.1f s after the API server was ready, answered on the wire %.1f s after",
+		lateIP, assigned.Seconds(), catchUp.Seconds()))
 	var drops []string
 	for p := range dropped {
 		drops = append(drops, p)

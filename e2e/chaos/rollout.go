@@ -84,9 +84,9 @@ func Rollout(ctx context.Context, e *Env, o RolloutOptions) (res Result, err err
 	var mu sync.Mutex
 	cur, judging := before, true
 	type stats struct {
-		sent, lost, wrong int
-		gap               time.Duration
-		firstWrong        string
+		sent, lost, wrong     int
+		gap                   time.Duration
+		firstWrong, firstLost string
 	}
 	st := make([]stats, len(f.services))
 	pctx, stopPolling := context.WithCancel(ctx)
@@ -105,6 +105,9 @@ func Rollout(ctx context.Context, e *Env, o RolloutOptions) (res Result, err err
 				st[i].sent++
 				if err != nil {
 					st[i].lost++
+					if st[i].firstLost == "" {
+						st[i].firstLost = fmt.Sprintf("lost (%s): %v", sentAt.UTC().Format("15:04:05.000"), err)
+					}
 				} else {
 					st[i].gap = max(st[i].gap, time.Since(lastOK))
 					lastOK = time.Now()
@@ -164,6 +167,9 @@ func Rollout(ctx context.Context, e *Env, o RolloutOptions) (res Result, err err
 		}
 		if s.firstWrong != "" && len(res.Notes) < 4 {
 			res.Notes = append(res.Notes, s.firstWrong)
+		}
+		if s.firstLost != "" {
+			res.Notes = append(res.Notes, s.firstLost)
 		}
 	}
 	res.Notes = append(res.Notes, fmt.Sprintf("longest gap on %s", gapAddr))
