@@ -4,7 +4,13 @@
 //
 // Usage:
 //
-//	bench-chaos [--scenarios restarts,...] [--restarts 20] [--record docs/reliability.md]
+//	bench-chaos [--scenarios restarts,rollout,controller,linkcut,cpuload,apiserver]
+//	            [--restarts 20] [--rollout-rounds 3] [--kills 20] [--burst 1000]
+//	            [--cut-trials 3] [--cut 60s] [--cut-observe 90s] [--load 60s] [--outage 60s]
+//	            [--record docs/reliability.md]
+//
+// The scenarios and what they count are described in package e2e/chaos
+// (and in the intro it writes above the table).
 //
 // With --record the table replaces the "## Chaos results" section of that
 // file (appended when missing), with the date and the machine. The exit
@@ -20,6 +26,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -77,7 +84,7 @@ func main() {
 
 func run(ctx context.Context, log *slog.Logger, o options) (err error) {
 	for _, s := range o.scenarios {
-		if !contains(scenarioNames, s) {
+		if !slices.Contains(scenarioNames, s) {
 			return fmt.Errorf("unknown scenario %q (want %s)", s, strings.Join(scenarioNames, ", "))
 		}
 	}
@@ -141,13 +148,4 @@ func run(ctx context.Context, log *slog.Logger, o options) (err error) {
 		}
 	}
 	return errors.Join(errs...)
-}
-
-func contains(ss []string, s string) bool {
-	for _, x := range ss {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
