@@ -94,5 +94,12 @@ bench-bgp: deps test-assets build
 bench-failover: deps test-assets build
 	HERALD_LAB_BIN_DIR=$(BIN) go run ./e2e/cmd/bench-failover --trials 20 --record docs/performance.md
 
+# bench-chaos runs the chaos scenarios in the lab (speaker restarts, ...):
+# what each transition loses, target 0, and records the table in
+# docs/reliability.md ("Chaos results"). e2e's TestChaos runs the short forms.
+.PHONY: bench-chaos
+bench-chaos: deps test-assets build
+	HERALD_LAB_BIN_DIR=$(BIN) go run ./e2e/cmd/bench-chaos --record docs/reliability.md
+
 clean:
 	rm -rf $(BIN)

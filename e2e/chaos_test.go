@@ -1,0 +1,81 @@
+package e2e
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/herald-lb/herald/e2e/chaos"
+	"github.com/herald-lb/herald/e2e/lab"
+)
+
+// TestChaos runs the short form of every chaos scenario (e2e/chaos; the
+// full form is `make bench-chaos`) in one lab and asserts the targets: a
+// count row must be 0 (nothing lost), a time row must stay under a bound
+// generous enough for a noisy 2-core machine (the product target is
+// reported in the logs and by bench-chaos).
+func TestChaos(t *testing.T) {
+	e := newEnv(t, 3, lab.InstallOptions{})
+	ce := &chaos.Env{Lab: e.l, Herald: e.h, Log: slog.New(slog.NewTextHandler(os.Stderr, nil))}
+	var results []chaos.Result
+	t.Cleanup(func() { t.Logf("chaos table (short form):\n%s", chaos.Table(results, len(e.l.Nodes))) })
+	check := func(t *testing.T, res chaos.Result, err error, timeBound time.Duration) {
+		t.Helper()
+		results = append(results, res)
+		for _, n := range res.Notes {
+			t.Log(n)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range res.Rows {
+			switch {
+			case r.Timing && r.Duration > timeBound:
+				t.Errorf("%s: %s = %s, want at most %s here (product target %s)", r.Scenario, r.Measure, r.Value(), timeBound, r.Target)
+			case r.Timing:
+				t.Logf("%s: %s = %s (product target %s)", r.Scenario, r.Measure, r.Value(), r.Target)
+			case !r.Met:
+				t.Errorf("%s: %s = %s, want %s", r.Scenario, r.Measure, r.Value(), r.Target)
+			}
+		}
+	}
+
+	t.Run("SpeakerRestarts", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		res, err := chaos.SpeakerRestarts(ctx, ce, chaos.RestartOptions{Restarts: 2})
+		check(t, res, err, 0)
+	})
+	t.Run("ControllerKills", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+		defer cancel()
+		res, err := chaos.ControllerKills(ctx, ce, chaos.BurstOptions{Services: 150, Kills: 3})
+		check(t, res, err, 0)
+	})
+	t.Run("LinkCut", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		res, err := chaos.LinkCut(ctx, ce, chaos.LinkCutOptions{Trials: 1, Cut: 10 * time.Second, Observe: 20 * time.Second})
+		check(t, res, err, 15*time.Second)
+	})
+	t.Run("CPULoad", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		res, err := chaos.CPULoad(ctx, ce, chaos.CPULoadOptions{Load: 20 * time.Second})
+		check(t, res, err, 0)
+	})
+	t.Run("APIOutage", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+		defer cancel()
+		res, err := chaos.APIOutage(ctx, ce, chaos.APIOutageOptions{Outage: 15 * time.Second})
+		check(t, res, err, 3*time.Minute)
+	})
+	t.Run("Rollout", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		res, err := chaos.Rollout(ctx, ce, chaos.RolloutOptions{})
+		check(t, res, err, 10*time.Second)
+	})
+}

@@ -1,0 +1,151 @@
+// Command bench-chaos runs Herald's chaos scenarios (e2e/chaos) in full in
+// one lab (`make bench-chaos`) and prints the table: per scenario, what was
+// lost (target 0) and how long recovery took.
+//
+// Usage:
+//
+//	bench-chaos [--scenarios restarts,rollout,controller,linkcut,cpuload,apiserver]
+//	            [--restarts 20] [--rollout-rounds 3] [--kills 20] [--burst 1000]
+//	            [--cut-trials 3] [--cut 60s] [--cut-observe 90s] [--load 60s] [--outage 60s]
+//	            [--record docs/reliability.md]
+//
+// The scenarios and what they count are described in package e2e/chaos
+// (and in the intro it writes above the table).
+//
+// With --record the table replaces the "## Chaos results" section of that
+// file (appended when missing), with the date and the machine. The exit
+// status is 0 when every scenario ran, whether or not its targets were met
+// (the table says so); 1 when a scenario could not run.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/go-logr/logr"
+	crlog "sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/herald-lb/herald/e2e/chaos"
+	"github.com/herald-lb/herald/e2e/lab"
+)
+
+type options struct {
+	scenarios []string
+	nodes     int
+	record    string
+	binDir    string
+	restarts  chaos.RestartOptions
+	burst     chaos.BurstOptions
+	linkCut   chaos.LinkCutOptions
+	cpuLoad   chaos.CPULoadOptions
+	outage    chaos.APIOutageOptions
+	rollout   chaos.RolloutOptions
+}
+
+// scenarioNames in the order they run.
+var scenarioNames = []string{"restarts", "rollout", "controller", "linkcut", "cpuload", "apiserver"}
+
+func main() {
+	var o options
+	scen := flag.String("scenarios", strings.Join(scenarioNames, ","), "comma-separated scenarios: "+strings.Join(scenarioNames, ", "))
+	flag.IntVar(&o.nodes, "nodes", 3, "lab nodes")
+	flag.StringVar(&o.record, "record", "", "Markdown file whose \""+chaos.SectionTitle+"\" section gets the table")
+	flag.StringVar(&o.binDir, "bin-dir", "", "prebuilt controller and speaker (default: $"+lab.BinDirEnv+" or go build)")
+	flag.IntVar(&o.restarts.Restarts, "restarts", 20, "speaker restarts (alternating TERM and KILL)")
+	flag.IntVar(&o.restarts.Addresses, "restart-addresses", 12, "layer 2 addresses in the restart scenario")
+	flag.IntVar(&o.burst.Kills, "kills", 20, "controller SIGKILLs during the burst")
+	flag.IntVar(&o.burst.Services, "burst", 1000, "Services in the burst")
+	flag.IntVar(&o.linkCut.Trials, "cut-trials", 3, "link cuts")
+	flag.DurationVar(&o.linkCut.Cut, "cut", 60*time.Second, "how long the node's link stays cut")
+	flag.DurationVar(&o.linkCut.Observe, "cut-observe", 90*time.Second, "how long the client probes after the link is back")
+	flag.DurationVar(&o.cpuLoad.Load, "load", 60*time.Second, "how long every node runs busy loops")
+	flag.DurationVar(&o.outage.Outage, "outage", 60*time.Second, "how long the API server stays stopped")
+	flag.IntVar(&o.rollout.Rounds, "rollout-rounds", 3, "rolling updates of every speaker")
+	flag.Parse()
+	o.scenarios = strings.Split(*scen, ",")
+	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	crlog.SetLogger(logr.FromSlogHandler(log.Handler()))
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, log, o); err != nil {
+		fmt.Fprintln(os.Stderr, "bench-chaos:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, log *slog.Logger, o options) (err error) {
+	for _, s := range o.scenarios {
+		if !slices.Contains(scenarioNames, s) {
+			return fmt.Errorf("unknown scenario %q (want %s)", s, strings.Join(scenarioNames, ", "))
+		}
+	}
+	stateDir, err := os.MkdirTemp("", "bench-chaos-")
+	if err != nil {
+		return err
+	}
+	cfg := lab.Config{Prefix: lab.RandomPrefix(), Nodes: o.nodes, StateDir: stateDir}
+	log.Info("lab up", "prefix", cfg.Prefix, "state", stateDir)
+	l, err := lab.Up(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if derr := l.Down(); derr != nil {
+			err = errors.Join(err, derr)
+		}
+		if err == nil {
+			_ = os.RemoveAll(stateDir)
+		} else {
+			log.Info("logs kept", "dir", stateDir)
+		}
+	}()
+	h, err := l.InstallHerald(ctx, lab.InstallOptions{BinDir: o.binDir})
+	if err != nil {
+		return err
+	}
+	e := &chaos.Env{Lab: l, Herald: h, Log: log}
+	var results []chaos.Result
+	var errs []error
+	for _, s := range o.scenarios {
+		log.Info("scenario", "name", s)
+		var res chaos.Result
+		var serr error
+		switch s {
+		case "restarts":
+			res, serr = chaos.SpeakerRestarts(ctx, e, o.restarts)
+		case "rollout":
+			res, serr = chaos.Rollout(ctx, e, o.rollout)
+		case "controller":
+			res, serr = chaos.ControllerKills(ctx, e, o.burst)
+		case "linkcut":
+			res, serr = chaos.LinkCut(ctx, e, o.linkCut)
+		case "cpuload":
+			res, serr = chaos.CPULoad(ctx, e, o.cpuLoad)
+		case "apiserver":
+			res, serr = chaos.APIOutage(ctx, e, o.outage)
+		}
+		if serr != nil {
+			log.Error("scenario failed", "name", s, "error", serr)
+			errs = append(errs, fmt.Errorf("%s: %w", s, serr))
+			res.Notes = append(res.Notes, "did not complete: "+serr.Error())
+		}
+		results = append(results, res)
+	}
+	table := chaos.Table(results, o.nodes)
+	fmt.Print(table)
+	if o.record != "" {
+		if err := chaos.RecordSection(o.record, chaos.Intro, table); err != nil {
+			return err
+		}
+	}
+	return errors.Join(errs...)
+}
