@@ -71,6 +71,12 @@ func countRow(scenario, measure string, count, of int) Row {
 	return Row{Scenario: scenario, Measure: measure, Count: count, Of: of, Target: "0", Met: count == 0}
 }
 
+// reportedRow is a count the issue asks to report without a target (Met is
+// always true, Target "reported").
+func reportedRow(scenario, measure string, count, of int) Row {
+	return Row{Scenario: scenario, Measure: measure, Count: count, Of: of, Target: "reported", Met: true}
+}
+
 // Result is what one scenario measured.
 type Result struct {
 	// Scenario names it; Form says how it was run ("20 restarts").
