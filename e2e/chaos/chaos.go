@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net/netip"
 	"os"
-	"path/filepath"
 	"runtime"
 	"strings"
 	"time"
@@ -125,36 +124,7 @@ const SectionTitle = "## Chaos results"
 // appends it when missing (creating the file with a "# Reliability"
 // title). Every other section stays byte for byte.
 func RecordSection(path, intro, table string) error {
-	old, err := os.ReadFile(path)
-	if err != nil && !errors.Is(err, os.ErrNotExist) {
-		return err
-	}
-	body := SectionTitle + "\n\n" + strings.TrimRight(intro, "\n") + "\n\n" + table
-	s := string(old)
-	if i := strings.Index(s, SectionTitle+"\n"); i >= 0 {
-		rest := s[i+len(SectionTitle):]
-		end := len(s)
-		if j := strings.Index(rest, "\n## "); j >= 0 {
-			end = i + len(SectionTitle) + j + 1
-		}
-		if tail := s[end:]; tail == "" {
-			s = s[:i] + body
-		} else {
-			s = s[:i] + body + "\n" + tail
-		}
-	} else {
-		if s == "" {
-			s = "# Reliability\n\n"
-		}
-		if !strings.HasSuffix(s, "\n\n") {
-			s = strings.TrimRight(s, "\n") + "\n\n"
-		}
-		s += body
-	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return err
-	}
-	return os.WriteFile(path, []byte(s), 0o644)
+	return lab.ReplaceSection(path, SectionTitle, "# Reliability", strings.TrimRight(intro, "\n")+"\n\n"+table)
 }
 
 // service is one LoadBalancer Service a scenario made, with its address.

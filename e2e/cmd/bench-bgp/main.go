@@ -571,33 +571,7 @@ measurement, so the figures are noisy and include CPU waiting time.
 // (up to the next "## " heading) with the figures, or appends it; the
 // other sections are left as they are.
 func recordSection(path, table string) error {
-	old, err := os.ReadFile(path)
-	if err != nil && !errors.Is(err, os.ErrNotExist) {
-		return err
-	}
-	section := "## BGP\n\n" + sectionIntro + table
-	text := string(old)
-	if i := strings.Index(text, "\n## BGP\n"); i >= 0 || strings.HasPrefix(text, "## BGP\n") {
-		start := i + 1
-		if i < 0 {
-			start = 0
-		}
-		end := len(text)
-		if j := strings.Index(text[start+1:], "\n## "); j >= 0 {
-			end = start + 1 + j + 1
-		}
-		tail := text[end:]
-		if tail != "" {
-			section += "\n"
-		}
-		text = text[:start] + section + tail
-	} else {
-		if text == "" {
-			text = "# Performance\n"
-		}
-		text = strings.TrimRight(text, "\n") + "\n\n" + section
-	}
-	return os.WriteFile(path, []byte(text), 0o644)
+	return lab.ReplaceSection(path, "## BGP", "# Performance", sectionIntro+table)
 }
 
 // loadAvg returns the 1-minute load average ("?" if unknown).

@@ -24,7 +24,6 @@ import (
 	"net/netip"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"runtime"
 	"slices"
 	"strings"
@@ -327,34 +326,10 @@ const sectionTitle = "## L2 failover"
 // recordSection replaces (or appends) the "## L2 failover" section of path
 // with table, leaving every other section as it is.
 func recordSection(path, table string) error {
-	old, err := os.ReadFile(path)
-	if err != nil && !errors.Is(err, os.ErrNotExist) {
-		return err
-	}
-	body := sectionTitle + "\n\n" +
+	intro :=
 		"`make bench-failover` (e2e/cmd/bench-failover): a Service address announced in layer 2 by one of the lab's\n" +
-		"nodes; its speaker is stopped, killed, or the node's switch port goes down, and the clock runs until the\n" +
-		"client's kernel has accepted the new node's gratuitous ARP. Each trial restores the node first. Speakers run\n" +
-		"with the manifests' flags (memberlist defaults: probe 150 ms, suspicion x3).\n\n" + table
-	s := string(old)
-	if i := strings.Index(s, sectionTitle+"\n"); i >= 0 {
-		rest := s[i+len(sectionTitle):]
-		end := len(s)
-		if j := strings.Index(rest, "\n## "); j >= 0 {
-			end = i + len(sectionTitle) + j + 1
-		}
-		s = s[:i] + body + "\n" + s[end:]
-	} else {
-		if s == "" {
-			s = "# Performance\n\n"
-		}
-		if !strings.HasSuffix(s, "\n\n") {
-			s = strings.TrimRight(s, "\n") + "\n\n"
-		}
-		s += body
-	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return err
-	}
-	return os.WriteFile(path, []byte(s), 0o644)
+			"nodes; its speaker is stopped, killed, or the node's switch port goes down, and the clock runs until the\n" +
+			"client's kernel has accepted the new node's gratuitous ARP. Each trial restores the node first. Speakers run\n" +
+			"with the manifests' flags (memberlist defaults: probe 150 ms, suspicion x3).\n\n"
+	return lab.ReplaceSection(path, sectionTitle, "# Performance", intro+table)
 }
