@@ -35,6 +35,8 @@ func (o Outcome) String() string {
 // or changes its IP because of a bad object. Safe for concurrent use.
 type Tracker struct {
 	opts config.Options
+	// keepInForce: see NewTracker.
+	keepInForce bool
 
 	mu      sync.Mutex
 	current *config.Snapshot
@@ -42,9 +44,13 @@ type Tracker struct {
 }
 
 // NewTracker returns a Tracker that builds with opts (Herald's namespace, and
-// for a speaker its node name).
-func NewTracker(opts config.Options) *Tracker {
-	return &Tracker{opts: opts}
+// for a speaker its node name). keepInForce matters only with
+// opts.DropTransient: true (speakers) keeps an object that is in force when a
+// transient error would leave it out (see Update); false (the controller,
+// whose allocation depends on no object DropTransient leaves out) puts the
+// rest of the configuration in force without it.
+func NewTracker(opts config.Options, keepInForce bool) *Tracker {
+	return &Tracker{opts: opts, keepInForce: keepInForce}
 }
 
 // Update builds r and returns the snapshot in force afterwards (nil when no
@@ -53,10 +59,10 @@ func NewTracker(opts config.Options) *Tracker {
 // joined; test with config.IsTransient). Equal snapshots report Unchanged, so
 // callers reprocess Services only on a semantic change (metallb#1606).
 //
-// With config.Options.DropTransient (speakers), a build that left objects
-// out because of transient references (Snapshot.Dropped: a BGPPeer whose
-// password Secret is missing) is put in force only if none of them is in
-// force now: a transient error keeps a new object (or, at start-up, that
+// With config.Options.DropTransient, a build that left objects out because
+// of transient references (Snapshot.Dropped: a BGPPeer whose password Secret
+// is missing) is put in force; with keepInForce (speakers) only if none of
+// them is in force now: a transient error keeps a new object (or, at start-up, that
 // object only) from taking effect but never removes one that is running,
 // so a deleted Secret does not tear down an established session with the
 // password it was set up with. Such an update returns Changed or Unchanged
@@ -72,7 +78,7 @@ func (t *Tracker) Update(r config.Resources) (*config.Snapshot, Outcome, error) 
 		return t.current, Rejected, err
 	}
 	if dropErr := snap.DroppedError(); dropErr != nil {
-		if dropsInForce(snap, t.current) {
+		if t.keepInForce && dropsInForce(snap, t.current) {
 			t.lastErr = dropErr
 			return t.current, Rejected, dropErr
 		}

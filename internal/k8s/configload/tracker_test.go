@@ -50,7 +50,7 @@ func peerNames(s *config.Snapshot) []string {
 // another change arrives (the change applies, the new peer waits).
 func TestTrackerDropTransient(t *testing.T) {
 	t.Parallel()
-	tr := NewTracker(config.Options{Namespace: testNS, NodeName: "n1", DropTransient: true})
+	tr := NewTracker(config.Options{Namespace: testNS, NodeName: "n1", DropTransient: true}, true)
 	step := func(name string, r config.Resources, wantOutcome Outcome, wantPeers []string, wantErr string) {
 		t.Helper()
 		snap, o, err := tr.Update(r)
@@ -82,7 +82,7 @@ func TestTrackerDropTransient(t *testing.T) {
 
 	// Without DropTransient (the controller) nothing changes: a missing
 	// Secret rejects the whole configuration.
-	plain := NewTracker(config.Options{Namespace: testNS})
+	plain := NewTracker(config.Options{Namespace: testNS}, false)
 	if snap, o, err := plain.Update(resources()); snap != nil || o != Rejected || !config.IsTransient(err) {
 		t.Errorf("without DropTransient: snapshot %v, outcome %v, error %v", snap, o, err)
 	}

@@ -168,7 +168,7 @@ func New(opts Options) (*Controller, error) {
 		// DropTransient: a BGPPeer or BGPAdvertisement with a transient
 		// reference (a missing password Secret) is left out and reported,
 		// never blocking allocation, which does not depend on either.
-		tracker:    configload.NewTracker(config.Options{Namespace: opts.Namespace, DropTransient: true}),
+		tracker:    configload.NewTracker(config.Options{Namespace: opts.Namespace, DropTransient: true}, false),
 		metrics:    m,
 		svcQueue:   workqueue.NewTypedRateLimitingQueueWithConfig(rl(), workqueue.TypedRateLimitingQueueConfig[string]{Name: "serviceip"}),
 		annQueue:   workqueue.NewTypedRateLimitingQueueWithConfig(rl(), workqueue.TypedRateLimitingQueueConfig[string]{Name: "serviceip_annotation"}),

@@ -13,6 +13,7 @@ import (
 
 	"github.com/herald-lb/herald/api/v1beta1"
 	"github.com/herald-lb/herald/api/v1beta2"
+	"github.com/herald-lb/herald/internal/annotations"
 )
 
 // listIPs returns name -> ingress IPs of every Service of ns that has some.
@@ -203,4 +204,25 @@ func TestMissingPeerSecretStillAllocates(t *testing.T) {
 	if !strings.Contains(state.ErrorSummary, "BGPPeer "+f.herald+"/router") {
 		t.Errorf("errorSummary %q does not name the peer", state.ErrorSummary)
 	}
+
+	// The Secret appears (the peer is in force), then is deleted again: a
+	// pool added meanwhile is still put in force (a speaker would keep the
+	// peer and its password; the controller does not need it). Before, the
+	// whole configuration stayed as it was and the new pool "did not exist".
+	secret := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: f.herald, Name: "absent"},
+		Type:       corev1.SecretTypeBasicAuth,
+		StringData: map[string]string{"password": "s3cret"},
+	}
+	if err := f.c.Create(f.ctx(), secret); err != nil {
+		t.Fatal(err)
+	}
+	f.waitConfigState(v1beta1.ConfigurationResultValid)
+	if err := f.c.Delete(f.ctx(), secret); err != nil {
+		t.Fatal(err)
+	}
+	f.waitConfigState(v1beta1.ConfigurationResultInvalid)
+	f.pool("pool-b", []string{"203.0.113.0/28"})
+	f.svc("b", withAnnotation(annotations.AddressPool, "pool-b"))
+	f.waitIPs("b", "203.0.113.0")
 }

@@ -96,7 +96,7 @@ func Setup(mgr manager.Manager, opts Options) (*Speaker, error) {
 		log:        opts.Logger,
 		client:     mgr.GetClient(),
 		apiReader:  mgr.GetAPIReader(),
-		tracker:    configload.NewTracker(config.Options{Namespace: opts.Namespace, NodeName: opts.NodeName, DropTransient: true}),
+		tracker:    configload.NewTracker(config.Options{Namespace: opts.Namespace, NodeName: opts.NodeName, DropTransient: true}, true),
 		triggers:   make(chan event.TypedGenericEvent[string], 16),
 		services:   map[string]*serviceState{},
 		peerErrors: map[string]string{},
