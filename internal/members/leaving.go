@@ -31,11 +31,18 @@ const leavingMemory = 10 * time.Second
 
 func (l *List) announceLeaving(ml *memberlist.Memberlist) {
 	msg := []byte(leavingPrefix + l.cfg.NodeName)
-	for _, n := range ml.Members() {
-		if n.Name == l.cfg.NodeName {
-			continue
+	// The members from this package's copy (see List.nodes): the Nodes
+	// that ml.Members returns are rewritten by memberlist concurrently.
+	l.mu.Lock()
+	others := make([]memberlist.Node, 0, len(l.nodes))
+	for name, n := range l.nodes {
+		if name != l.cfg.NodeName {
+			others = append(others, n)
 		}
-		if err := ml.SendBestEffort(n, msg); err != nil {
+	}
+	l.mu.Unlock()
+	for _, n := range others {
+		if err := ml.SendBestEffort(&n, msg); err != nil {
 			l.log.Debug("memberlist leaving announcement not sent", "member", n.Name, "error", err)
 		}
 	}

@@ -54,6 +54,15 @@ type List struct {
 	failed map[string]bool
 	// rejoins: see Rejoins.
 	rejoins uint64
+	// nodes: this package's copy of every member memberlist reports alive
+	// or suspect (this node included, also after it left), by name, taken
+	// in the EventDelegate callbacks (see copyNode). memberlist rewrites the
+	// Node structs that Members and LocalNode return (Addr, Port, Meta,
+	// protocol versions) under its node lock on every alive message, e.g.
+	// each metadata update of a key rotation, so reading them after those
+	// calls return is a data race; joins, leaving announcements and Addr
+	// read this copy instead.
+	nodes map[string]memberlist.Node
 
 	keys keys // gossip keyring and its rotation (keyring.go)
 }
@@ -78,6 +87,7 @@ func New(cfg Config, logger *slog.Logger) (*List, error) {
 		live:     map[string]bool{cfg.NodeName: true},
 		leaving:  map[string]time.Time{},
 		failed:   map[string]bool{},
+		nodes:    map[string]memberlist.Node{},
 	}
 	l.keys.init(cfg.Secret)
 	if cfg.Registerer != nil {
@@ -177,13 +187,22 @@ func (l *List) Ready() <-chan struct{} { return l.ready }
 // port), or the zero AddrPort before Run has bound.
 func (l *List) Addr() netip.AddrPort {
 	l.mu.Lock()
-	ml := l.ml
-	l.mu.Unlock()
-	if ml == nil {
+	defer l.mu.Unlock()
+	if l.ml == nil {
 		return netip.AddrPort{}
 	}
-	n := ml.LocalNode()
-	ap, _ := nodeAddr(n)
+	return l.selfAddrLocked()
+}
+
+// selfAddrLocked is this node's advertised address from the copy in
+// l.nodes (memberlist.Create reports this node's join before it returns),
+// or the zero AddrPort before that. l.mu is held.
+func (l *List) selfAddrLocked() netip.AddrPort {
+	n, ok := l.nodes[l.cfg.NodeName]
+	if !ok {
+		return netip.AddrPort{}
+	}
+	ap, _ := nodeAddr(&n)
 	return ap
 }
 
@@ -324,7 +343,7 @@ func (l *List) joinLoop(ctx context.Context, ml *memberlist.Memberlist) {
 			alone.Stop()
 		}
 	}()
-	self, _ := nodeAddr(ml.LocalNode())
+	self := l.Addr()
 	for {
 		l.mu.Lock()
 		peers, peersSet := l.peers, l.peersSet
@@ -352,17 +371,17 @@ func (l *List) joinLoop(ctx context.Context, ml *memberlist.Memberlist) {
 }
 
 func (l *List) joinMissing(ctx context.Context, ml *memberlist.Memberlist) {
+	known := map[netip.AddrPort]bool{}
 	l.mu.Lock()
 	peers := l.peers
+	for _, n := range l.nodes { // alive and suspect, includes self
+		if ap, ok := nodeAddr(&n); ok {
+			known[ap] = true
+		}
+	}
 	l.mu.Unlock()
 	if len(peers) == 0 {
 		return
-	}
-	known := map[netip.AddrPort]bool{}
-	for _, n := range ml.Members() { // alive and suspect, includes self
-		if ap, ok := nodeAddr(n); ok {
-			known[ap] = true
-		}
 	}
 	g, ctx := errgroup.WithContext(ctx)
 	g.SetLimit(maxParallelJoins)
@@ -401,13 +420,26 @@ func nodeAddr(n *memberlist.Node) (netip.AddrPort, bool) {
 	return netip.AddrPortFrom(a.Unmap(), n.Port), true
 }
 
+// copyNode returns a copy of n that shares no memory with memberlist's:
+// its identity, address and protocol versions (what SendBestEffort reads),
+// without Meta (the keyring keeps its own decoded copy: keyring.go). Call it
+// only where memberlist holds its node lock (the EventDelegate callbacks).
+func copyNode(n *memberlist.Node) memberlist.Node {
+	c := *n
+	c.Addr = slices.Clone(n.Addr)
+	c.Meta = nil
+	return c
+}
+
 // events is the memberlist.EventDelegate. memberlist calls it with its node
-// lock held, so it must not call back into memberlist.
+// lock held, so it must not call back into memberlist; it is the one place
+// where reading n is safe, and it copies what is used later (l.nodes).
 type events List
 
 func (e *events) NotifyJoin(n *memberlist.Node) {
 	l := (*List)(e)
 	l.mu.Lock()
+	l.nodes[n.Name] = copyNode(n)
 	delete(l.leaving, n.Name) // back after leaving (restarted speaker)
 	l.countRejoin(n.Name)
 	l.mu.Unlock()
@@ -417,6 +449,7 @@ func (e *events) NotifyJoin(n *memberlist.Node) {
 func (e *events) NotifyUpdate(n *memberlist.Node) {
 	l := (*List)(e)
 	l.mu.Lock()
+	l.nodes[n.Name] = copyNode(n)
 	at, leaving := l.leaving[n.Name]
 	l.mu.Unlock()
 	if !leaving || time.Since(at) > leavingMemory {
@@ -442,6 +475,9 @@ func (l *List) countRejoin(name string) {
 func (e *events) NotifyLeave(n *memberlist.Node) {
 	l := (*List)(e)
 	l.mu.Lock()
+	if n.Name != l.cfg.NodeName { // keep our own address (Addr) after Leave
+		delete(l.nodes, n.Name)
+	}
 	_, leaving := l.leaving[n.Name]
 	delete(l.leaving, n.Name)
 	ev := "failed"

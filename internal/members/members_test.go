@@ -95,11 +95,6 @@ func startRaw(t *testing.T, cfg Config) *memberlist.Memberlist {
 	return ml
 }
 
-func rawAddr(ml *memberlist.Memberlist) netip.AddrPort {
-	ap, _ := nodeAddr(ml.LocalNode())
-	return ap
-}
-
 // waitFor polls cond every 2 ms and returns how long it took to become true;
 // it fails the test after sanityLimit.
 func waitFor(t *testing.T, what string, cond func() bool) time.Duration {
