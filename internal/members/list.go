@@ -79,7 +79,7 @@ func New(cfg Config, logger *slog.Logger) (*List, error) {
 	}
 	l := &List{
 		cfg:      cfg,
-		log:      logger.With("node", cfg.NodeName),
+		log:      logger,
 		activate: make(chan struct{}),
 		ready:    make(chan struct{}),
 		changes:  make(chan struct{}, 1),
@@ -357,7 +357,7 @@ func (l *List) joinLoop(ctx context.Context, ml *memberlist.Memberlist) {
 		case others && alone == nil:
 			after := l.cfg.Timings.AloneAfter
 			alone = time.AfterFunc(after, func() {
-				l.markJoined("no join succeeded, electing as if alone (split brain until a join succeeds)", true, "after", after)
+				l.markJoined("no join succeeded, electing as if alone (split brain until a join succeeds)", true, "after", after.String())
 			})
 		}
 		l.joinMissing(ctx, ml)
