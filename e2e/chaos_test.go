@@ -84,6 +84,13 @@ func TestChaos(t *testing.T) {
 		res, err := chaos.MLKeyRotation(ctx, ce, chaos.MLKeyOptions{Stagger: 3 * time.Second})
 		check(t, res, err, 0)
 	})
+	t.Run("PrefixFlood", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		// Twice the speaker's default limit (10,000) is enough to cross it.
+		res, err := chaos.PrefixFlood(ctx, ce, chaos.PrefixFloodOptions{Prefixes: 20_000})
+		check(t, res, err, 0)
+	})
 	t.Run("Rollout", func(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		defer cancel()
