@@ -82,7 +82,7 @@ type announcerConfig struct {
 // so that the router's memory is not the speaker's. Call it first thing
 // in main (or TestMain). The announcer (gobgp, AS 64501, listening on
 // 198.51.100.2:1790) prints "ready" once its table is loaded, then one
-// "state <fsm state> sent <paths>" line per change of its session, and
+// "state <fsm state>" line per change of its session, and
 // runs until SIGTERM.
 func RunAnnouncerIfAsked() {
 	v := os.Getenv(AnnouncerEnv)
@@ -124,12 +124,12 @@ func runAnnouncer(v string) int {
 			return 0
 		case <-tick.C:
 		}
-		st, sent, err := a.SessionState(ctx)
+		st, _, err := a.SessionState(ctx)
 		if err != nil {
 			continue
 		}
 		if st != last {
-			fmt.Printf("state %s sent %d\n", st, sent)
+			fmt.Printf("state %s\n", st)
 			last = st
 		}
 	}
