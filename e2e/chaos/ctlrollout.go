@@ -164,6 +164,7 @@ func ControllerRollout(ctx context.Context, e *Env, o ControllerRolloutOptions) 
 		if err := during(e.Herald.StopController); err != nil {
 			return res, fmt.Errorf("%s: round %d: stop the first replica: %w", ScenarioControllerRollout, round+1, err)
 		}
+		after := lease()
 		// Second replica -> first.
 		if err := e.Herald.StartController(ctx); err != nil {
 			return res, fmt.Errorf("%s: round %d: %w", ScenarioControllerRollout, round+1, err)
@@ -175,7 +176,9 @@ func ControllerRollout(ctx context.Context, e *Env, o ControllerRolloutOptions) 
 		if err := during(func() error { return e.Herald.StopSurgeController(ctx, o.SurgeNode) }); err != nil {
 			return res, fmt.Errorf("%s: round %d: stop the second replica: %w", ScenarioControllerRollout, round+1, err)
 		}
-		res.Notes = append(res.Notes, fmt.Sprintf("round %d: Lease held by %s with both running, then by %s in the way back", round+1, holder, holder2))
+		after2 := lease()
+		res.Notes = append(res.Notes, fmt.Sprintf("round %d: Lease holder with both running %s, once the old one stopped %s; on the way back %s, then %s",
+			round+1, holder, after, holder2, after2))
 		e.log().Info("controller rolled out and back", "round", round+1, "services", min(next*chunk, o.Services))
 	}
 	start := time.Now()
