@@ -109,7 +109,8 @@ bench-bgp: deps test-assets build
 bench-failover: deps test-assets build
 	HERALD_LAB_BIN_DIR=$(BIN) go run ./e2e/cmd/bench-failover --trials 20 --record docs/performance.md
 
-# bench-chaos runs the chaos scenarios in the lab (speaker restarts, ...):
+# bench-chaos runs the chaos scenarios in the lab (speaker restarts, controller
+# rollout, memberlist key rotation, a peer sending 200k prefixes, ...):
 # what each transition loses, target 0, and records the table in
 # docs/reliability.md ("Chaos results"). e2e's TestChaos runs the short forms.
 .PHONY: bench-chaos

@@ -72,6 +72,25 @@ func TestChaos(t *testing.T) {
 		res, err := chaos.APIOutage(ctx, ce, chaos.APIOutageOptions{Outage: 15 * time.Second})
 		check(t, res, err, 3*time.Minute)
 	})
+	t.Run("ControllerRollout", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+		defer cancel()
+		res, err := chaos.ControllerRollout(ctx, ce, chaos.ControllerRolloutOptions{Rounds: 1, Services: 120})
+		check(t, res, err, 0)
+	})
+	t.Run("MLKeyRotation", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		res, err := chaos.MLKeyRotation(ctx, ce, chaos.MLKeyOptions{Stagger: 3 * time.Second})
+		check(t, res, err, 0)
+	})
+	t.Run("PrefixFlood", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		// Twice the speaker's default limit (10,000) is enough to cross it.
+		res, err := chaos.PrefixFlood(ctx, ce, chaos.PrefixFloodOptions{Prefixes: 20_000})
+		check(t, res, err, 0)
+	})
 	t.Run("Rollout", func(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		defer cancel()

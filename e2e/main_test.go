@@ -25,12 +25,14 @@ import (
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/herald-lb/herald/api/v1beta1"
+	"github.com/herald-lb/herald/e2e/chaos"
 	"github.com/herald-lb/herald/e2e/lab"
 )
 
 // TestMain silences controller-runtime's own logger (the lab's clients
 // use controller-runtime; unset, it prints a stack trace after 30 s).
 func TestMain(m *testing.M) {
+	chaos.RunAnnouncerIfAsked() // the prefix flood's router, when this binary is started as it
 	ctrllog.SetLogger(logr.Discard())
 	os.Exit(m.Run())
 }

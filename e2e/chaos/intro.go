@@ -44,6 +44,22 @@ const Intro = "`make bench-chaos` (e2e/cmd/bench-chaos, scenarios in e2e/chaos) 
 	"  missed a path (all target 0). *Catch-up*: from the API server being ready again until a Service created then\n" +
 	"  has an address that its node answers on the wire (target ≤ 5 s; a controller or speaker that exited during\n" +
 	"  the outage is started again, as a kubelet would, and the notes say so).\n\n" +
-	"Not covered yet (issue #11's table): a controller rollout with two replicas overlapping, a peer sending 200k\n" +
-	"prefixes, the memberlist Secret deleted or its key rotated (the lab does not yet update mounted Secret files in\n" +
-	"place as a kubelet does), and BGP during the speaker rollout.\n"
+	"- **controller rollout overlapping a burst**: a surge rollout of the controller Deployment, as `maxSurge: 1`\n" +
+	"  does: a second controller replica (same Pod template, ports of its own, since the lab's Pods share one address)\n" +
+	"  starts beside the running one, a chunk of IPv6 Services is created while both run, then the old replica is\n" +
+	"  stopped (SIGTERM) while the next chunk is created; each round rolls to the second replica and back. Leader\n" +
+	"  election decides which one allocates. A watch counts *duplicates* (an address held by two Services at once)\n" +
+	"  and *flaps* (a Service whose address, once assigned, changed or went away).\n" +
+	"- **memberlist Secret deleted; key rotated**: with 4 layer 2 addresses announced, the memberlist Secret is\n" +
+	"  deleted; the controller creates it again with a new key, which reaches the speakers' mounted files one node at\n" +
+	"  a time (10 s apart), as the kubelet updates mounted Secrets; each speaker installs the new key, all finish the\n" +
+	"  rotation (their logs name the key's ID). The client probes every address (one ARP request each, all replies\n" +
+	"  collected) throughout: *most nodes answering one address* (target 1), probes nobody answered and probes\n" +
+	"  answered by another node than the owner from before (target 0).\n" +
+	"- **a peer sends a full table**: a second router (gobgp, in the router namespace on 198.51.100.2:1790) sends\n" +
+	"  200,000 IPv6 /64s to one node's speaker through a BGPPeer for that node only. The speaker's RSS is read from\n" +
+	"  /proc (VmRSS every 100 ms, VmHWM at the end): *peak RSS* against the speaker container's memory limit in the\n" +
+	"  manifests (target: under it; the lab enforces no limit, so it is a comparison); the session must be torn down\n" +
+	"  at the received-prefix limit (`--bgp-max-received-prefixes`, 10,000) with a `prefixLimitExceeded` event on the\n" +
+	"  BGPPeer (the speaker opens it again after 2 min, outside the window).\n\n" +
+	"Not covered yet: BGP during the speaker rollout.\n"

@@ -4,9 +4,11 @@
 //
 // Usage:
 //
-//	bench-chaos [--scenarios restarts,rollout,controller,linkcut,cpuload,apiserver]
+//	bench-chaos [--scenarios restarts,rollout,controller,ctlrollout,linkcut,cpuload,apiserver,mlkey,prefixes]
 //	            [--restarts 20] [--rollout-rounds 3] [--kills 20] [--burst 1000]
+//	            [--ctl-rollouts 3] [--ctl-rollout-burst 1000]
 //	            [--cut-trials 3] [--cut 60s] [--cut-observe 90s] [--load 60s] [--outage 60s]
+//	            [--ml-rotations 3] [--ml-stagger 10s] [--prefixes 200000]
 //	            [--record docs/reliability.md]
 //
 // The scenarios and what they count are described in package e2e/chaos
@@ -49,12 +51,16 @@ type options struct {
 	cpuLoad   chaos.CPULoadOptions
 	outage    chaos.APIOutageOptions
 	rollout   chaos.RolloutOptions
+	ctlRoll   chaos.ControllerRolloutOptions
+	mlKey     chaos.MLKeyOptions
+	flood     chaos.PrefixFloodOptions
 }
 
 // scenarioNames in the order they run.
-var scenarioNames = []string{"restarts", "rollout", "controller", "linkcut", "cpuload", "apiserver"}
+var scenarioNames = []string{"restarts", "rollout", "controller", "ctlrollout", "linkcut", "cpuload", "apiserver", "mlkey", "prefixes"}
 
 func main() {
+	chaos.RunAnnouncerIfAsked() // the prefix flood's router, when started as it
 	var o options
 	scen := flag.String("scenarios", strings.Join(scenarioNames, ","), "comma-separated scenarios: "+strings.Join(scenarioNames, ", "))
 	flag.IntVar(&o.nodes, "nodes", 3, "lab nodes")
@@ -70,6 +76,11 @@ func main() {
 	flag.DurationVar(&o.cpuLoad.Load, "load", 60*time.Second, "how long every node runs busy loops")
 	flag.DurationVar(&o.outage.Outage, "outage", 60*time.Second, "how long the API server stays stopped")
 	flag.IntVar(&o.rollout.Rounds, "rollout-rounds", 3, "rolling updates of every speaker")
+	flag.IntVar(&o.ctlRoll.Rounds, "ctl-rollouts", 3, "controller rollout rounds (two overlapping rollouts each)")
+	flag.IntVar(&o.ctlRoll.Services, "ctl-rollout-burst", 1000, "Services in the burst during the controller rollouts")
+	flag.IntVar(&o.mlKey.Rotations, "ml-rotations", 3, "memberlist Secret deletions (each a key rotation)")
+	flag.DurationVar(&o.mlKey.Stagger, "ml-stagger", 10*time.Second, "time between two nodes getting the new memberlist key")
+	flag.IntVar(&o.flood.Prefixes, "prefixes", 200_000, "IPv6 prefixes the flooding peer sends")
 	flag.Parse()
 	o.scenarios = strings.Split(*scen, ",")
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
@@ -126,6 +137,12 @@ func run(ctx context.Context, log *slog.Logger, o options) (err error) {
 			res, serr = chaos.Rollout(ctx, e, o.rollout)
 		case "controller":
 			res, serr = chaos.ControllerKills(ctx, e, o.burst)
+		case "ctlrollout":
+			res, serr = chaos.ControllerRollout(ctx, e, o.ctlRoll)
+		case "mlkey":
+			res, serr = chaos.MLKeyRotation(ctx, e, o.mlKey)
+		case "prefixes":
+			res, serr = chaos.PrefixFlood(ctx, e, o.flood)
 		case "linkcut":
 			res, serr = chaos.LinkCut(ctx, e, o.linkCut)
 		case "cpuload":
