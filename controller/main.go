@@ -90,6 +90,12 @@ func run(ctx context.Context, o *options, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	if err := waitAPIServer(ctx, cfg, o.serving.HealthProbeAddress(), log); err != nil {
+		if ctx.Err() != nil {
+			return nil // SIGTERM while waiting
+		}
+		return err
+	}
 	mopts := manager.Options{
 		Scheme:                 scheme,
 		Cache:                  serviceip.CacheOptions(o.namespace),
