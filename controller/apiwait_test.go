@@ -1,18 +1,12 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"io"
-	"net"
 	"net/http"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -22,7 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/herald-lb/herald/api/v1beta1"
-	"github.com/herald-lb/herald/internal/k8s/serviceip/serviceiptest"
+	"github.com/herald-lb/herald/internal/testenv"
 )
 
 // A controller started while the API server is unreachable (the kubelet
@@ -34,15 +28,7 @@ func TestStartsDuringAPIOutage(t *testing.T) {
 	if testing.Short() {
 		t.Skip("needs a real API server; skipped under -short")
 	}
-	env, err := serviceiptest.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := env.Stop(); err != nil {
-			t.Errorf("stop API server: %v", err)
-		}
-	})
+	env := testenv.Start(t)
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "controller")
 	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
@@ -50,13 +36,9 @@ func TestStartsDuringAPIOutage(t *testing.T) {
 	}
 	// The controller reaches the API server through a loopback TCP proxy
 	// that is not listening yet: connection refused, as in an outage.
-	u, err := url.Parse(env.Config.Host)
-	if err != nil {
-		t.Fatal(err)
-	}
-	proxyAddr := net.JoinHostPort("127.0.0.1", strconv.Itoa(freePort(t)))
+	proxy := env.NewProxy(t)
 	kc := filepath.Join(dir, "kubeconfig")
-	if err := os.WriteFile(kc, bytes.ReplaceAll(env.KubeConfig, []byte(u.Host), []byte(proxyAddr)), 0o600); err != nil {
+	if err := os.WriteFile(kc, proxy.KubeConfig(env), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
@@ -99,8 +81,7 @@ func TestStartsDuringAPIOutage(t *testing.T) {
 		return strings.Contains(string(b), "waiting for the API server") && p.alive(), ""
 	})
 	// The API server is back.
-	stop := tcpProxy(t, proxyAddr, u.Host)
-	defer stop()
+	proxy.Open(t)
 	if err := env.Client.Create(ctx, lbService(app, "after")); err != nil {
 		t.Fatal(err)
 	}
@@ -124,43 +105,4 @@ func (p *process) alive() bool {
 	}
 	resp.Body.Close()
 	return resp.StatusCode == http.StatusOK
-}
-
-// tcpProxy forwards connections on addr to target until stop.
-func tcpProxy(t *testing.T, addr, target string) (stop func()) {
-	t.Helper()
-	l, err := net.Listen("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	var conns []net.Conn
-	wg.Go(func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			b, err := net.Dial("tcp", target)
-			if err != nil {
-				c.Close()
-				continue
-			}
-			mu.Lock()
-			conns = append(conns, c, b)
-			mu.Unlock()
-			go func() { _, _ = io.Copy(b, c); b.Close() }()
-			go func() { _, _ = io.Copy(c, b); c.Close() }()
-		}
-	})
-	return func() {
-		l.Close()
-		wg.Wait()
-		mu.Lock()
-		for _, c := range conns {
-			c.Close()
-		}
-		mu.Unlock()
-	}
 }

@@ -27,6 +27,7 @@ import (
 	"github.com/herald-lb/herald/api/v1beta1"
 	"github.com/herald-lb/herald/api/v1beta2"
 	"github.com/herald-lb/herald/internal/ipam"
+	"github.com/herald-lb/herald/internal/k8s/apiretry"
 	"github.com/herald-lb/herald/internal/k8s/configload"
 	"github.com/herald-lb/herald/internal/k8s/mlsecret"
 	"github.com/herald-lb/herald/internal/k8s/poolstatus"
@@ -90,7 +91,7 @@ func run(ctx context.Context, o *options, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	if err := waitAPIServer(ctx, cfg, o.serving.HealthProbeAddress(), log); err != nil {
+	if err := apiretry.WaitReachable(ctx, cfg, o.serving.HealthProbeAddress(), log); err != nil {
 		if ctx.Err() != nil {
 			return nil // SIGTERM while waiting
 		}

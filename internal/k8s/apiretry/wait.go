@@ -1,4 +1,4 @@
-package main
+package apiretry
 
 import (
 	"context"
@@ -11,21 +11,20 @@ import (
 
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/rest"
-
-	"github.com/herald-lb/herald/internal/k8s/apiretry"
 )
 
-// waitAPIServer returns once the API server answers discovery (the
-// manager's setup needs it: the webhooks and caches map kinds to
-// resources), or with ctx's error. Without it the controller exited at
-// once when it started during an API server outage (as a kubelet restarts
-// it after it lost the Lease there), and the kubelet's growing
-// CrashLoopBackOff (10 s, 20 s, 40 s, ... up to 5 min) then delayed its
-// return long after the API server was back. Meanwhile it answers the
-// liveness probe (/healthz 200) on healthAddr ("0": none) and /readyz with
-// 503, so the kubelet does not kill it; the retries follow apiretry's
-// timing (0.25 s doubling to 2 s, with jitter).
-func waitAPIServer(ctx context.Context, cfg *rest.Config, healthAddr string, log *slog.Logger) error {
+// WaitReachable returns once the API server at cfg answers discovery (a
+// controller-runtime manager's setup needs it: webhooks and caches map
+// kinds to resources), or with ctx's error. Without it a process started
+// during an API server outage (the controller after it lost the Lease
+// there, a speaker on a rebooted node) exited at once, and the kubelet's
+// growing CrashLoopBackOff (10 s, 20 s, 40 s, ... up to 5 min) then delayed
+// its return long after the API server was back. Meanwhile it answers the
+// liveness probe (/healthz 200) on healthAddr ("" or "0": none) and
+// /readyz with 503, so the kubelet does not kill it. Retries follow
+// FirstDelay doubling to MaxDelay; log gets one line when waiting starts
+// and one when it ends.
+func WaitReachable(ctx context.Context, cfg *rest.Config, healthAddr string, log *slog.Logger) error {
 	dc, err := discovery.NewDiscoveryClientForConfig(rest.CopyConfig(cfg))
 	if err != nil {
 		return fmt.Errorf("discovery client: %w", err)
@@ -43,7 +42,7 @@ func waitAPIServer(ctx context.Context, cfg *rest.Config, healthAddr string, log
 		defer stop()
 	}
 	start := time.Now()
-	for d := apiretry.FirstDelay; ; d = min(2*d, apiretry.MaxDelay) {
+	for d := FirstDelay; ; d = min(2*d, MaxDelay) {
 		t := time.NewTimer(d)
 		select {
 		case <-ctx.Done():
@@ -54,7 +53,7 @@ func waitAPIServer(ctx context.Context, cfg *rest.Config, healthAddr string, log
 		if err := ping(); err == nil {
 			log.Info("API server reachable", "waited", time.Since(start).Round(time.Millisecond).String())
 			return nil
-		} else if !apiretry.Unreachable(err) {
+		} else if !Unreachable(err) {
 			log.Warn("API server answers with an error; still waiting", "error", err)
 		}
 	}
