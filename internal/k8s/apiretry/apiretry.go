@@ -16,6 +16,9 @@
 // backoff never grows. Other errors (403 while the API server's
 // authorizer warms up, 410 Gone, ...) go to the Reflector as before.
 //
+// [WaitReachable] holds a process that starts while the API server is
+// unreachable until it answers, instead of letting it exit.
+//
 // The cost: during an outage each informer tries to connect every 2-3 s
 // instead of every 30-60 s. A speaker has about a dozen informers, so a
 // 1000-node cluster makes a few thousand connection attempts a second at
