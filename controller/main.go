@@ -27,6 +27,7 @@ import (
 	"github.com/herald-lb/herald/api/v1beta1"
 	"github.com/herald-lb/herald/api/v1beta2"
 	"github.com/herald-lb/herald/internal/ipam"
+	"github.com/herald-lb/herald/internal/k8s/apiretry"
 	"github.com/herald-lb/herald/internal/k8s/configload"
 	"github.com/herald-lb/herald/internal/k8s/mlsecret"
 	"github.com/herald-lb/herald/internal/k8s/poolstatus"
@@ -90,18 +91,36 @@ func run(ctx context.Context, o *options, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	mgr, err := manager.New(cfg, manager.Options{
-		Scheme:                  scheme,
-		Cache:                   serviceip.CacheOptions(o.namespace),
-		Metrics:                 metricsOpts,
-		HealthProbeBindAddress:  o.serving.HealthProbeAddress(),
-		LeaderElection:          o.leaderElect,
-		LeaderElectionID:        "herald-controller",
-		LeaderElectionNamespace: o.namespace,
+	if err := apiretry.WaitReachable(ctx, cfg, o.serving.HealthProbeAddress(), log); err != nil {
+		if ctx.Err() != nil {
+			return nil // SIGTERM while waiting
+		}
+		return err
+	}
+	mopts := manager.Options{
+		Scheme:                 scheme,
+		Cache:                  serviceip.CacheOptions(o.namespace),
+		Metrics:                metricsOpts,
+		HealthProbeBindAddress: o.serving.HealthProbeAddress(),
+		LeaderElection:         o.leaderElect,
+		LeaseDuration:          ptrTo(leaseDuration),
+		RenewDeadline:          ptrTo(renewDeadline),
+		RetryPeriod:            ptrTo(retryPeriod),
 		// The process exits right after the manager stops: hand the lease
 		// over at once instead of letting it expire.
 		LeaderElectionReleaseOnCancel: true,
-	})
+	}
+	if o.leaderElect {
+		id, err := leaderIdentity(o.podName)
+		if err != nil {
+			return err
+		}
+		if mopts.LeaderElectionResourceLockInterface, err = leaderLock(cfg, scheme, o.namespace, id); err != nil {
+			return err
+		}
+		log.Info("leader election", "lease", o.namespace+"/"+leaseName, "identity", id)
+	}
+	mgr, err := manager.New(cfg, mopts)
 	if err != nil {
 		return fmt.Errorf("manager: %w", err)
 	}
@@ -199,6 +218,8 @@ func addAllocation(ctx context.Context, mgr manager.Manager, o *options, log *sl
 		Recorder: mgr.GetEventRecorder("herald-controller"), Log: log.With("subsystem", "mlsecret"),
 	})
 }
+
+func ptrTo[T any](v T) *T { return &v }
 
 // podOwner returns an owner reference to the controller's Pod.
 func podOwner(ctx context.Context, r client.Reader, ns, name string) (*metav1.OwnerReference, error) {

@@ -397,5 +397,3 @@ func TestRolloutDuringBurst(t *testing.T) {
 		t.Errorf("%d duplicate addresses during the rollout, e.g. %v", len(hist.dups), hist.dups[:min(5, len(hist.dups))])
 	}
 }
-
-func ptrTo[T any](v T) *T { return &v }

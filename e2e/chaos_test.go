@@ -70,7 +70,13 @@ func TestChaos(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 		defer cancel()
 		res, err := chaos.APIOutage(ctx, ce, chaos.APIOutageOptions{Outage: 15 * time.Second})
-		check(t, res, err, 3*time.Minute)
+		// The product target is 5 s; measured 2.2 s here (the controller
+		// exits on lost leadership and is started again). 10 s leaves room
+		// for this noisy machine and still fails the causes fixed for it:
+		// the restarted controller waiting 15 s for its own old Lease
+		// (16.4 s to the address) and client-go's reflector backoff
+		// (24-50 s to the wire).
+		check(t, res, err, 10*time.Second)
 	})
 	t.Run("ControllerRollout", func(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)

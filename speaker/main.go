@@ -15,6 +15,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -22,6 +23,8 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"os/signal"
+	"syscall"
 
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -37,6 +40,7 @@ import (
 	"github.com/herald-lb/herald/internal/announce"
 	"github.com/herald-lb/herald/internal/bgp"
 	"github.com/herald-lb/herald/internal/bgp/gobgp"
+	"github.com/herald-lb/herald/internal/k8s/apiretry"
 	"github.com/herald-lb/herald/internal/k8s/speaker"
 	"github.com/herald-lb/herald/internal/layer2"
 	"github.com/herald-lb/herald/internal/logging"
@@ -161,6 +165,17 @@ func run(args []string) error {
 	}
 	metricsOpts, err := o.serving.MetricsOptions()
 	if err != nil {
+		return err
+	}
+	// Started during an API server outage (a rebooted node), wait for it
+	// instead of exiting into the kubelet's growing CrashLoopBackOff.
+	waitCtx, stopWait := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	err = apiretry.WaitReachable(waitCtx, restCfg, o.serving.HealthProbeAddress(), log)
+	stopWait()
+	if err != nil {
+		if waitCtx.Err() != nil {
+			return nil // SIGTERM while waiting
+		}
 		return err
 	}
 	mgr, err := manager.New(restCfg, manager.Options{

@@ -7,16 +7,20 @@ import (
 
 	"github.com/herald-lb/herald/api/v1beta1"
 	"github.com/herald-lb/herald/api/v1beta2"
+	"github.com/herald-lb/herald/internal/k8s/apiretry"
 )
 
 // CacheOptions returns the manager cache the controller needs: Herald's CRs
 // and Secrets only in namespace (Herald's), Services, Namespaces and Nodes
 // cluster-wide, managedFields stripped (they are never read and are most of
-// a Service's size).
+// a Service's size); informers retry an unreachable API server with a
+// short capped backoff (apiretry), so a change made right after an outage
+// is seen within seconds.
 func CacheOptions(namespace string) cache.Options {
 	inNS := cache.ByObject{Namespaces: map[string]cache.Config{namespace: {}}}
 	return cache.Options{
 		DefaultTransform: cache.TransformStripManagedFields(),
+		NewInformer:      apiretry.NewInformer,
 		ByObject: map[client.Object]cache.ByObject{
 			&v1beta1.IPAddressPool{}:      inNS,
 			&v1beta1.L2Advertisement{}:    inNS,

@@ -18,6 +18,7 @@ import (
 	"github.com/herald-lb/herald/api/v1beta2"
 	"github.com/herald-lb/herald/internal/announce"
 	"github.com/herald-lb/herald/internal/bgp"
+	"github.com/herald-lb/herald/internal/k8s/apiretry"
 	"github.com/herald-lb/herald/internal/layer2"
 )
 
@@ -139,7 +140,9 @@ func (o *Options) validate() error {
 // CacheOptions returns the manager cache settings the speaker needs: Herald's
 // objects, Secrets and Pods only from namespace (Pods only those matching
 // podSelector; nil when memberlist is off: Pods are then not watched),
-// managed fields stripped from everything.
+// managed fields stripped from everything; informers retry an unreachable
+// API server with a short capped backoff (apiretry), so a change made right
+// after an outage reaches the speaker within seconds.
 func CacheOptions(namespace string, podSelector labels.Selector) cache.Options {
 	inNS := map[string]cache.Config{namespace: {}}
 	by := map[client.Object]cache.ByObject{
@@ -157,7 +160,7 @@ func CacheOptions(namespace string, podSelector labels.Selector) cache.Options {
 	if podSelector != nil {
 		by[&corev1.Pod{}] = cache.ByObject{Namespaces: inNS, Label: podSelector}
 	}
-	return cache.Options{ByObject: by, DefaultTransform: cache.TransformStripManagedFields()}
+	return cache.Options{ByObject: by, DefaultTransform: cache.TransformStripManagedFields(), NewInformer: apiretry.NewInformer}
 }
 
 // UncachedObjects are the kinds the speaker reads straight from the API

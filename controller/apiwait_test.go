@@ -1,0 +1,108 @@
+package main
+
+import (
+	"context"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/herald-lb/herald/api/v1beta1"
+	"github.com/herald-lb/herald/internal/testenv"
+)
+
+// A controller started while the API server is unreachable (the kubelet
+// restarts it there after it exited on lost leadership) waits for it,
+// answering its liveness probe, instead of exiting (a crash loop whose
+// growing back-off delayed its return long after the API server was
+// back), and serves a Service once the API server is reachable.
+func TestStartsDuringAPIOutage(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs a real API server; skipped under -short")
+	}
+	env := testenv.Start(t)
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "controller")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	// The controller reaches the API server through a loopback TCP proxy
+	// that is not listening yet: connection refused, as in an outage.
+	proxy := env.NewProxy(t)
+	kc := filepath.Join(dir, "kubeconfig")
+	if err := os.WriteFile(kc, proxy.KubeConfig(env), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	newNS := func() string {
+		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "herald-test-"}}
+		if err := env.Client.Create(ctx, ns); err != nil {
+			t.Fatal(err)
+		}
+		return ns.Name
+	}
+	herald, app := newNS(), newNS()
+	if err := env.Client.Create(ctx, &v1beta1.IPAddressPool{
+		ObjectMeta: metav1.ObjectMeta{Namespace: herald, Name: "pool"},
+		Spec:       v1beta1.IPAddressPoolSpec{Addresses: []string{"198.51.100.0/28"}},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	vwc := &admissionregistrationv1.ValidatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: "herald-webhook-" + herald}}
+	if err := env.Client.Create(ctx, vwc); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), vwc) })
+
+	p := startController(t, bin, kc, herald, vwc.Name, "outage")
+	exited := func() bool {
+		select {
+		case err := <-p.done:
+			p.done <- err
+			return true
+		default:
+			return false
+		}
+	}
+	eventually(t, 60*time.Second, "the controller waits for the API server", func() (bool, string) {
+		if exited() {
+			b, _ := os.ReadFile(p.log)
+			t.Fatalf("the controller exited while the API server was unreachable:\n%s", b)
+		}
+		b, _ := os.ReadFile(p.log)
+		return strings.Contains(string(b), "waiting for the API server") && p.alive(), ""
+	})
+	// The API server is back.
+	proxy.Open(t)
+	if err := env.Client.Create(ctx, lbService(app, "after")); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 60*time.Second, "Service after addressed", func() (bool, string) {
+		var s corev1.Service
+		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: app, Name: "after"}, &s); err != nil {
+			return false, err.Error()
+		}
+		return ingress(&s) != "", ""
+	})
+	if exited() {
+		t.Errorf("the controller exited")
+	}
+}
+
+// alive reports whether /healthz answers 200.
+func (p *process) alive() bool {
+	resp, err := http.Get("http://" + p.health + "/healthz")
+	if err != nil {
+		return false
+	}
+	resp.Body.Close()
+	return resp.StatusCode == http.StatusOK
+}

@@ -1,0 +1,131 @@
+package main
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/herald-lb/herald/api/v1beta1"
+	"github.com/herald-lb/herald/internal/k8s/serviceip/serviceiptest"
+)
+
+// A controller container that dies holding the Lease (SIGKILL: nothing
+// released, as when it exits on lost leadership during an API server
+// outage) and is started again in the same Pod takes the Lease back at
+// once: it is the same holder (the Pod name), and it renews the Lease
+// before the dead process's record could have expired (leaseDuration
+// after its last renewal). Before, the new container had a new identity
+// (hostname_uuid) and had to wait for its predecessor's lease to expire.
+func TestRestartedContainerLeadsAtOnce(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs a real API server; skipped under -short")
+	}
+	env, err := serviceiptest.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := env.Stop(); err != nil {
+			t.Errorf("stop API server: %v", err)
+		}
+	})
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "controller")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	kc := filepath.Join(dir, "kubeconfig")
+	if err := os.WriteFile(kc, env.KubeConfig, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	newNS := func() string {
+		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "herald-test-"}}
+		if err := env.Client.Create(ctx, ns); err != nil {
+			t.Fatal(err)
+		}
+		return ns.Name
+	}
+	herald, app := newNS(), newNS()
+	if err := env.Client.Create(ctx, &v1beta1.IPAddressPool{
+		ObjectMeta: metav1.ObjectMeta{Namespace: herald, Name: "pool"},
+		Spec:       v1beta1.IPAddressPoolSpec{Addresses: []string{"198.51.100.0/28"}},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	vwc := &admissionregistrationv1.ValidatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: "herald-webhook-" + herald}}
+	if err := env.Client.Create(ctx, vwc); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), vwc) })
+	const pod = "herald-controller-6f8b9c7d4-x2k9q"
+	lease := func() *coordinationv1.Lease {
+		var l coordinationv1.Lease
+		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: herald, Name: leaseName}, &l); err != nil {
+			return nil
+		}
+		return &l
+	}
+	addressed := func(name string) {
+		t.Helper()
+		if err := env.Client.Create(ctx, lbService(app, name)); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, 60*time.Second, "Service "+name+" addressed", func() (bool, string) {
+			var s corev1.Service
+			if err := env.Client.Get(ctx, client.ObjectKey{Namespace: app, Name: name}, &s); err != nil {
+				return false, err.Error()
+			}
+			return ingress(&s) != "", ""
+		})
+	}
+
+	first := startController(t, bin, kc, herald, vwc.Name, "first", "--pod-name="+pod)
+	addressed("before")
+	_ = first.cmd.Process.Kill()
+	<-first.done
+	first.done <- nil
+	held := lease()
+	if held == nil || held.Spec.HolderIdentity == nil || *held.Spec.HolderIdentity != pod || held.Spec.RenewTime == nil {
+		t.Fatalf("Lease after the first controller: %+v, want held by %s", held, pod)
+	}
+	expires := held.Spec.RenewTime.Add(leaseDuration)
+
+	startController(t, bin, kc, herald, vwc.Name, "second", "--pod-name="+pod)
+	var taken *coordinationv1.Lease
+	eventually(t, 60*time.Second, "the restarted controller renews the Lease", func() (bool, string) {
+		l := lease()
+		if l == nil || l.Spec.RenewTime == nil || l.Spec.RenewTime.Equal(held.Spec.RenewTime) {
+			return false, ""
+		}
+		taken = l
+		return true, ""
+	})
+	if h := *taken.Spec.HolderIdentity; h != pod {
+		t.Errorf("Lease taken by %q, want the Pod's identity %q", h, pod)
+	}
+	if !taken.Spec.RenewTime.Time.Before(expires) {
+		t.Errorf("Lease taken at %s, not before the dead holder's record expired (%s): the restarted container waited for its own predecessor",
+			taken.Spec.RenewTime.Format(time.RFC3339Nano), expires.Format(time.RFC3339Nano))
+	}
+	if a, b := ptrValue(held.Spec.LeaseTransitions), ptrValue(taken.Spec.LeaseTransitions); a != b {
+		t.Errorf("leaseTransitions %d -> %d: the restarted container counted as a new leader", a, b)
+	}
+	addressed("after")
+}
+
+func ptrValue(p *int32) int32 {
+	if p == nil {
+		return 0
+	}
+	return *p
+}
