@@ -19,6 +19,15 @@ const KubectlEnv = "KUBECTL"
 // error says how to get one. The path is absolute because the lab runs
 // kubectl inside its namespaces (`ip netns exec`).
 func KubectlPath() (string, error) {
+	root, err := moduleRoot()
+	if err != nil {
+		root = ""
+	}
+	return kubectlIn(root)
+}
+
+// kubectlIn is KubectlPath with the repository root given ("" when unknown).
+func kubectlIn(root string) (string, error) {
 	if k := os.Getenv(KubectlEnv); k != "" {
 		p, err := exec.LookPath(k)
 		if err != nil {
@@ -26,7 +35,7 @@ func KubectlPath() (string, error) {
 		}
 		return filepath.Abs(p)
 	}
-	if root, err := moduleRoot(); err == nil {
+	if root != "" {
 		p := filepath.Join(root, "bin", "k8s", "kubectl")
 		if fi, err := os.Stat(p); err == nil && !fi.IsDir() && fi.Mode()&0o111 != 0 {
 			return p, nil

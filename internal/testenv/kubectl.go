@@ -15,6 +15,15 @@ import (
 // kube-apiserver and etcd), else the first kubectl on PATH. The error says
 // how to get one. e2e/lab.KubectlPath does the same lookup for the lab.
 func Kubectl() (string, error) {
+	root, err := RepoRoot()
+	if err != nil {
+		root = ""
+	}
+	return kubectlIn(root)
+}
+
+// kubectlIn is Kubectl with the repository root given ("" when unknown).
+func kubectlIn(root string) (string, error) {
 	if k := os.Getenv("KUBECTL"); k != "" {
 		p, err := exec.LookPath(k)
 		if err != nil {
@@ -22,7 +31,7 @@ func Kubectl() (string, error) {
 		}
 		return filepath.Abs(p)
 	}
-	if root, err := RepoRoot(); err == nil {
+	if root != "" {
 		p := filepath.Join(root, "bin", "k8s", "kubectl")
 		if fi, err := os.Stat(p); err == nil && !fi.IsDir() && fi.Mode()&0o111 != 0 {
 			return p, nil
