@@ -4,6 +4,12 @@ SHELL := /bin/bash
 ROOT := $(CURDIR)
 BIN := $(ROOT)/bin
 export KUBEBUILDER_ASSETS := $(BIN)/k8s
+# kubectl comes from bin/k8s too (hack/test-assets.sh builds it from
+# k8s.io/kubernetes/cmd/kubectl): the packaging tests and the e2e lab read
+# KUBECTL, and bin/k8s goes first on PATH for every recipe. Set KUBECTL to use
+# another kubectl (1.27+).
+export KUBECTL ?= $(BIN)/k8s/kubectl
+export PATH := $(BIN)/k8s:$(PATH)
 GO_TEST_FLAGS ?=
 
 .PHONY: all build test race unit deps test-assets tools generate lab lab-down e2e bench bench-go fuzz clean

@@ -152,7 +152,11 @@ func TestLabInfra(t *testing.T) {
 	})
 
 	t.Run("node-reaches-apiserver", func(t *testing.T) {
-		out, err := l.Exec(ctx, l.Nodes[1].Namespace, "kubectl", "--kubeconfig", l.LabKubeconfig(), "get", "nodes", "-o", "name")
+		kubectl, err := lab.KubectlPath()
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := l.Exec(ctx, l.Nodes[1].Namespace, kubectl, "--kubeconfig", l.LabKubeconfig(), "get", "nodes", "-o", "name")
 		if err != nil || !strings.Contains(out, "node/n1") {
 			t.Fatalf("kubectl get nodes from %s: %q, %v", l.Nodes[1].Namespace, out, err)
 		}
@@ -162,17 +166,21 @@ func TestLabInfra(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		out, err = l.Exec(ctx, l.Nodes[2].Namespace, "kubectl", "--kubeconfig", kc, "auth", "whoami", "-o", "jsonpath={.status.userInfo.username}")
+		out, err = l.Exec(ctx, l.Nodes[2].Namespace, kubectl, "--kubeconfig", kc, "auth", "whoami", "-o", "jsonpath={.status.userInfo.username}")
 		if err != nil || strings.TrimSpace(out) != "system:serviceaccount:herald-system:speaker" {
 			t.Errorf("whoami with the speaker token: %q, %v", out, err)
 		}
-		out, err = l.Exec(ctx, l.Nodes[2].Namespace, "kubectl", "--kubeconfig", kc, "get", "nodes")
+		out, err = l.Exec(ctx, l.Nodes[2].Namespace, kubectl, "--kubeconfig", kc, "get", "nodes")
 		if err == nil || !strings.Contains(out, "forbidden") {
 			t.Errorf("speaker token without RBAC lists nodes: %q, %v; want forbidden", out, err)
 		}
 	})
 
 	t.Run("pod-processes", func(t *testing.T) {
+		kubectl, err := lab.KubectlPath()
+		if err != nil {
+			t.Fatal(err)
+		}
 		// A DaemonSet as Herald's manifests have one; the lab creates its
 		// pods and runs the container as a process in each node namespace.
 		ds := &appsv1.DaemonSet{
@@ -188,11 +196,12 @@ func TestLabInfra(t *testing.T) {
 							Name: "probe", Image: "example.invalid/probe",
 							Command: []string{"/probe", "-c"},
 							Args: []string{`echo "node=$(NODE_NAME) ip=$POD_IP"; ip -o -4 addr show dev eth0; cat /etc/probe/greeting; ` +
-								`kubectl --kubeconfig "$KUBECONFIG" auth whoami -o jsonpath='{.status.userInfo.username}'; echo; exec sleep 300`},
+								`"$KUBECTL" --kubeconfig "$KUBECONFIG" auth whoami -o jsonpath='{.status.userInfo.username}'; echo; exec sleep 300`},
 							Ports:        []corev1.ContainerPort{{Name: "http", ContainerPort: 8080}},
 							VolumeMounts: []corev1.VolumeMount{{Name: "cfg", MountPath: "/etc/probe"}},
 							Env: []corev1.EnvVar{
 								{Name: "NODE_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "spec.nodeName"}}},
+								{Name: "KUBECTL", Value: kubectl},
 								{Name: "POD_IP", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "status.podIP"}}},
 							},
 						}},

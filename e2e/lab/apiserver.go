@@ -191,9 +191,14 @@ func (l *Lab) HostKubeconfig() string {
 	return filepath.Join(l.cfg.StateDir, HostKubeconfigFile)
 }
 
-// Kubectl runs kubectl with the lab kubeconfig inside the control namespace.
+// Kubectl runs kubectl (KubectlPath) with the lab kubeconfig inside the
+// control namespace and returns its combined output.
 func (l *Lab) Kubectl(ctx context.Context, args ...string) (string, error) {
-	return run(ctx, l.ControlNamespace(), append([]string{"kubectl", "--kubeconfig", l.LabKubeconfig()}, args...)...)
+	k, err := KubectlPath()
+	if err != nil {
+		return "", err
+	}
+	return run(ctx, l.ControlNamespace(), append([]string{k, "--kubeconfig", l.LabKubeconfig()}, args...)...)
 }
 
 // moduleRoot finds the directory of Herald's go.mod above the working directory.

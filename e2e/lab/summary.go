@@ -7,6 +7,9 @@ import (
 	"io"
 	"net/http"
 	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -60,11 +63,18 @@ func (l *Lab) Summary() string {
 	}
 	l.mu.Unlock()
 	fmt.Fprintln(&b, "\nkubectl:")
+	k, kerr := KubectlPath()
+	if kerr != nil {
+		fmt.Fprintf(&b, "  %v\n", kerr)
+		k = "kubectl"
+	} else if onPath, err := exec.LookPath("kubectl"); err != nil || !sameFile(onPath, k) {
+		fmt.Fprintf(&b, "  export PATH=%s:$PATH    # the lab's kubectl first on PATH\n", filepath.Dir(k))
+	}
 	if hk := l.HostKubeconfig(); hk != "" {
 		fmt.Fprintf(&b, "  export KUBECONFIG=%s    # via a loopback proxy in the root namespace\n", hk)
 	}
-	fmt.Fprintf(&b, "  hack/lab.sh kubectl get nodes                   # = ip netns exec %s kubectl --kubeconfig %s ...\n",
-		l.ControlNamespace(), l.LabKubeconfig())
+	fmt.Fprintf(&b, "  hack/lab.sh kubectl get nodes                   # = ip netns exec %s %s --kubeconfig %s ...\n",
+		l.ControlNamespace(), k, l.LabKubeconfig())
 	fmt.Fprintf(&b, "Router: vtysh -N %s -c 'show bgp summary'\n", l.RouterNamespace())
 	fmt.Fprintf(&b, "Client: ip netns exec %s curl http://<service IP>/   (answers node=<name>)\n", l.ClientNamespace())
 	fmt.Fprintln(&b, "Stop:   make lab-down   (or hack/lab.sh down)")
@@ -339,4 +349,14 @@ func (h *Herald) routeHops(ctx context.Context, ip netip.Addr) []string {
 	}
 	sort.Strings(hops)
 	return hops
+}
+
+// sameFile reports whether paths a and b name the same existing file.
+func sameFile(a, b string) bool {
+	fa, err := os.Stat(a)
+	if err != nil {
+		return false
+	}
+	fb, err := os.Stat(b)
+	return err == nil && os.SameFile(fa, fb)
 }

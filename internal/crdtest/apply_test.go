@@ -102,12 +102,13 @@ func testServerSideApply(ctx context.Context, t *testing.T, env *testenv.Env) {
 
 // testKubectl runs kubectl itself against the API server: server-side apply
 // of manifests/crds (through its kustomization) and of the MetalLB sample,
-// then checks the printer columns. Skipped when kubectl is not installed;
-// testServerSideApply covers the same requests from Go.
+// then checks the printer columns. kubectl is testenv.Kubectl ($KUBECTL,
+// else bin/k8s/kubectl from `make test-assets`, else PATH); skipped when
+// there is none; testServerSideApply covers the same requests from Go.
 func testKubectl(ctx context.Context, t *testing.T, env *testenv.Env) {
-	kubectl, err := exec.LookPath("kubectl")
+	kubectl, err := testenv.Kubectl()
 	if err != nil {
-		t.Skip("kubectl not in PATH; server-side apply is covered by ServerSideApply")
+		t.Skipf("%v; server-side apply is covered by ServerSideApply", err)
 	}
 	root, err := testenv.RepoRoot()
 	if err != nil {

@@ -140,15 +140,13 @@ func tryRun(dir string, stdin []byte, env []string, name string, args ...string)
 	return stdout.Bytes(), nil
 }
 
-// kubectl returns the kubectl to use: $KUBECTL or the one on PATH.
+// kubectl returns the kubectl to use (testenv.Kubectl): $KUBECTL, else
+// bin/k8s/kubectl from `make test-assets`, else the one on PATH.
 func kubectl(t testing.TB) string {
 	t.Helper()
-	if k := os.Getenv("KUBECTL"); k != "" {
-		return k
-	}
-	p, err := exec.LookPath("kubectl")
+	p, err := testenv.Kubectl()
 	if err != nil {
-		t.Fatalf("kubectl not found (set KUBECTL or put kubectl 1.27+ on PATH): %v", err)
+		t.Fatal(err)
 	}
 	return p
 }

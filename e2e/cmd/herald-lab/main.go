@@ -193,8 +193,12 @@ func dispatch(ctx context.Context, log *slog.Logger, cmd string, args []string) 
 		if err != nil {
 			return fmt.Errorf("no lab recorded in %s (run `make lab`): %w", *stateDir, err)
 		}
+		k, err := lab.KubectlPath()
+		if err != nil {
+			return err
+		}
 		c := exec.CommandContext(ctx, "ip", append([]string{"netns", "exec", l.ControlNamespace(),
-			"kubectl", "--kubeconfig", l.LabKubeconfig()}, args...)...)
+			k, "--kubeconfig", l.LabKubeconfig()}, args...)...)
 		c.Stdin, c.Stdout, c.Stderr = os.Stdin, os.Stdout, os.Stderr
 		return c.Run()
 	case "backend":

@@ -83,17 +83,17 @@ func eventually(t *testing.T, timeout time.Duration, what string, f func() error
 	}
 }
 
-// kubectl runs /usr/bin/kubectl (or kubectl from PATH) against the test API
-// server.
+// kubectl runs kubectl (testenv.Kubectl: $KUBECTL, else bin/k8s/kubectl,
+// else PATH) against the test API server.
 type kubectl struct {
 	bin, kubeconfig string
 }
 
 func newKubectl(t *testing.T, env *testenv.Env) kubectl {
 	t.Helper()
-	bin, err := exec.LookPath("kubectl")
+	bin, err := testenv.Kubectl()
 	if err != nil {
-		t.Fatalf("kubectl not found: %v", err)
+		t.Fatal(err)
 	}
 	kc := filepath.Join(t.TempDir(), "kubeconfig")
 	if err := os.WriteFile(kc, env.KubeConfig, 0o600); err != nil {
