@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -122,6 +123,14 @@ func (e l2Env) testRestartClaimsNothingForeign(t *testing.T) {
 		})
 		e.waitServedBy(t, a.ip, next)
 	}
+	// A clean stop (SIGTERM) hands the addresses over without a conflict:
+	// the stopping speaker answers nothing from its leave on, so neither it
+	// nor a successor saw the other answer (before, both recorded
+	// l2Conflict on every restart). Checked once every successor answers,
+	// seconds after the handover, so the events would have been written.
+	if c := e.conflictEvents(t, "rs-"); len(c) > 0 {
+		t.Errorf("stopping %s gracefully recorded %d l2Conflict events: %v", restarted, len(c), c)
+	}
 	if err := e.h.StartSpeaker(ctx, restarted); err != nil {
 		t.Fatal(err)
 	}
@@ -145,6 +154,23 @@ func (e l2Env) testRestartClaimsNothingForeign(t *testing.T) {
 		t.Errorf("after %s restarted, the client's neighbour entries of %d of %d addresses point at a non-owner: %v",
 			restarted, len(wrong), services, wrong)
 	}
+}
+
+// conflictEvents returns the l2Conflict events of the Services in l2NS whose
+// names start with prefix, one line each.
+func (e l2Env) conflictEvents(t *testing.T, prefix string) []string {
+	t.Helper()
+	evs, err := e.k.CoreV1().Events(l2NS).List(context.Background(), metav1.ListOptions{FieldSelector: "reason=l2Conflict"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, ev := range evs.Items {
+		if strings.HasPrefix(ev.InvolvedObject.Name, prefix) {
+			out = append(out, fmt.Sprintf("%s: %s (x%d)", ev.InvolvedObject.Name, ev.Message, max(ev.Count, 1)))
+		}
+	}
+	return out
 }
 
 // resolve returns the node that answers the client's ARP or NDP for ip.

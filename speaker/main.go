@@ -194,6 +194,8 @@ func run(args []string) error {
 	if err := mgr.AddReadyzCheck("ping", healthz.Ping); err != nil {
 		return err
 	}
+	// speaker.Setup adds the readiness check "configuration" (ready once a
+	// configuration snapshot is in force; see speaker.Speaker.Ready).
 	sopts.Recorder = mgr.GetEventRecorderFor("metallb-speaker") //nolint:staticcheck // core/v1 events, as MetalLB's RBAC grants
 	if spk, err = speaker.Setup(mgr, sopts); err != nil {
 		return err

@@ -57,19 +57,33 @@ func (c *component) stop() {
 //     drops without a NOTIFICATION). This takes milliseconds; nothing else
 //     (the memberlist leave, joins to unreachable peers, the manager) can
 //     delay it.
-//   - t = 0 .. about LeaveTimeout (1 s): memberlist leaves (leaving
-//     announcement, Leave, Shutdown; in-flight joins are not waited for), so
-//     the other speakers elect successors for the layer 2 addresses; then
-//     the manager stops (no more reconciles) and the layer 2 announcer stops
-//     answering ARP/NDP, after the successors were told.
+//   - t = 0, in parallel with the BGP close: the layer 2 announcer stops
+//     (its ARP/NDP sockets close, running gratuitous bursts are cancelled),
+//     and only then, or after layer2StopWait if it hangs, memberlist leaves
+//     (leaving announcement, Leave, Shutdown, about LeaveTimeout (1 s) at
+//     most; in-flight joins are not waited for), so the other speakers elect
+//     successors for the layer 2 addresses. A successor's takeover burst is
+//     the last word for each address: this node answers nothing after it,
+//     so the successor sees no reply from this node and records no
+//     l2Conflict. The cost is that nobody answers the address between this
+//     node's stop and the successor's takeover (the leave's propagation
+//     plus one reconcile); clients' entries for it stay valid meanwhile,
+//     and the successor's gratuitous ARP/NA moves them. Then the manager
+//     stops (no more reconciles).
 //   - t = shutdownBudget: runAll returns even if a component is still
 //     stopping (logged), leaving the rest of the grace period as margin.
 const shutdownBudget = 4 * time.Second
 
+// layer2StopWait bounds how long the memberlist leave waits for the layer 2
+// announcer to stop (normally well under a millisecond: cancel, close the
+// sockets): a hung announcer must not keep the successors from being told.
+const layer2StopWait = 500 * time.Millisecond
+
 // runAll runs every component until a signal or the first failure, then
 // shuts down within shutdownBudget: the BGP speaker closes at once, in
-// parallel with the ordered stop of memberlist (leave, so a successor takes
-// over at once), the manager (no more reconciles) and the layer 2 announcer.
+// parallel with the ordered stop of the layer 2 announcer (nothing answered
+// from here on), memberlist (leave, so a successor takes over at once) and
+// the manager (no more reconciles).
 func runAll(log *slog.Logger, ml *members.List, l2 *layer2.Announcer, bgpSpeaker *gobgp.Speaker, mgr manager.Manager) error {
 	sig, stopSignals := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stopSignals()
@@ -94,10 +108,10 @@ func runAll(log *slog.Logger, ml *members.List, l2 *layer2.Announcer, bgpSpeaker
 }
 
 // shutdown closes the BGP speaker (if any) at once and, in parallel, stops
-// memberlist, the manager and the layer 2 announcer in that order (nil
-// components are skipped). It returns when both are done or after budget,
-// whichever comes first; an error reports a failed BGP close or the budget
-// running out.
+// the layer 2 announcer, then memberlist (once layer 2 has stopped, or after
+// layer2StopWait), then the manager (nil components are skipped). It
+// returns when all are done or after budget, whichever comes first; an
+// error reports a failed BGP close or the budget running out.
 func shutdown(log *slog.Logger, budget time.Duration, bgpSpeaker *gobgp.Speaker, mlC, mgrC, l2C *component) error {
 	begin := time.Now()
 	timeout := time.NewTimer(budget)
@@ -115,12 +129,29 @@ func shutdown(log *slog.Logger, budget time.Duration, bgpSpeaker *gobgp.Speaker,
 	ordered := make(chan struct{})
 	go func() {
 		defer close(ordered)
+		// Layer 2 first: the successors elected on the leave must be the
+		// last to answer for this node's addresses.
+		l2Done := make(chan struct{})
+		go func() {
+			defer close(l2Done)
+			if l2C != nil {
+				l2C.stop()
+				log.Info("layer 2 stopped: answering no ARP/NDP", "duration", time.Since(begin))
+			}
+		}()
+		wait := time.NewTimer(layer2StopWait)
+		select {
+		case <-l2Done:
+		case <-wait.C:
+			log.Warn("layer 2 announcer still stopping, leaving memberlist anyway", "waited", layer2StopWait)
+		}
+		wait.Stop()
 		if mlC != nil {
 			mlC.stop()
 			log.Info("left memberlist", "duration", time.Since(begin))
 		}
 		mgrC.stop()
-		l2C.stop()
+		<-l2Done
 	}()
 	var err error
 	for pending := 2; pending > 0; pending-- {

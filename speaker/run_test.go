@@ -35,8 +35,11 @@ func (r *recorder) order() []string {
 	return slices.Clone(r.stopped)
 }
 
-// TestShutdownOrder: memberlist, then the manager, then layer 2, and
-// shutdown returns once all are stopped.
+// TestShutdownOrder: layer 2 first (the stopping speaker answers no ARP/NDP
+// and sends no gratuitous burst once the others may elect successors, so
+// their takeover is the last word and raises no l2Conflict), then
+// memberlist (the leave), then the manager, and shutdown returns once all
+// are stopped.
 func TestShutdownOrder(t *testing.T) {
 	var r recorder
 	fail := make(chan error, 3)
@@ -44,6 +47,34 @@ func TestShutdownOrder(t *testing.T) {
 	mgr := start("manager", r.run("manager", nil), fail)
 	l2 := start("layer2", r.run("layer2", nil), fail)
 	if err := shutdown(slog.New(slog.DiscardHandler), time.Minute, nil, ml, mgr, l2); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := r.order(), []string{"layer2", "memberlist", "manager"}; !slices.Equal(got, want) {
+		t.Errorf("stop order %v, want %v", got, want)
+	}
+}
+
+// TestShutdownLeavesDespiteStuckLayer2: a layer 2 announcer that does not
+// stop delays the memberlist leave by layer2StopWait at most (the others
+// must still be told, or its addresses wait for failure detection), and
+// shutdown returns once it has stopped.
+func TestShutdownLeavesDespiteStuckLayer2(t *testing.T) {
+	var r recorder
+	fail := make(chan error, 3)
+	stuck := make(chan struct{})
+	ml := start("memberlist", r.run("memberlist", nil), fail)
+	mgr := start("manager", r.run("manager", nil), fail)
+	l2 := start("layer2", r.run("layer2", stuck), fail)
+	done := make(chan error, 1)
+	go func() { done <- shutdown(slog.New(slog.DiscardHandler), time.Minute, nil, ml, mgr, l2) }()
+	<-mgr.done // memberlist and the manager stop while layer 2 is stuck
+	select {
+	case err := <-done:
+		t.Fatalf("shutdown returned %v while layer 2 was still stopping", err)
+	default:
+	}
+	close(stuck)
+	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
 	if got, want := r.order(), []string{"memberlist", "manager", "layer2"}; !slices.Equal(got, want) {

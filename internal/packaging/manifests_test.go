@@ -284,6 +284,19 @@ func TestSpeakerDaemonSet(t *testing.T) {
 			t.Errorf("probe %+v: want httpGet 127.0.0.1:17472", p)
 		}
 	}
+	// /readyz fails until the speaker has a configuration snapshot
+	// (speaker.Speaker.Ready), so a rolling update one node at a time stops
+	// at the first speaker that cannot load its configuration.
+	if p := c.ReadinessProbe; p == nil || p.HTTPGet == nil || p.HTTPGet.Path != "/readyz" {
+		t.Errorf("readinessProbe %+v: want httpGet /readyz", p)
+	}
+	if p := c.LivenessProbe; p == nil || p.HTTPGet == nil || p.HTTPGet.Path != "/healthz" {
+		t.Errorf("livenessProbe %+v: want httpGet /healthz", p)
+	}
+	if u := ds.Spec.UpdateStrategy; u.Type != appsv1.RollingUpdateDaemonSetStrategyType || u.RollingUpdate == nil ||
+		u.RollingUpdate.MaxUnavailable == nil || u.RollingUpdate.MaxUnavailable.IntValue() != 1 {
+		t.Errorf("updateStrategy %+v: want RollingUpdate, maxUnavailable 1", u)
+	}
 	// Mounts: the memberlist key and the excludel2 file.
 	mounts := map[string]string{}
 	for _, m := range c.VolumeMounts {

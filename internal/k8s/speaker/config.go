@@ -39,8 +39,11 @@ func (s *Speaker) reconcileConfig(ctx context.Context, all bool) error {
 	}
 	switch outcome {
 	case configload.Rejected:
-		s.log.Error("configuration rejected, the last valid one stays in force",
-			"error", configload.Summary(berr), "transient", config.IsTransient(berr), "inForce", snap != nil)
+		msg := "configuration rejected, the last valid one stays in force"
+		if snap == nil {
+			msg = "configuration rejected, no configuration in force yet: announcing nothing, not ready, not a memberlist member"
+		}
+		s.log.Error(msg, "error", configload.Summary(berr), "transient", config.IsTransient(berr))
 	case configload.Changed:
 		s.log.Info("configuration loaded", "config", snap.String())
 	}
@@ -53,9 +56,13 @@ func (s *Speaker) reconcileConfig(ctx context.Context, all bool) error {
 			"error", configload.Summary(berr))
 	}
 	repErr := s.report(ctx, berr, false)
-	if snap != nil && s.opts.Members != nil {
+	if snap != nil {
 		// Live for election only from now on: see Members.Activate.
-		s.opts.Members.Activate()
+		if s.opts.Members != nil {
+			s.opts.Members.Activate()
+		}
+		// Ready from now on (see Ready), once memberlist is activated.
+		s.configured.Store(true)
 	}
 	view, err := s.clusterView(ctx)
 	if err != nil {

@@ -60,6 +60,10 @@
 //     member and is never elected. A transient reference (a BGPPeer's
 //     missing password Secret) leaves out only that object
 //     (config.Options.DropTransient), as long as it is not in force.
+//   - Until the first snapshot the speaker is not ready (Speaker.Ready,
+//     registered by Setup as the manager's readiness check
+//     "configuration"), so a DaemonSet rollout stops at a node that cannot
+//     load its configuration.
 //   - Until Members.Joined, layer 2 takes over nothing (the decision's L2
 //     targets are dropped, reason memberlistNotJoined in debug logs): the
 //     live set then holds only the members seen so far, and other speakers

@@ -4,8 +4,10 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"reflect"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -75,6 +77,42 @@ type Speaker struct {
 
 	ownerMu sync.Mutex
 	owner   *metav1.OwnerReference // the speaker Pod, once read
+
+	// configured: a configuration snapshot is in force (see Ready); set
+	// once, never reset (a later rejection keeps the last one in force).
+	configured atomic.Bool
+}
+
+// ReadyCheckName is the name under which Setup registers [Speaker.Ready]
+// as a readiness check on the manager (/readyz, /readyz/configuration).
+const ReadyCheckName = "configuration"
+
+// Ready is the speaker's readiness check (a controller-runtime
+// healthz.Checker; Setup registers it as [ReadyCheckName]). It returns an
+// error until this node has its first configuration snapshot, and nil from
+// then on: a later rejected configuration keeps the last valid one in
+// force, so the speaker still announces and stays ready.
+//
+// Without a snapshot the speaker announces nothing and is no memberlist
+// member (Members.Activate), so it serves nothing. Reporting that as not
+// ready makes a DaemonSet rolling update (maxUnavailable 1) stop at the
+// first node whose new speaker cannot load its configuration (an invalid
+// object stored with the webhook off) instead of restarting every speaker
+// into the same state and blacking out layer 2 and BGP on every node. An
+// empty configuration (no objects) is valid and is a snapshot.
+//
+// Readiness does not wait for Members.Joined (the layer 2 start-up gate):
+// Joined always follows the snapshot within a bounded time (a state
+// exchange with a member, or Timings.AloneAfter when no join succeeds), so
+// it could only delay a rollout, never halt one, and BGP is announced
+// before it. Liveness (/healthz) is not tied to the configuration either:
+// restarting the container cannot fix a stored invalid object.
+func (s *Speaker) Ready(*http.Request) error {
+	if !s.configured.Load() {
+		return fmt.Errorf("no configuration snapshot on node %s yet (see ConfigurationState speaker-%s in namespace %s)",
+			s.opts.NodeName, s.opts.NodeName, s.opts.Namespace)
+	}
+	return nil
 }
 
 // Setup creates the speaker's controller on mgr. mgr's cache should be
@@ -111,6 +149,9 @@ func Setup(mgr manager.Manager, opts Options) (*Speaker, error) {
 	s.reporter = &configload.Reporter{
 		Client: s.client, Namespace: opts.Namespace, Name: "speaker-" + opts.NodeName,
 		Labels: map[string]string{v1beta1.LabelComponentType: "speaker", v1beta1.LabelNodeName: opts.NodeName},
+	}
+	if err := mgr.AddReadyzCheck(ReadyCheckName, s.Ready); err != nil {
+		return nil, fmt.Errorf("add readiness check: %w", err)
 	}
 	if err := setupIndexes(mgr); err != nil {
 		return nil, err

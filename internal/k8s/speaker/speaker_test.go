@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrlconfig "sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -42,6 +43,7 @@ type testSpeaker struct {
 	members *fakeMembers
 	reg     *prometheus.Registry
 	states  chan bgp.PeerState
+	spk     *Speaker
 }
 
 var speakerPods = labels.Set{"app": "herald-speaker"}
@@ -63,6 +65,13 @@ func startSpeaker(t *testing.T, env *testenv.Env, ns, node string, live *livenes
 // *members.List or a fake), with memberPort as every speaker's port.
 func startSpeakerWith(t *testing.T, env *testenv.Env, ns, node string, members Members, memberPort int) *testSpeaker {
 	t.Helper()
+	return startSpeakerProbed(t, env, ns, node, members, memberPort, "0")
+}
+
+// startSpeakerProbed is startSpeakerWith with the manager's health probe
+// server (/healthz, /readyz) on healthAddr ("0": none).
+func startSpeakerProbed(t *testing.T, env *testenv.Env, ns, node string, members Members, memberPort int, healthAddr string) *testSpeaker {
+	t.Helper()
 	s := &testSpeaker{name: node, l2: &fakeL2{}, bgp: &bgp.Fake{}, rec: &fakeRecorder{},
 		logs: newCountingHandler(), reg: prometheus.NewRegistry(),
 		states: make(chan bgp.PeerState, 8)}
@@ -70,7 +79,7 @@ func startSpeakerWith(t *testing.T, env *testenv.Env, ns, node string, members M
 	mgr, err := manager.New(env.Config, manager.Options{
 		Scheme:                 env.Scheme,
 		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
+		HealthProbeBindAddress: healthAddr,
 		Cache:                  CacheOptions(ns, speakerPods.AsSelector()),
 		Client:                 client.Options{Cache: &client.CacheOptions{DisableFor: UncachedObjects()}},
 		Controller:             ctrlconfig.Controller{SkipNameValidation: &skip},
@@ -78,7 +87,10 @@ func startSpeakerWith(t *testing.T, env *testenv.Env, ns, node string, members M
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Setup(mgr, Options{
+	// As speaker/main.go: the process's own checks, then Setup's.
+	must(t, mgr.AddHealthzCheck("ping", healthz.Ping))
+	must(t, mgr.AddReadyzCheck("ping", healthz.Ping))
+	if s.spk, err = Setup(mgr, Options{
 		NodeName: node, Namespace: ns, PodName: "speaker-" + node,
 		Logger: slog.New(s.logs), Registerer: s.reg, Recorder: s.rec,
 		L2: s.l2, BGP: s.bgp, PeerStates: s.states, SessionWarnAfter: 300 * time.Millisecond, Members: members, MemberPort: memberPort, MemberSelector: speakerPods.AsSelector(),
