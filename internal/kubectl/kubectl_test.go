@@ -1,4 +1,4 @@
-package lab
+package kubectl
 
 import (
 	"os"
@@ -7,7 +7,7 @@ import (
 	"testing"
 )
 
-// TestKubectlLookup checks the order of KubectlPath's lookup ($KUBECTL, then
+// TestKubectlLookup checks the order of Find's lookup ($KUBECTL, then
 // bin/k8s/kubectl at the repository root, then PATH) on made-up trees, with
 // a PATH that holds no other kubectl.
 func TestKubectlLookup(t *testing.T) {
@@ -47,15 +47,15 @@ func TestKubectlLookup(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Setenv("KUBECTL", tc.kubectlEnv)
 			t.Setenv("PATH", tc.path)
-			got, err := kubectlIn(tc.root)
+			got, err := Find(tc.root)
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
-					t.Fatalf("kubectlIn(%q) = %q, %v; want an error containing %q", tc.root, got, err, tc.wantErr)
+					t.Fatalf("Find(%q) = %q, %v; want an error containing %q", tc.root, got, err, tc.wantErr)
 				}
 				return
 			}
 			if err != nil || got != tc.want {
-				t.Fatalf("kubectlIn(%q) = %q, %v; want %q", tc.root, got, err, tc.want)
+				t.Fatalf("Find(%q) = %q, %v; want %q", tc.root, got, err, tc.want)
 			}
 		})
 	}
