@@ -189,16 +189,18 @@ func addAllocation(ctx context.Context, mgr manager.Manager, o *options, log *sl
 		return err
 	}
 	ctl, err = serviceip.New(serviceip.Options{
-		Client:        mgr.GetClient(),
-		Cache:         mgr.GetCache(),
-		APIReader:     mgr.GetAPIReader(),
-		Recorder:      mgr.GetEventRecorder("herald-controller"),
-		Log:           log,
-		Namespace:     o.namespace,
-		LBClass:       o.lbClass,
-		Workers:       o.workers,
-		Reporter:      reporter,
-		ConfigMetrics: configload.NewMetrics(crmetrics.Registry),
+		Client:    mgr.GetClient(),
+		Cache:     mgr.GetCache(),
+		APIReader: mgr.GetAPIReader(),
+		Recorder:  mgr.GetEventRecorder("herald-controller"),
+		Log:       log,
+		Namespace: o.namespace,
+		LBClass:   o.lbClass,
+		Workers:   o.workers,
+		Reporter:  reporter,
+		// Registered when this replica starts leading (a standby has no
+		// configuration loop).
+		ConfigMetrics: configload.NewUnregisteredMetrics(), ConfigMetricsRegisterer: crmetrics.Registry,
 		Registerer:    crmetrics.Registry,
 		OnStatsChange: pw.Notify,
 	})

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -27,10 +28,11 @@ import (
 
 // process is one controller binary run against the test API server.
 type process struct {
-	cmd    *exec.Cmd
-	health string // host:port of /healthz and /readyz
-	log    string
-	done   chan error
+	cmd     *exec.Cmd
+	health  string // host:port of /healthz and /readyz
+	metrics string // host:port of /metrics (plain HTTP)
+	log     string
+	done    chan error
 }
 
 func freePort(t *testing.T) int {
@@ -46,10 +48,10 @@ func freePort(t *testing.T) int {
 // startController runs the controller binary with its default flags (as
 // the manifests run it: webhooks with their own certificate rotation,
 // whose caBundle goes into ValidatingWebhookConfiguration vwc; metrics
-// off).
+// over plain HTTP on a port of its own).
 func startController(t *testing.T, bin, kubeconfig, namespace, vwc, name string, extra ...string) *process {
 	t.Helper()
-	port := freePort(t)
+	port, metricsPort := freePort(t), freePort(t)
 	dir := t.TempDir()
 	logPath := filepath.Join(dir, name+".log")
 	logFile, err := os.Create(logPath)
@@ -59,13 +61,15 @@ func startController(t *testing.T, bin, kubeconfig, namespace, vwc, name string,
 	args := append([]string{"--kubeconfig=" + kubeconfig, "--namespace=" + namespace,
 		fmt.Sprintf("--webhook-port=%d", freePort(t)), "--cert-dir=" + filepath.Join(dir, "certs"),
 		"--webhook-configuration-name=" + vwc,
-		"--port=0", fmt.Sprintf("--health-probe-port=%d", port), "--log-level=info"}, extra...)
+		fmt.Sprintf("--port=%d", metricsPort), "--metrics-secure=false", "--metrics-bind-host=127.0.0.1",
+		fmt.Sprintf("--health-probe-port=%d", port), "--log-level=info"}, extra...)
 	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	p := &process{cmd: cmd, health: fmt.Sprintf("127.0.0.1:%d", port), log: logPath, done: make(chan error, 1)}
+	p := &process{cmd: cmd, health: fmt.Sprintf("127.0.0.1:%d", port), metrics: fmt.Sprintf("127.0.0.1:%d", metricsPort),
+		log: logPath, done: make(chan error, 1)}
 	go func() { p.done <- cmd.Wait(); logFile.Close() }()
 	t.Cleanup(func() {
 		p.stop(t)
@@ -93,6 +97,27 @@ func (p *process) stop(t *testing.T) {
 		_ = p.cmd.Process.Kill()
 		t.Errorf("controller did not stop within 60 s of SIGTERM")
 	}
+}
+
+// metric returns the lines of the process's /metrics that start with name
+// (its samples), or an error.
+func (p *process) metric(name string) ([]string, error) {
+	resp, err := http.Get("http://" + p.metrics + "/metrics")
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, l := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(l, name+" ") || strings.HasPrefix(l, name+"{") {
+			out = append(out, l)
+		}
+	}
+	return out, nil
 }
 
 // ready reports whether the process answers /readyz with 200.
@@ -364,6 +389,16 @@ func TestRolloutDuringBurst(t *testing.T) {
 		}
 		if b, _ := os.ReadFile(old.log); !strings.Contains(string(b), "imported existing assignments") {
 			t.Errorf("the leader's log lacks the line the standby's is checked for")
+		}
+		// The standby runs no configuration loop, so it exports no
+		// config_loaded_bool (a 0 from it fired HeraldConfigNotLoaded for
+		// as long as it waited); the leader exports 1.
+		const loaded = "metallb_k8s_client_config_loaded_bool"
+		if got, err := surge.metric(loaded); err != nil || len(got) != 0 {
+			t.Errorf("standby %s = %v (%v), want no series", loaded, got, err)
+		}
+		if got, err := old.metric(loaded); err != nil || len(got) != 1 || !strings.HasSuffix(got[0], " 1") {
+			t.Errorf("leader %s = %v (%v), want 1", loaded, got, err)
 		}
 	}
 	var deletes []string

@@ -28,7 +28,18 @@ type Metrics struct {
 
 // NewMetrics creates the metrics and registers them on reg.
 func NewMetrics(reg prometheus.Registerer) *Metrics {
-	m := &Metrics{
+	m := NewUnregisteredMetrics()
+	reg.MustRegister(m.collectors()...)
+	return m
+}
+
+// NewUnregisteredMetrics creates the metrics without registering them; call
+// Register once they mean something. The controller registers them when it
+// starts leading: a standby runs no configuration loop, and a
+// config_loaded_bool of 0 from it would fire MetalLBConfigNotLoaded /
+// HeraldConfigNotLoaded for as long as it waits.
+func NewUnregisteredMetrics() *Metrics {
+	return &Metrics{
 		Updates: prometheus.NewCounter(prometheus.CounterOpts{
 			Namespace: "metallb", Subsystem: "k8s_client", Name: "updates_total",
 			Help: "Number of configuration updates processed.",
@@ -46,8 +57,20 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "1 if the stored configuration was rejected and an older valid one is in force, else 0.",
 		}),
 	}
-	reg.MustRegister(m.Updates, m.UpdateErrors, m.Loaded, m.Stale)
-	return m
+}
+
+// Register registers the metrics on reg; it returns the registration
+// errors (prometheus.AlreadyRegisteredError when called twice).
+func (m *Metrics) Register(reg prometheus.Registerer) error {
+	var errs []error
+	for _, c := range m.collectors() {
+		errs = append(errs, reg.Register(c))
+	}
+	return errors.Join(errs...)
+}
+
+func (m *Metrics) collectors() []prometheus.Collector {
+	return []prometheus.Collector{m.Updates, m.UpdateErrors, m.Loaded, m.Stale}
 }
 
 // Observe records one Update outcome.

@@ -75,6 +75,11 @@ type Options struct {
 	Reporter *configload.Reporter
 	// ConfigMetrics are the metallb_k8s_client_* metrics; nil records none.
 	ConfigMetrics *configload.Metrics
+	// ConfigMetricsRegisterer, when set, receives ConfigMetrics when the
+	// controller starts (on the leader only: see NeedLeaderElection), so a
+	// standby exports none of them. Nil: ConfigMetrics are registered by
+	// the caller.
+	ConfigMetricsRegisterer prometheus.Registerer
 	// Registerer receives herald_allocation_duration_seconds and
 	// herald_services_pending; nil registers nothing.
 	Registerer prometheus.Registerer
@@ -204,6 +209,11 @@ func (c *Controller) Start(ctx context.Context) error {
 	defer c.annQueue.ShutDown()
 	defer c.confQueue.ShutDown()
 	defer c.retryQueue.ShutDown()
+	if m, reg := c.opts.ConfigMetrics, c.opts.ConfigMetricsRegisterer; m != nil && reg != nil {
+		if err := m.Register(reg); err != nil {
+			return fmt.Errorf("register metallb_k8s_client metrics: %w", err)
+		}
+	}
 	if err := c.installHandlers(ctx); err != nil {
 		return err
 	}
