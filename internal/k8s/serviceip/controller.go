@@ -512,15 +512,25 @@ func (c *Controller) preallocate(ctx context.Context, key string) {
 	_, _ = c.alloc.Allocate(req) // failures are reported by the reconcile
 }
 
+// setPending records whether key waits for an address. A key that becomes
+// pending wakes a retry pass: its decision may have read the pools before a
+// configuration change whose own retry pass ran before the key was pending
+// (the Service and configuration workers run concurrently), and nothing
+// else would retry it. A key that stays pending wakes nothing, so retry
+// passes do not feed themselves.
 func (c *Controller) setPending(key string, p bool) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
+	was := c.pending[key]
 	if p {
 		c.pending[key] = true
 	} else {
 		delete(c.pending, key)
 	}
 	c.metrics.pending.Set(float64(len(c.pending)))
+	c.mu.Unlock()
+	if p && !was {
+		c.wakePending()
+	}
 }
 
 func (c *Controller) statsChanged() {
