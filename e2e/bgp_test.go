@@ -432,10 +432,18 @@ func (e *bgpEnv) testETPLocal(t *testing.T) {
 		if _, err := bgpWaitPrefix(ctx, e.l, v6, bgpV6Peers(step.index), time.Minute); err != nil {
 			t.Fatalf("endpoint on %s: %v", step.node, err)
 		}
-		r, err := e.l.Get(ctx, e.l.ClientNamespace(), addrs[0], lab.BackendPort)
-		if err != nil || r.Node != step.node {
-			t.Errorf("endpoint on %s: the client reached %q (%v)", step.node, r.Node, err)
-		}
+		// FRR's BGP table has the path; the router's kernel gets the route
+		// from zebra a moment later ("network is unreachable" until then).
+		eventually(t, 30*time.Second, "endpoint on "+step.node+": the client reaches it", func() error {
+			r, err := e.l.Get(ctx, e.l.ClientNamespace(), addrs[0], lab.BackendPort)
+			if err != nil {
+				return err
+			}
+			if r.Node != step.node {
+				return fmt.Errorf("reached %q", r.Node)
+			}
+			return nil
+		})
 	}
 	e.setEndpoints(ctx, t, "local")
 	for _, p := range []netip.Prefix{v4, v6} {
