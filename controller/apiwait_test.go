@@ -4,18 +4,14 @@ import (
 	"context"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/herald-lb/herald/api/v1beta1"
 	"github.com/herald-lb/herald/internal/testenv"
 )
 
@@ -30,10 +26,7 @@ func TestStartsDuringAPIOutage(t *testing.T) {
 	}
 	env := testenv.Start(t)
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "controller")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := buildController(t, dir)
 	// The controller reaches the API server through a loopback TCP proxy
 	// that is not listening yet: connection refused, as in an outage.
 	proxy := env.NewProxy(t)
@@ -42,25 +35,7 @@ func TestStartsDuringAPIOutage(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	newNS := func() string {
-		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "herald-test-"}}
-		if err := env.Client.Create(ctx, ns); err != nil {
-			t.Fatal(err)
-		}
-		return ns.Name
-	}
-	herald, app := newNS(), newNS()
-	if err := env.Client.Create(ctx, &v1beta1.IPAddressPool{
-		ObjectMeta: metav1.ObjectMeta{Namespace: herald, Name: "pool"},
-		Spec:       v1beta1.IPAddressPoolSpec{Addresses: []string{"198.51.100.0/28"}},
-	}); err != nil {
-		t.Fatal(err)
-	}
-	vwc := &admissionregistrationv1.ValidatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: "herald-webhook-" + herald}}
-	if err := env.Client.Create(ctx, vwc); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), vwc) })
+	herald, app, vwc := heraldFixture(t, env.Client, "198.51.100.0/28")
 
 	p := startController(t, bin, kc, herald, vwc.Name, "outage")
 	exited := func() bool {

@@ -120,6 +120,45 @@ func (p *process) metric(name string) ([]string, error) {
 	return out, nil
 }
 
+// buildController builds this package's binary into dir and returns its path.
+func buildController(t *testing.T, dir string) string {
+	t.Helper()
+	bin := filepath.Join(dir, "controller")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// heraldFixture creates a Herald namespace with IPAddressPool "pool" of
+// addrs, an application namespace, and an empty ValidatingWebhookConfiguration
+// "herald-webhook-<herald namespace>" for the controller's certificate
+// rotation (deleted at the end of the test).
+func heraldFixture(t *testing.T, c client.Client, addrs string) (herald, app string, vwc *admissionregistrationv1.ValidatingWebhookConfiguration) {
+	t.Helper()
+	ctx := context.Background()
+	newNS := func() string {
+		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "herald-test-"}}
+		if err := c.Create(ctx, ns); err != nil {
+			t.Fatal(err)
+		}
+		return ns.Name
+	}
+	herald, app = newNS(), newNS()
+	if err := c.Create(ctx, &v1beta1.IPAddressPool{
+		ObjectMeta: metav1.ObjectMeta{Namespace: herald, Name: "pool"},
+		Spec:       v1beta1.IPAddressPoolSpec{Addresses: []string{addrs}},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	vwc = &admissionregistrationv1.ValidatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: "herald-webhook-" + herald}}
+	if err := c.Create(ctx, vwc); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Delete(context.Background(), vwc) })
+	return herald, app, vwc
+}
+
 // ready reports whether the process answers /readyz with 200.
 func (p *process) ready() bool {
 	resp, err := http.Get("http://" + p.health + "/readyz")
@@ -261,10 +300,7 @@ func TestRolloutDuringBurst(t *testing.T) {
 		}
 	})
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "controller")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := buildController(t, dir)
 	kc := filepath.Join(dir, "kubeconfig")
 	if err := os.WriteFile(kc, env.KubeConfig, 0o600); err != nil {
 		t.Fatal(err)
