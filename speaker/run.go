@@ -60,7 +60,8 @@ func (c *component) stop() {
 //   - t = 0, in parallel with the BGP close: the layer 2 announcer stops
 //     (its ARP/NDP sockets close, running gratuitous bursts are cancelled),
 //     and only then, or after layer2StopWait if it hangs, memberlist leaves
-//     (leaving announcement, Leave, Shutdown, about LeaveTimeout (1 s) at
+//     (leaving announcement and its acknowledgements (0.5 s at most), Leave,
+//     Shutdown, about 1.5 × LeaveTimeout (1.5 s) at
 //     most; in-flight joins are not waited for), so the other speakers elect
 //     successors for the layer 2 addresses. A successor's takeover burst is
 //     the last word for each address: this node answers nothing after it,

@@ -40,14 +40,23 @@ type List struct {
 	// configHook, when set (tests only), may change the memberlist
 	// configuration before Run creates it (a transport that cuts links).
 	configHook func(*memberlist.Config) error
+	// notifyHook, when set (tests only), sees every user message first, in
+	// memberlist's packet handler (a test blocks it to queue messages).
+	notifyHook func(msg []byte)
+	// leavingWaitHook, when set (tests only), is called when announceLeaving
+	// starts waiting for acknowledgements.
+	leavingWaitHook func()
 
 	mu   sync.Mutex
 	ml   *memberlist.Memberlist // set by Run
 	live map[string]bool        // node name -> alive (alive or suspect)
 	// leaving: members that announced a graceful leave, and when.
-	leaving  map[string]time.Time
-	peers    []netip.AddrPort // last SetPeers
-	peersSet bool             // SetPeers was called at least once
+	leaving map[string]time.Time
+	// leavingAcks receives the names of members that acknowledged this
+	// node's leaving announcement; set by announceLeaving.
+	leavingAcks chan string
+	peers       []netip.AddrPort // last SetPeers
+	peersSet    bool             // SetPeers was called at least once
 	// joined: see Joined; never reset.
 	joined bool
 	// failed: members declared failed (not left) and not live since.

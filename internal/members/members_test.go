@@ -46,9 +46,19 @@ func testConfig(name string, secret []byte) Config {
 // (Run's leave path) at the end of the test unless stopped before.
 func start(t *testing.T, cfg Config) *testNode {
 	t.Helper()
+	return startWith(t, cfg, nil)
+}
+
+// startWith is start with prep (if not nil) applied to the List before Run,
+// to set test hooks.
+func startWith(t *testing.T, cfg Config, prep func(*List)) *testNode {
+	t.Helper()
 	l, err := New(cfg, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatalf("New(%s): %v", cfg.NodeName, err)
+	}
+	if prep != nil {
+		prep(l)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	n := &testNode{List: l, cancel: cancel, done: make(chan error, 1)}
@@ -193,6 +203,85 @@ herald_memberlist_members 3
 	c2 := start(t, cfgC)
 	c2.SetPeers([]netip.AddrPort{a.Addr()})
 	waitFor(t, "a sees c again", sees(a.List, all...))
+}
+
+// TestLeaveCountedWhenReceiverIsBusy stops a member while another's packet
+// handler is busy, so that the leaving announcement waits in memberlist's
+// queue. memberlist handles the newest queued message first: before the
+// leaving sender waited for an acknowledgement, its dead message (sent by
+// Leave a gossip tick later) was queued behind the announcement and handled
+// before it, and the graceful leave was counted as "failed" (the CI failure
+// of TestJoinLiveAndGracefulLeave under -race). The busy handler is released
+// when the leaving member waits for acknowledgements or, without that wait,
+// once it has left and shut down.
+func TestLeaveCountedWhenReceiverIsBusy(t *testing.T) {
+	t.Parallel()
+	secret := []byte("busy-receiver-secret")
+	blocked := make(chan struct{}, 1)
+	release := make(chan struct{})
+	regA := prometheus.NewPedanticRegistry()
+	cfgA := testConfig("busy-a", secret)
+	cfgA.Registerer = regA
+	a := startWith(t, cfgA, func(l *List) {
+		l.notifyHook = func(msg []byte) {
+			if string(msg) == "test-block" {
+				blocked <- struct{}{}
+				<-release
+			}
+		}
+	})
+	b := start(t, testConfig("busy-b", secret))
+	waiting := make(chan struct{})
+	var once sync.Once
+	c := startWith(t, testConfig("busy-c", secret), func(l *List) {
+		l.leavingWaitHook = func() { once.Do(func() { close(waiting) }) }
+	})
+	c.SetPeers([]netip.AddrPort{a.Addr(), b.Addr(), c.Addr()})
+	all := []string{"busy-a", "busy-b", "busy-c"}
+	for _, n := range []*testNode{a, b, c} {
+		waitFor(t, n.cfg.NodeName+" sees all", sees(n.List, all...))
+	}
+
+	// b makes a's packet handler busy.
+	b.mu.Lock()
+	bml, toA := b.ml, b.nodes["busy-a"]
+	b.mu.Unlock()
+	if err := bml.SendBestEffort(&toA, []byte("test-block")); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-blocked:
+	case <-time.After(sanityLimit):
+		close(release)
+		t.Fatal("a's packet handler did not get the blocking message")
+	}
+
+	stopErr := make(chan error, 1)
+	go func() { stopErr <- c.stop() }()
+	var stopped bool
+	select {
+	case <-waiting:
+	case err := <-stopErr:
+		stopped = true
+		if err != nil {
+			t.Error(err)
+		}
+	case <-time.After(sanityLimit):
+		t.Error("c neither waited for acknowledgements nor stopped")
+	}
+	close(release)
+	if !stopped {
+		if err := <-stopErr; err != nil {
+			t.Error(err)
+		}
+	}
+	waitFor(t, "a sees c gone", sees(a.List, "busy-a", "busy-b"))
+	if got := testutil.ToFloat64(a.metrics.events.WithLabelValues("leave")); got != 1 {
+		t.Errorf("a leave events = %v, want 1", got)
+	}
+	if got := testutil.ToFloat64(a.metrics.events.WithLabelValues("failed")); got != 0 {
+		t.Errorf("a failed events = %v, want 0 (c left gracefully)", got)
+	}
 }
 
 func TestKeys(t *testing.T) {
