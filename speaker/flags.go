@@ -111,6 +111,25 @@ func (o *options) memberlistSecret(readFile func(string) ([]byte, error)) ([]byt
 	return b, nil
 }
 
+// memberlistPreviousSecret reads <--ml-secret-key-path>/previoussecretkey,
+// the key the controller replaced a few minutes ago (internal/k8s/mlsecret,
+// PreviousKey), as raw bytes; nil when there is none (the usual case) or no
+// path. Read once at start: it matters only to a speaker that starts while
+// the others may still use it.
+func (o *options) memberlistPreviousSecret(readFile func(string) ([]byte, error)) ([]byte, error) {
+	if o.mlSecretKeyPath == "" {
+		return nil, nil
+	}
+	b, err := readFile(filepath.Join(o.mlSecretKeyPath, "previoussecretkey"))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("--ml-secret-key-path: %w", err)
+	}
+	return b, nil
+}
+
 // excludeL2 reads the layer 2 interface exclusion file. A missing file, or a
 // file without announcedInterfacesToExclude, gives nil (the announcer's
 // defaults); an empty list excludes nothing.

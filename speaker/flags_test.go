@@ -107,3 +107,29 @@ func TestMemberlistSecretRawBytes(t *testing.T) {
 		t.Fatalf("no path: %q, %v", got, err)
 	}
 }
+
+func TestMemberlistPreviousSecret(t *testing.T) {
+	o := options{mlSecretKeyPath: "/secret"}
+	for _, tc := range []struct {
+		name    string
+		read    func(string) ([]byte, error)
+		want    string
+		wantErr bool
+	}{
+		{name: "kept by the controller", read: func(p string) ([]byte, error) {
+			if p != "/secret/previoussecretkey" {
+				return nil, errors.New("wrong path " + p)
+			}
+			return []byte("old\n"), nil
+		}, want: "old\n"},
+		{name: "none (the usual case)", read: func(string) ([]byte, error) { return nil, fs.ErrNotExist }},
+		{name: "unreadable", read: func(string) ([]byte, error) { return nil, fs.ErrPermission }, wantErr: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := o.memberlistPreviousSecret(tc.read)
+			if (err != nil) != tc.wantErr || string(got) != tc.want {
+				t.Errorf("got %q, %v; want %q, error %v", got, err, tc.want, tc.wantErr)
+			}
+		})
+	}
+}

@@ -102,9 +102,13 @@ func run(args []string) error {
 		if err != nil {
 			return err
 		}
+		previous, err := o.memberlistPreviousSecret(os.ReadFile)
+		if err != nil {
+			return err
+		}
 		ml, err = members.New(members.Config{
 			NodeName: o.nodeName, BindAddr: bind, BindPort: o.mlBindPort,
-			Secret: secret, SecretFile: o.memberlistSecretFile(),
+			Secret: secret, SecretFile: o.memberlistSecretFile(), PreviousSecret: previous,
 			Timings: o.mlTimings.Timings(), Registerer: reg,
 		}, log.With("subsystem", "memberlist"))
 		if err != nil {

@@ -41,6 +41,15 @@ type Config struct {
 	// Run re-reads it when it changes and rotates to the new key without a
 	// split (see [List.SetSecret]).
 	SecretFile string
+	// PreviousSecret is the raw content of the Secret's `previoussecretkey`
+	// value when there is one (the controller keeps the key it replaced
+	// there for a while after re-creating or re-keying the Secret; see
+	// internal/k8s/mlsecret). A speaker that starts with it starts as if it
+	// had been running with PreviousSecret and then learnt Secret: it
+	// encrypts with the previous key, decrypts with both, and completes the
+	// rotation with the others once it has joined them (see keyring.go,
+	// "Starting during a rotation"). Empty, or equal to Secret: ignored.
+	PreviousSecret []byte
 	// Timings are the protocol timings; start from [DefaultTimings].
 	Timings Timings
 	// Registerer receives the package's metrics; nil registers none.

@@ -41,6 +41,24 @@ import (
 // advertisement. New secrets (the controller re-creates the Secret with a
 // fresh random value) never do that.
 //
+// Starting during a rotation. A speaker that (re)starts after the Secret
+// got a new key, while the kubelet has not yet updated the other speakers'
+// mounted files (up to a minute or two), would hold only the new key: it
+// could neither read the others' gossip nor be read, never join them, and
+// after AloneAfter elect as if alone — two speakers answering for one
+// address. The controller therefore keeps the replaced key in the Secret
+// (Config.PreviousSecret) for a while, and a starting speaker installs both
+// keys with the previous one primary and the new one desired: the state of
+// a speaker that had been running when the key changed, so the rotation
+// above carries on with it. Until it has joined, it plans no rotation step
+// (it knows no other member's advertisement yet, which is not the same as
+// every member agreeing), and after each join round that did not succeed it
+// makes the next installed key primary: the other speakers may still all
+// encrypt with the previous key (mid-rotation, the first key tried), or
+// have completed the rotation and removed it (then only the new key lets
+// it in). Nobody reads its metadata before it has joined, so switching the
+// primary then advertises nothing that is not true.
+//
 // When gossip started unencrypted (no secret), a secret learnt later is not
 // applied (switching between plain and encrypted gossip needs a restart of
 // every speaker); an empty secret never removes the keys in use.
@@ -158,9 +176,15 @@ type keys struct {
 	// advertised is the metadata last handed to memberlist (NodeMeta).
 	advertised nodeMeta
 	wake       chan struct{} // capacity 1
+	// candidates are the keys a speaker that has not joined yet tries as
+	// primary in turn (previous first, then desired); nil with one key.
+	candidates [][]byte
+	tried      int // index in candidates of the current primary
 }
 
-func (k *keys) init(secret []byte) {
+// init sets up the keyring from the secret and, when it is set and
+// differs, the previous secret (see "Starting during a rotation").
+func (k *keys) init(secret, previous []byte) {
 	k.peers = map[string]nodeMeta{}
 	k.wake = make(chan struct{}, 1)
 	if len(secret) == 0 {
@@ -168,7 +192,34 @@ func (k *keys) init(secret []byte) {
 	}
 	k.desired = DeriveKey(secret)
 	// A 32-byte key is always valid.
-	k.ring, _ = memberlist.NewKeyring(nil, k.desired)
+	if len(previous) == 0 || bytes.Equal(DeriveKey(previous), k.desired) {
+		k.ring, _ = memberlist.NewKeyring(nil, k.desired)
+		return
+	}
+	prev := DeriveKey(previous)
+	k.ring, _ = memberlist.NewKeyring([][]byte{k.desired}, prev)
+	k.candidates = [][]byte{prev, k.desired}
+}
+
+// tryNextPrimary makes the next candidate key primary, for a speaker whose
+// join round did not succeed and that has not joined yet. It reports the
+// key ID now primary, or "" when there is no other key to try.
+func (l *List) tryNextPrimary() string {
+	k := &l.keys
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.ring == nil || len(k.candidates) < 2 {
+		return ""
+	}
+	for range k.candidates {
+		k.tried = (k.tried + 1) % len(k.candidates)
+		key := k.candidates[k.tried]
+		if k.keyByIDLocked(keyID(key)) != nil {
+			_ = k.ring.UseKey(key) // installed: cannot fail
+			return keyID(key)
+		}
+	}
+	return ""
 }
 
 func (k *keys) poke() {
@@ -303,6 +354,7 @@ const secretFilePoll = 10 * time.Second
 // metadata differs from what was last advertised. It does not call
 // memberlist.
 func (l *List) stepKeys() bool {
+	joined := l.Joined()
 	k := &l.keys
 	k.mu.Lock()
 	defer k.mu.Unlock()
@@ -311,7 +363,12 @@ func (l *List) stepKeys() bool {
 	}
 	before := k.installedLocked()
 	desired := keyID(k.desired)
-	st := planKeys(before, desired, k.peers)
+	var st keyStep
+	if joined {
+		// Before joining, no other member's advertisement is known: that
+		// is not every member agreeing (see "Starting during a rotation").
+		st = planKeys(before, desired, k.peers)
+	}
 	if st.Use != "" {
 		_ = k.ring.UseKey(k.desired) // installed: cannot fail
 		l.log.Info("memberlist key rotation: every member holds the new key; encrypting with it", "key", st.Use)

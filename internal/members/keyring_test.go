@@ -331,3 +331,79 @@ func TestSecretID(t *testing.T) {
 		t.Errorf("SecretID = %s, want 52abcb58a888c4a7", got)
 	}
 }
+
+// TestRestartDuringKeyRotation starts a speaker with the Secret's new key
+// and, as the controller keeps it there, the key it replaced
+// (Config.PreviousSecret), while the others still encrypt with the previous
+// key only (the kubelet has not updated their mounted files yet), or after
+// they completed the rotation and removed it. In both cases it must join
+// them, with every member seeing every other one, and the rotation end with
+// the new key alone everywhere. Before the previous key was carried, the
+// restarted speaker held only the new key: it could not join the first
+// group at all and, after AloneAfter, elected as if alone (two answerers
+// for one address; seen once in the chaos run that deleted the Secret).
+func TestRestartDuringKeyRotation(t *testing.T) {
+	t.Parallel()
+	oldSecret, newSecret := []byte("V3ZQ2ItDmoVw3rEbCh9uTw"), []byte("kq9Y6lZ1JuvQ0SdlF0Jx8g")
+	oldID, newID := SecretID(oldSecret), SecretID(newSecret)
+	installed := func(nd *testNode) []string { ids, _ := nd.keyStatus(); return ids }
+	onlyKey := func(id string, nodes ...*testNode) func() bool {
+		return func() bool {
+			for _, nd := range nodes {
+				if !slices.Equal(installed(nd), []string{id}) {
+					return false
+				}
+			}
+			return true
+		}
+	}
+	for _, tc := range []struct {
+		name string
+		// othersRotated: the running speakers completed the rotation to
+		// the new key (and removed the previous one) before the restart.
+		othersRotated bool
+	}{
+		{name: "others still on the previous key", othersRotated: false},
+		{name: "others already rotated", othersRotated: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			prefix := map[bool]string{false: "mid", true: "done"}[tc.othersRotated]
+			a := start(t, testConfig(prefix+"-a", oldSecret))
+			b := start(t, testConfig(prefix+"-b", oldSecret))
+			a.SetPeers([]netip.AddrPort{a.Addr(), b.Addr()})
+			waitFor(t, "a and b form a cluster", sees(a.List, prefix+"-a", prefix+"-b"))
+			if tc.othersRotated {
+				a.SetSecret(newSecret)
+				b.SetSecret(newSecret)
+				waitFor(t, "a and b rotate to the new key", onlyKey(newID, a, b))
+			}
+
+			cfg := testConfig(prefix+"-c", newSecret)
+			cfg.PreviousSecret = oldSecret
+			// No rescue by the "alone" fallback (which, with nobody's
+			// advertisement known, rotates at once) within the test.
+			cfg.Timings.AloneAfter = time.Minute
+			c := start(t, cfg)
+			if got := installed(c); !slices.Equal(got, []string{oldID, newID}) {
+				t.Errorf("restarted speaker starts with keys %v, want [%s %s] (previous primary)", got, oldID, newID)
+			}
+			c.SetPeers([]netip.AddrPort{a.Addr(), b.Addr(), c.Addr()})
+			all := []string{prefix + "-a", prefix + "-b", prefix + "-c"}
+			for _, nd := range []*testNode{a, b, c} {
+				waitFor(t, nd.cfg.NodeName+" sees all three", sees(nd.List, all...))
+			}
+			if !tc.othersRotated {
+				// The kubelet updates the others' files.
+				a.SetSecret(newSecret)
+				b.SetSecret(newSecret)
+			}
+			waitFor(t, "every member ends with only the new key", onlyKey(newID, a, b, c))
+			for _, nd := range []*testNode{a, b, c} {
+				if !sees(nd.List, all...)() {
+					t.Errorf("%s sees %v after the rotation, want %v", nd.cfg.NodeName, liveSet(nd.List), all)
+				}
+			}
+		})
+	}
+}

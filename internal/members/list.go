@@ -98,7 +98,7 @@ func New(cfg Config, logger *slog.Logger) (*List, error) {
 		failed:   map[string]bool{},
 		nodes:    map[string]memberlist.Node{},
 	}
-	l.keys.init(cfg.Secret)
+	l.keys.init(cfg.Secret, cfg.PreviousSecret)
 	if cfg.Registerer != nil {
 		m, err := newMetrics(cfg.Registerer, l)
 		if err != nil {
@@ -298,6 +298,7 @@ func (l *List) markJoined(how string, warn bool, args ...any) {
 	} else {
 		l.log.Info("memberlist: "+how, args...)
 	}
+	l.keys.poke() // the key rotation plans from here on (stepKeys)
 	l.signal()
 }
 
@@ -369,7 +370,11 @@ func (l *List) joinLoop(ctx context.Context, ml *memberlist.Memberlist) {
 				l.markJoined("no join succeeded, electing as if alone (split brain until a join succeeds)", true, "after", after.String())
 			})
 		}
-		l.joinMissing(ctx, ml)
+		if attempted := l.joinMissing(ctx, ml); attempted && !l.Joined() {
+			if id := l.tryNextPrimary(); id != "" {
+				l.log.Info("memberlist: not joined yet; trying the other installed key as primary", "primary", id)
+			}
+		}
 		select {
 		case <-ctx.Done():
 			return
@@ -379,7 +384,9 @@ func (l *List) joinLoop(ctx context.Context, ml *memberlist.Memberlist) {
 	}
 }
 
-func (l *List) joinMissing(ctx context.Context, ml *memberlist.Memberlist) {
+// joinMissing joins the peers that are not members yet, in parallel, and
+// reports whether it tried any.
+func (l *List) joinMissing(ctx context.Context, ml *memberlist.Memberlist) bool {
 	known := map[netip.AddrPort]bool{}
 	l.mu.Lock()
 	peers := l.peers
@@ -390,8 +397,9 @@ func (l *List) joinMissing(ctx context.Context, ml *memberlist.Memberlist) {
 	}
 	l.mu.Unlock()
 	if len(peers) == 0 {
-		return
+		return false
 	}
+	attempted := false
 	g, ctx := errgroup.WithContext(ctx)
 	g.SetLimit(maxParallelJoins)
 	for _, p := range peers {
@@ -400,6 +408,7 @@ func (l *List) joinMissing(ctx context.Context, ml *memberlist.Memberlist) {
 			continue
 		}
 		known[p] = true // de-duplicate
+		attempted = true
 		g.Go(func() error {
 			if ctx.Err() != nil {
 				return nil
@@ -416,6 +425,7 @@ func (l *List) joinMissing(ctx context.Context, ml *memberlist.Memberlist) {
 		})
 	}
 	_ = g.Wait()
+	return attempted
 }
 
 func nodeAddr(n *memberlist.Node) (netip.AddrPort, bool) {

@@ -13,9 +13,24 @@
 //
 // Speakers pick a new key up from their mounted Secret volume and rotate to
 // it without splitting the memberlist cluster (internal/members, SetSecret).
+//
+// The replaced key. When the Secret is re-created (it was deleted) or its
+// key is changed in place, the controller writes the key it replaced into
+// the data key "previoussecretkey" and keeps it there for PreviousKeyTTL
+// (annotation herald.io/previous-secretkey-until, RFC 3339), then removes
+// it. The kubelet updates the running speakers' mounted files a minute or
+// two after the change; a speaker Pod that starts meanwhile mounts the new
+// key, and without the previous one it could not read the others' gossip
+// and would elect as if alone. With both, it starts as a speaker that was
+// running when the key changed (internal/members, Config.PreviousSecret).
+// The previous key is what the controller saw last: a controller that was
+// not running when the Secret was deleted knows none, and the speakers
+// restarting in that window are as before. MetalLB ignores the extra data
+// key.
 package mlsecret
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/base64"
@@ -23,6 +38,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -43,6 +59,18 @@ import (
 // Key is the data key holding the memberlist secret.
 const Key = "secretkey"
 
+// PreviousKey is the data key holding the replaced memberlist secret for
+// PreviousKeyTTL after a re-creation or a change of Key.
+const PreviousKey = "previoussecretkey"
+
+// AnnotationPreviousUntil holds when PreviousKey is removed, RFC 3339.
+const AnnotationPreviousUntil = "herald.io/previous-secretkey-until"
+
+// DefaultPreviousKeyTTL is how long PreviousKey stays: the kubelet updates
+// mounted Secrets within its sync period plus its cache TTL (1 min each by
+// default), so ten minutes cover every running speaker's switch with room.
+const DefaultPreviousKeyTTL = 10 * time.Minute
+
 // keyBytes is the number of random bytes of a new secret.
 const keyBytes = 16
 
@@ -52,6 +80,9 @@ const (
 	ReasonCreated = "MemberlistKeyCreated"
 	// ReasonOwnerRemoved: a Deployment owner reference was removed.
 	ReasonOwnerRemoved = "MemberlistKeyOwnerRemoved"
+	// ReasonRekeyed: the key was changed in place; the replaced key is
+	// kept as PreviousKey.
+	ReasonRekeyed = "MemberlistKeyChanged"
 )
 
 // Options say which Secret to keep.
@@ -72,6 +103,16 @@ type Options struct {
 	Recorder events.EventRecorder
 	// Log receives progress; nil discards it.
 	Log *slog.Logger
+	// PreviousKeyTTL is how long the replaced key stays in the Secret
+	// (see the package doc); 0 means DefaultPreviousKeyTTL.
+	PreviousKeyTTL time.Duration
+}
+
+func (o Options) previousKeyTTL() time.Duration {
+	if o.PreviousKeyTTL <= 0 {
+		return DefaultPreviousKeyTTL
+	}
+	return o.PreviousKeyTTL
 }
 
 func (o Options) log() *slog.Logger {
@@ -101,30 +142,59 @@ const (
 	Created
 	// OwnerRemoved: a Deployment owner reference was removed.
 	OwnerRemoved
+	// Rekeyed: the key had been changed in place; the replaced one was
+	// written to PreviousKey.
+	Rekeyed
+	// PreviousRemoved: PreviousKey had outlived its time and was removed.
+	PreviousRemoved
 )
+
+// state is what the reconciler carries between calls of ensure.
+type state struct {
+	// last is the Key value last seen (nil: none yet).
+	last []byte
+}
+
+// outcome is what ensure did and what comes next.
+type outcome struct {
+	res Result
+	// key is the Secret's Key value now (nil when unknown).
+	key []byte
+	// requeue is when to look again (PreviousKey's removal); 0: no need.
+	requeue time.Duration
+}
 
 // Ensure creates the Secret when it is missing (without an owner) and
 // removes Deployment owner references from an existing one; it never
-// changes an existing key. Errors name the Secret.
+// changes an existing key. Errors name the Secret. It knows no previous
+// key (see the package doc): the controller's reconcile loop does.
 func Ensure(ctx context.Context, o Options) (Result, error) {
+	out, err := ensure(ctx, o, state{}, time.Now())
+	return out.res, err
+}
+
+// ensure is Ensure with the key seen last (st.last): a Secret created
+// again, or whose Key differs from it, gets it as PreviousKey until now +
+// PreviousKeyTTL; an expired PreviousKey is removed.
+func ensure(ctx context.Context, o Options, st state, now time.Time) (outcome, error) {
 	if o.Name == "" {
-		return Unchanged, nil
+		return outcome{}, nil
 	}
 	if o.Client == nil || o.Namespace == "" {
-		return Unchanged, errors.New("mlsecret: Client and Namespace are required")
+		return outcome{}, errors.New("mlsecret: Client and Namespace are required")
 	}
 	key := client.ObjectKey{Namespace: o.Namespace, Name: o.Name}
 	var s corev1.Secret
 	err := o.Client.Get(ctx, key, &s)
 	switch {
 	case err == nil:
-		return removeDeploymentOwners(ctx, o, &s)
+		return updateExisting(ctx, o, st, now, &s)
 	case !apierrors.IsNotFound(err):
-		return Unchanged, fmt.Errorf("get memberlist Secret %s: %w", key, err)
+		return outcome{}, fmt.Errorf("get memberlist Secret %s: %w", key, err)
 	}
 	val, err := NewKey()
 	if err != nil {
-		return Unchanged, err
+		return outcome{}, err
 	}
 	s = corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{
@@ -134,31 +204,80 @@ func Ensure(ctx context.Context, o Options) (Result, error) {
 		Type: corev1.SecretTypeOpaque,
 		Data: map[string][]byte{Key: val},
 	}
-	if err := o.Client.Create(ctx, &s); apierrors.IsAlreadyExists(err) {
-		return Unchanged, nil // another replica was faster
-	} else if err != nil {
-		return Unchanged, fmt.Errorf("create memberlist Secret %s: %w", key, err)
+	out := outcome{res: Created, key: val}
+	if len(st.last) > 0 {
+		out.requeue = keepPrevious(o, &s, st.last, now)
 	}
-	return Created, nil
+	if err := o.Client.Create(ctx, &s); apierrors.IsAlreadyExists(err) {
+		// Another replica was faster: look at what it wrote.
+		return outcome{requeue: time.Millisecond}, nil
+	} else if err != nil {
+		return outcome{}, fmt.Errorf("create memberlist Secret %s: %w", key, err)
+	}
+	return out, nil
+}
+
+// keepPrevious writes prev as s's PreviousKey until now + TTL and returns
+// the TTL.
+func keepPrevious(o Options, s *corev1.Secret, prev []byte, now time.Time) time.Duration {
+	ttl := o.previousKeyTTL()
+	s.Data[PreviousKey] = slices.Clone(prev)
+	if s.Annotations == nil {
+		s.Annotations = map[string]string{}
+	}
+	s.Annotations[AnnotationPreviousUntil] = now.Add(ttl).UTC().Format(time.RFC3339)
+	return ttl
+}
+
+// updateExisting removes Deployment owners, records a key changed in place
+// (st.last differs) as PreviousKey, and removes an expired PreviousKey, in
+// one Update carrying the resourceVersion just read (a concurrent change
+// fails it and the reconcile runs again).
+func updateExisting(ctx context.Context, o Options, st state, now time.Time, s *corev1.Secret) (outcome, error) {
+	cur := s.Data[Key]
+	out := outcome{res: Unchanged, key: slices.Clone(cur)}
+	changed := false
+	if slices.ContainsFunc(s.OwnerReferences, isDeploymentOwner(o)) {
+		s.OwnerReferences = slices.DeleteFunc(s.OwnerReferences, isDeploymentOwner(o))
+		out.res, changed = OwnerRemoved, true
+	}
+	if s.Data == nil {
+		s.Data = map[string][]byte{}
+	}
+	prev, hasPrev := s.Data[PreviousKey]
+	switch {
+	case len(st.last) > 0 && len(cur) > 0 && !bytes.Equal(cur, st.last) && !bytes.Equal(prev, st.last):
+		out.requeue = keepPrevious(o, s, st.last, now)
+		out.res, changed = Rekeyed, true
+	case hasPrev:
+		until, err := time.Parse(time.RFC3339, s.Annotations[AnnotationPreviousUntil])
+		if err != nil { // missing or edited: start the time again
+			out.requeue = keepPrevious(o, s, prev, now)
+			changed = true
+		} else if left := until.Sub(now); left > 0 {
+			out.requeue = left
+		} else {
+			delete(s.Data, PreviousKey)
+			delete(s.Annotations, AnnotationPreviousUntil)
+			if out.res == Unchanged {
+				out.res = PreviousRemoved
+			}
+			changed = true
+		}
+	}
+	if !changed {
+		return out, nil
+	}
+	if err := o.Client.Update(ctx, s); err != nil {
+		return outcome{}, fmt.Errorf("update memberlist Secret %s/%s: %w", s.Namespace, s.Name, err)
+	}
+	return out, nil
 }
 
 func isDeploymentOwner(o Options) func(metav1.OwnerReference) bool {
 	return func(r metav1.OwnerReference) bool {
 		return r.APIVersion == "apps/v1" && r.Kind == "Deployment" && (o.Deployment == "" || r.Name == o.Deployment)
 	}
-}
-
-func removeDeploymentOwners(ctx context.Context, o Options, s *corev1.Secret) (Result, error) {
-	if !slices.ContainsFunc(s.OwnerReferences, isDeploymentOwner(o)) {
-		return Unchanged, nil
-	}
-	s.OwnerReferences = slices.DeleteFunc(s.OwnerReferences, isDeploymentOwner(o))
-	// Update carries the resourceVersion just read: a concurrent change
-	// fails it and the reconcile runs again.
-	if err := o.Client.Update(ctx, s); err != nil {
-		return Unchanged, fmt.Errorf("remove the Deployment owner of memberlist Secret %s/%s: %w", s.Namespace, s.Name, err)
-	}
-	return OwnerRemoved, nil
 }
 
 // Setup adds to mgr a controller that keeps the Secret: it runs Ensure at
@@ -190,6 +309,7 @@ func Setup(mgr manager.Manager, o Options) error {
 
 type reconciler struct {
 	opts Options
+	st   state
 	// seen: the Secret existed at some reconcile of this process, so a
 	// creation is a re-creation.
 	seen bool
@@ -197,19 +317,26 @@ type reconciler struct {
 
 func (r *reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconcile.Result, error) {
 	o := r.opts
-	res, err := Ensure(ctx, o)
+	out, err := ensure(ctx, o, r.st, time.Now())
 	if err != nil {
 		o.log().Warn("memberlist Secret not ensured; retrying", "error", err)
 		return reconcile.Result{}, err
 	}
+	if out.key != nil {
+		r.st.last = out.key
+	}
 	name := o.Namespace + "/" + o.Name
 	recreated := r.seen
 	r.seen = true
-	switch res {
+	ttl := o.previousKeyTTL().String()
+	switch out.res {
 	case Created:
 		msg := "created with a new key"
 		if recreated {
 			msg = "re-created with a new key after it was deleted"
+		}
+		if out.requeue > 0 {
+			msg += "; the replaced key stays in " + PreviousKey + " for " + ttl + ", so that speakers starting meanwhile join the others"
 		}
 		o.log().Info("memberlist Secret "+msg+"; the speakers rotate to it as the kubelet updates their mounts", "secret", name)
 		r.event(ctx, corev1.EventTypeNormal, ReasonCreated, "Create",
@@ -218,8 +345,14 @@ func (r *reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconc
 		o.log().Info("memberlist Secret no longer owned by the controller Deployment: it now outlives it", "secret", name)
 		r.event(ctx, corev1.EventTypeNormal, ReasonOwnerRemoved, "Update",
 			"Removed the Deployment owner reference: the memberlist key survives deleting the controller Deployment")
+	case Rekeyed:
+		o.log().Info("memberlist Secret key changed; the replaced key is kept as "+PreviousKey, "secret", name, "for", ttl)
+		r.event(ctx, corev1.EventTypeNormal, ReasonRekeyed, "Update",
+			"Memberlist key changed: the replaced key stays in "+PreviousKey+" for "+ttl+", so that speakers starting before the kubelet updated the others join them")
+	case PreviousRemoved:
+		o.log().Info("memberlist Secret: replaced key removed", "secret", name)
 	}
-	return reconcile.Result{}, nil
+	return reconcile.Result{RequeueAfter: out.requeue}, nil
 }
 
 func (r *reconciler) event(ctx context.Context, typ, reason, action, note string) {

@@ -101,7 +101,8 @@ func secretLifecycle(t *testing.T, env *testenv.Env) {
 	}
 	o := Options{
 		Client: c, Namespace: ns, Name: "herald-memberlist", Deployment: dep.Name,
-		Recorder: mgr.GetEventRecorder("herald-controller"),
+		Recorder:       mgr.GetEventRecorder("herald-controller"),
+		PreviousKeyTTL: 2 * time.Second,
 	}
 	if err := Setup(mgr, o); err != nil {
 		t.Fatal(err)
@@ -166,6 +167,58 @@ func secretLifecycle(t *testing.T, env *testenv.Env) {
 		}
 		return fmt.Errorf("no %s event for Secret %s among %d events", ReasonCreated, second.UID, len(evs.Items))
 	})
+
+	// The replaced key stays as PreviousKey for PreviousKeyTTL (a speaker
+	// starting before the kubelet updated the others joins them with it),
+	// then goes.
+	if got := string(second.Data[PreviousKey]); got != string(first.Data[Key]) {
+		t.Errorf("re-created Secret's %s = %q, want the deleted Secret's key %q", PreviousKey, got, first.Data[Key])
+	}
+	if _, err := time.Parse(time.RFC3339, second.Annotations[AnnotationPreviousUntil]); err != nil {
+		t.Errorf("annotation %s: %v", AnnotationPreviousUntil, err)
+	}
+	previousGone := func() error {
+		s, err := current()
+		if err != nil {
+			return err
+		}
+		if v, ok := s.Data[PreviousKey]; ok {
+			return fmt.Errorf("%s still %q", PreviousKey, v)
+		}
+		if v, ok := s.Annotations[AnnotationPreviousUntil]; ok {
+			return fmt.Errorf("annotation %s still %q", AnnotationPreviousUntil, v)
+		}
+		return nil
+	}
+	eventually(t, "replaced key removed after PreviousKeyTTL", previousGone)
+
+	// The key changed in place (an operator's rotation): the replaced key
+	// is kept the same way.
+	rekeyed, err := current()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rekeyed.Data[Key] = []byte("p0Xk2c1b5Dw9hQeT6aLmRA")
+	if err := c.Update(ctx, rekeyed); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "replaced key kept after a change in place", func() error {
+		s, err := current()
+		if err != nil {
+			return err
+		}
+		if got := string(s.Data[PreviousKey]); got != string(second.Data[Key]) {
+			return fmt.Errorf("%s = %q, want %q", PreviousKey, got, second.Data[Key])
+		}
+		if got := string(s.Data[Key]); got != "p0Xk2c1b5Dw9hQeT6aLmRA" {
+			return fmt.Errorf("%s = %q: the controller changed the operator's key", Key, got)
+		}
+		return nil
+	})
+	eventually(t, "replaced key removed after PreviousKeyTTL", previousGone)
+	if second, err = current(); err != nil {
+		t.Fatal(err)
+	}
 
 	// The Deployment goes; the Secret and its key stay.
 	if err := c.Delete(ctx, dep); err != nil {
