@@ -26,6 +26,16 @@ import (
 // every speaker rotates to it without a restart. Throughout, the client's
 // ARP requests for every layer 2 address are answered by exactly one node,
 // the one that owned it before.
+// logCount counts the lines of node's speaker log that contain part.
+func logCount(t *testing.T, e l2Env, node, part string) int {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(e.l.StateDir(), e.h.SpeakerProcessName(node)+".log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Count(string(b), part)
+}
+
 func TestMemberlistKeyRotation(t *testing.T) {
 	e := l2Env{newEnv(t, 3, lab.InstallOptions{})}
 	const ns = "mlkey"
@@ -131,7 +141,63 @@ func TestMemberlistKeyRotation(t *testing.T) {
 	}
 	newID := members.SecretID(fresh.Data["secretkey"])
 	t.Logf("key %s -> %s", members.SecretID(old.Data["secretkey"]), newID)
+	if got := string(fresh.Data["previoussecretkey"]); got != string(old.Data["secretkey"]) {
+		t.Errorf("re-created Secret's previoussecretkey = %q, want the deleted key", got)
+	}
 
+	// A speaker restarts before the kubelet updated the others' files: it
+	// mounts the new key (and the previous one). It must join the others,
+	// not elect as if alone once --ml-alone-after (10 s) has passed: the
+	// observations go on past that, each with every address answered by
+	// its owner alone. Before the previous key was kept, it held only the
+	// new key and answered for addresses it does not own.
+	restarted := nodes[len(nodes)-1]
+	joinedBefore := logCount(t, e, restarted, "memberlist: joined the cluster")
+	aloneBefore := logCount(t, e, restarted, "electing as if alone")
+	if err := e.h.StopSpeaker(restarted); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.h.StartSpeaker(ctx, restarted); err != nil {
+		t.Fatal(err)
+	}
+	restartedAt := time.Now()
+	// While it is away, and until it has joined, another node answers for
+	// its addresses: one answerer per address, not necessarily the owner.
+	deadline := restartedAt.Add(time.Minute)
+	for {
+		observations++
+		for _, ip := range ips {
+			who, err := e.l.ARPAnswerers(testCtx(t, 10*time.Second), ip, 2)
+			if err != nil {
+				t.Fatalf("speaker restarted mid-rotation: arping %s: %v", ip, err)
+			}
+			if len(who) > 1 {
+				t.Fatalf("speaker restarted mid-rotation: %s answered by %v: two answerers", ip, who)
+			}
+		}
+		if n := logCount(t, e, restarted, "electing as if alone"); n > aloneBefore {
+			t.Fatalf("restarted speaker on %s elected as if alone", restarted)
+		}
+		joined := logCount(t, e, restarted, "memberlist: joined the cluster") > joinedBefore
+		if joined && time.Since(restartedAt) > 15*time.Second {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("speaker on %s restarted mid-rotation: joined the others %v within a minute", restarted, joined)
+		}
+	}
+	eventually(t, 30*time.Second, "owners back after the restart mid-rotation", func() error {
+		for _, ip := range ips {
+			who, err := e.l.ARPAnswerers(context.Background(), ip, 2)
+			if err != nil {
+				return err
+			}
+			if !slices.Equal(who, []string{owner[ip]}) {
+				return fmt.Errorf("%s answered by %v, want only %s", ip, who, owner[ip])
+			}
+		}
+		return nil
+	})
 	for i, node := range nodes {
 		if err := e.h.SyncSpeakerSecrets(ctx, node); err != nil {
 			t.Fatal(err)

@@ -99,6 +99,10 @@ func New(cfg Config, logger *slog.Logger) (*List, error) {
 		nodes:    map[string]memberlist.Node{},
 	}
 	l.keys.init(cfg.Secret, cfg.PreviousSecret)
+	if len(l.keys.candidates) > 1 {
+		l.log.Info("memberlist key rotation: new key installed for decryption; starting with the previous key (previoussecretkey) primary, as the other speakers may still use it",
+			"key", keyID(l.keys.desired), "primary", keyID(l.keys.candidates[0]))
+	}
 	if cfg.Registerer != nil {
 		m, err := newMetrics(cfg.Registerer, l)
 		if err != nil {
