@@ -46,7 +46,7 @@ func NewUnregisteredMetrics() *Metrics {
 		}),
 		UpdateErrors: prometheus.NewCounter(prometheus.CounterOpts{
 			Namespace: "metallb", Subsystem: "k8s_client", Name: "update_errors_total",
-			Help: "Number of configuration updates that failed (invalid or unreadable configuration).",
+			Help: "Number of configuration updates that failed (invalid or unreadable configuration), or were put in force without some of their objects (a BGPPeer whose password Secret is missing).",
 		}),
 		Loaded: prometheus.NewGauge(prometheus.GaugeOpts{
 			Namespace: "metallb", Subsystem: "k8s_client", Name: "config_loaded_bool",
@@ -54,7 +54,7 @@ func NewUnregisteredMetrics() *Metrics {
 		}),
 		Stale: prometheus.NewGauge(prometheus.GaugeOpts{
 			Namespace: "metallb", Subsystem: "k8s_client", Name: "config_stale_bool",
-			Help: "1 if the stored configuration was rejected and an older valid one is in force, else 0.",
+			Help: "1 if the stored configuration was rejected and an older valid one is in force, or is in force without some of its objects (a BGPPeer whose password Secret is missing), else 0.",
 		}),
 	}
 }
@@ -73,10 +73,15 @@ func (m *Metrics) collectors() []prometheus.Collector {
 	return []prometheus.Collector{m.Updates, m.UpdateErrors, m.Loaded, m.Stale}
 }
 
-// Observe records one Update outcome.
+// Observe records one Update outcome: the snapshot in force afterwards and
+// what happened. An update put in force without some of its objects
+// (snap.Dropped, with config.Options.DropTransient) counts as failed and
+// marks the configuration stale, as a rejection does: what is in force is
+// not what is stored, and MetalLB (which rejects such a configuration
+// whole) alerts on exactly these series (MetalLBStaleConfig).
 func (m *Metrics) Observe(snap *config.Snapshot, o Outcome) {
 	m.Updates.Inc()
-	if o == Rejected {
+	if o == Rejected || (snap != nil && len(snap.Dropped()) > 0) {
 		m.UpdateErrors.Inc()
 		m.Stale.Set(1)
 	} else {

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -85,5 +86,40 @@ func TestTrackerDropTransient(t *testing.T) {
 	plain := NewTracker(config.Options{Namespace: testNS}, false)
 	if snap, o, err := plain.Update(resources()); snap != nil || o != Rejected || !config.IsTransient(err) {
 		t.Errorf("without DropTransient: snapshot %v, outcome %v, error %v", snap, o, err)
+	}
+}
+
+// TestMetricsLeftOutObjects: a configuration in force without a peer whose
+// password Secret is missing is stale and counts as a failed update, like a
+// rejected one, so MetalLB's MetalLBStaleConfig alert fires for it. Before,
+// such an update reported config_stale_bool 0 and no update error, and no
+// shipped alert fired while the peer stayed left out.
+func TestMetricsLeftOutObjects(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name        string
+		steps       []config.Resources
+		wantStale   float64
+		wantErrors  float64
+		wantUpdates float64
+	}{
+		{name: "complete", steps: []config.Resources{resources("pw")}, wantStale: 0, wantErrors: 0, wantUpdates: 1},
+		{name: "peer left out at start", steps: []config.Resources{resources()}, wantStale: 1, wantErrors: 1, wantUpdates: 1},
+		{name: "Secret appears", steps: []config.Resources{resources(), resources("pw")}, wantStale: 0, wantErrors: 1, wantUpdates: 2},
+		{name: "in-force peer's Secret deleted (rejected)", steps: []config.Resources{resources("pw"), resources()}, wantStale: 1, wantErrors: 1, wantUpdates: 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tr := NewTracker(config.Options{Namespace: testNS, NodeName: "n1", DropTransient: true}, true)
+			m := NewUnregisteredMetrics()
+			for _, r := range tc.steps {
+				snap, o, _ := tr.Update(r)
+				m.Observe(snap, o)
+			}
+			got := []float64{testutil.ToFloat64(m.Stale), testutil.ToFloat64(m.UpdateErrors), testutil.ToFloat64(m.Updates), testutil.ToFloat64(m.Loaded)}
+			want := []float64{tc.wantStale, tc.wantErrors, tc.wantUpdates, 1}
+			if !slices.Equal(got, want) {
+				t.Errorf("stale, update errors, updates, loaded = %v, want %v", got, want)
+			}
+		})
 	}
 }
