@@ -178,3 +178,31 @@ func repeat(err error, n int) []error {
 	}
 	return out
 }
+
+// TestWriteRateLimiter: a write that keeps failing through a long outage is
+// retried at most WriteMaxDelay after the previous attempt, and one item's
+// failures do not delay another.
+func TestWriteRateLimiter(t *testing.T) {
+	rl := NewWriteRateLimiter[string]()
+	var last time.Duration
+	for i := range 40 { // > a minute of failures
+		d := rl.When("a")
+		if i == 0 && d != WriteFirstDelay {
+			t.Errorf("first retry after %v, want %v", d, WriteFirstDelay)
+		}
+		if d > WriteMaxDelay || d < last {
+			t.Fatalf("failure %d: retry after %v (previous %v), want non-decreasing up to %v", i+1, d, last, WriteMaxDelay)
+		}
+		last = d
+	}
+	if last != WriteMaxDelay {
+		t.Errorf("after 40 failures retry after %v, want the cap %v", last, WriteMaxDelay)
+	}
+	if d := rl.When("b"); d != WriteFirstDelay {
+		t.Errorf("another item's first retry after %v, want %v", d, WriteFirstDelay)
+	}
+	rl.Forget("a")
+	if d := rl.When("a"); d != WriteFirstDelay {
+		t.Errorf("after Forget, retry after %v, want %v", d, WriteFirstDelay)
+	}
+}

@@ -27,6 +27,7 @@ import (
 	"github.com/herald-lb/herald/internal/annotations"
 	"github.com/herald-lb/herald/internal/config"
 	"github.com/herald-lb/herald/internal/ipam"
+	"github.com/herald-lb/herald/internal/k8s/apiretry"
 	"github.com/herald-lb/herald/internal/k8s/configload"
 )
 
@@ -163,9 +164,7 @@ func New(opts Options) (*Controller, error) {
 	if err != nil {
 		return nil, err
 	}
-	rl := func() workqueue.TypedRateLimiter[string] {
-		return workqueue.NewTypedItemExponentialFailureRateLimiter[string](20*time.Millisecond, 30*time.Second)
-	}
+	rl := apiretry.NewWriteRateLimiter[string]
 	return &Controller{
 		opts:  opts,
 		log:   log.With("controller", "serviceip"),

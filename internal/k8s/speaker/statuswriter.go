@@ -8,6 +8,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 
 	"github.com/herald-lb/herald/api/v1beta1"
+	"github.com/herald-lb/herald/internal/k8s/apiretry"
 )
 
 // statusWorkers is how many status objects are written in parallel.
@@ -41,7 +42,7 @@ type statusEntry struct {
 func newStatusWriter(s *Speaker) *statusWriter {
 	return &statusWriter{
 		s:       s,
-		queue:   workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[string]()),
+		queue:   workqueue.NewTypedRateLimitingQueue(apiretry.NewWriteRateLimiter[string]()),
 		entries: map[string]*statusEntry{},
 	}
 }
