@@ -50,7 +50,7 @@
 // All announcing is declarative; withdrawing is announcing less.
 //
 // Liveness comes from memberlist (Options.Members) or, when memberlist is
-// off, from Node conditions (members.LiveFromNodeConditions: Ready, network
+// off, from Node conditions (announce.LiveFromNodeConditions: Ready, network
 // available, not tainted out-of-service).
 //
 // Start-up and partitions, with memberlist:

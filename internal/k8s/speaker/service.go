@@ -19,8 +19,6 @@ import (
 	"github.com/herald-lb/herald/api/v1beta1"
 	"github.com/herald-lb/herald/internal/announce"
 	"github.com/herald-lb/herald/internal/config"
-	"github.com/herald-lb/herald/internal/layer2"
-	"github.com/herald-lb/herald/internal/members"
 )
 
 // Protocol names used in events, logs and metallb_speaker_announced.
@@ -38,7 +36,7 @@ const (
 // serviceState is what the speaker applied for one Service.
 type serviceState struct {
 	ips       []netip.Addr
-	l2        []layer2.Target
+	l2        []announce.L2Target
 	l2Applied bool
 	announced map[announcement]bool
 	protocols map[string]bool
@@ -63,11 +61,9 @@ func (s *Speaker) clusterView(ctx context.Context) (*clusterView, error) {
 		return nil, fmt.Errorf("list Nodes: %w", err)
 	}
 	v := &clusterView{joined: true}
-	statuses := make([]members.NodeStatus, 0, len(list.Items))
 	for i := range list.Items {
 		n := &list.Items[i]
 		v.nodes = append(v.nodes, announce.NodeFromK8s(n))
-		statuses = append(statuses, nodeStatus(n))
 		if n.Name == s.opts.NodeName {
 			v.self = n
 		}
@@ -77,12 +73,10 @@ func (s *Speaker) clusterView(ctx context.Context) (*clusterView, error) {
 		v.joined = s.opts.Members.Joined()
 		v.live = s.opts.Members.Live()
 	} else {
-		v.live = members.LiveFromNodeConditions(statuses)
+		v.live = announce.LiveFromNodeConditions(v.nodes)
 	}
 	return v, nil
 }
-
-func nodeStatus(n *corev1.Node) members.NodeStatus { return members.NodeStatusFromNode(n) }
 
 // existingStatus are status objects listed by reconcileAll for one Service.
 type existingStatus struct {
@@ -142,16 +136,13 @@ func (s *Speaker) reconcileService(ctx context.Context, snap *config.Snapshot, v
 
 	// Layer 2. Nothing before memberlist's start-up gate opens (BGP has no
 	// election and is not gated).
-	var targets []layer2.Target
+	var targets []announce.L2Target
 	if s.opts.L2 != nil {
-		l2 := d.L2Targets()
-		if !view.joined && len(l2) > 0 {
+		targets = d.L2Targets()
+		if !view.joined && len(targets) > 0 {
 			log.Debug("not announcing", "protocol", protoL2, "reason", "memberlistNotJoined",
 				"detail", "waiting to join the other speakers before taking over layer 2 addresses")
-			l2 = nil
-		}
-		for _, t := range l2 {
-			targets = append(targets, layer2.Target{IP: t.IP, Interfaces: t.Interfaces})
+			targets = nil
 		}
 		if !st.l2Applied || !equalTargets(st.l2, targets) {
 			if err := s.opts.L2.SetOwner(key, targets); err != nil {
@@ -316,8 +307,8 @@ func splitKey(key string) (types.NamespacedName, bool) {
 	return types.NamespacedName{Namespace: ns, Name: name}, ok && ns != "" && name != ""
 }
 
-func equalTargets(a, b []layer2.Target) bool {
-	return slices.EqualFunc(a, b, func(x, y layer2.Target) bool {
+func equalTargets(a, b []announce.L2Target) bool {
+	return slices.EqualFunc(a, b, func(x, y announce.L2Target) bool {
 		return x.IP == y.IP && slices.Equal(x.Interfaces, y.Interfaces)
 	})
 }

@@ -363,17 +363,16 @@ func sliceChanged(e event.UpdateEvent) bool {
 }
 
 // nodeChanged reports a Node change that can change a decision: labels
-// (selectors, exclusion), NetworkUnavailable, readiness and taints (liveness
-// without memberlist), addresses (router ID).
+// (selectors, exclusion), NetworkUnavailable, readiness and the
+// out-of-service taint (liveness without memberlist), all in
+// announce.NodeFromK8s, and addresses (router ID).
 func nodeChanged(e event.UpdateEvent) bool {
 	o, ok1 := e.ObjectOld.(*corev1.Node)
 	n, ok2 := e.ObjectNew.(*corev1.Node)
 	if !ok1 || !ok2 {
 		return true
 	}
-	return !reflect.DeepEqual(o.Labels, n.Labels) ||
-		!reflect.DeepEqual(announce.NodeFromK8s(o), announce.NodeFromK8s(n)) ||
-		nodeStatus(o) != nodeStatus(n) ||
+	return !reflect.DeepEqual(announce.NodeFromK8s(o), announce.NodeFromK8s(n)) ||
 		!reflect.DeepEqual(o.Status.Addresses, n.Status.Addresses)
 }
 
