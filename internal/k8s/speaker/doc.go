@@ -60,7 +60,7 @@
 //     member and is never elected. A transient reference (a BGPPeer's
 //     missing password Secret) leaves out only that object
 //     (config.Options.DropTransient), as long as it is not in force.
-//   - Until the first snapshot the speaker is not ready (Speaker.Ready,
+//   - Until the first snapshot the speaker is not ready (Controller.Ready,
 //     registered by Setup as the manager's readiness check
 //     "configuration"), so a DaemonSet rollout stops at a node that cannot
 //     load its configuration.

@@ -55,7 +55,7 @@ type clusterView struct {
 	self   *corev1.Node // nil when this node is not in the cache
 }
 
-func (s *Speaker) clusterView(ctx context.Context) (*clusterView, error) {
+func (s *Controller) clusterView(ctx context.Context) (*clusterView, error) {
 	var list corev1.NodeList
 	if err := s.client.List(ctx, &list); err != nil {
 		return nil, fmt.Errorf("list Nodes: %w", err)
@@ -89,7 +89,7 @@ type existingStatus struct {
 // Service as just listed. BGP paths go to the path applier and status
 // objects to the status writer, both in their own goroutines, so this
 // returns as soon as layer 2 is applied.
-func (s *Speaker) reconcileService(ctx context.Context, snap *config.Snapshot, view *clusterView, key string, existing *existingStatus) (reconcile.Result, error) {
+func (s *Controller) reconcileService(ctx context.Context, snap *config.Snapshot, view *clusterView, key string, existing *existingStatus) (reconcile.Result, error) {
 	nsName, ok := splitKey(key)
 	if !ok {
 		return reconcile.Result{}, nil
@@ -229,12 +229,12 @@ func (s *Speaker) reconcileService(ctx context.Context, snap *config.Snapshot, v
 	return res, nil
 }
 
-func (s *Speaker) common(svc types.NamespacedName) v1beta1.ServiceStatusCommon {
+func (s *Controller) common(svc types.NamespacedName) v1beta1.ServiceStatusCommon {
 	return v1beta1.ServiceStatusCommon{Node: s.opts.NodeName, ServiceName: svc.Name, ServiceNamespace: svc.Namespace}
 }
 
 // announceFailed emits announceFailed on the Service key, if it exists.
-func (s *Speaker) announceFailed(ctx context.Context, key, protocol string, err error) {
+func (s *Controller) announceFailed(ctx context.Context, key, protocol string, err error) {
 	nsName, ok := splitKey(key)
 	if !ok {
 		return
@@ -245,7 +245,7 @@ func (s *Speaker) announceFailed(ctx context.Context, key, protocol string, err 
 	}
 }
 
-func (s *Speaker) endpoints(ctx context.Context, ns, name string) ([]announce.Endpoint, error) {
+func (s *Controller) endpoints(ctx context.Context, ns, name string) ([]announce.Endpoint, error) {
 	var list discoveryv1.EndpointSliceList
 	if err := s.client.List(ctx, &list, client.InNamespace(ns), client.MatchingFields{indexSliceService: ns + "/" + name}); err != nil {
 		return nil, fmt.Errorf("list EndpointSlices of %s/%s: %w", ns, name, err)
@@ -254,7 +254,7 @@ func (s *Speaker) endpoints(ctx context.Context, ns, name string) ([]announce.En
 }
 
 // sharing returns the other Services holding one of svc's IPs.
-func (s *Speaker) sharing(ctx context.Context, svc *corev1.Service) ([]announce.SharedService, error) {
+func (s *Controller) sharing(ctx context.Context, svc *corev1.Service) ([]announce.SharedService, error) {
 	var out []announce.SharedService
 	seen := map[string]bool{svc.Namespace + "/" + svc.Name: true}
 	for _, ip := range announce.ServiceFromK8s(svc).IPs {
@@ -280,7 +280,7 @@ func (s *Speaker) sharing(ctx context.Context, svc *corev1.Service) ([]announce.
 }
 
 // logDecision logs why IPs are not announced, at debug level.
-func (s *Speaker) logDecision(log *slog.Logger, d *announce.Decision) {
+func (s *Controller) logDecision(log *slog.Logger, d *announce.Decision) {
 	if d.Reason != announce.ReasonNone {
 		log.Debug("not announcing", "reason", d.Reason.String())
 		return
@@ -296,7 +296,7 @@ func (s *Speaker) logDecision(log *slog.Logger, d *announce.Decision) {
 	}
 }
 
-func (s *Speaker) event(obj *corev1.Service, eventtype, reason, format string, args ...any) {
+func (s *Controller) event(obj *corev1.Service, eventtype, reason, format string, args ...any) {
 	if s.opts.Recorder != nil {
 		s.opts.Recorder.Eventf(obj, eventtype, reason, format, args...)
 	}
