@@ -74,6 +74,17 @@
 //     then asks the layer 2 announcer, if it has a Reannounce method, to
 //     re-send one gratuitous burst for every address it owns.
 //
+// # Dependencies
+//
+// The package depends on the pure core (internal/announce, internal/config,
+// internal/bgp's types and merge functions) and on Kubernetes client
+// libraries, never on a backend: memberlist, the layer 2 announcer and the
+// BGP speaker reach it through its own interfaces (Members, L2Announcer,
+// bgp.Speaker), and layer 2 targets are the decision's announce.L2Target,
+// handed over unconverted. Only the speaker binary (speaker/main.go) imports
+// internal/members, internal/layer2 and internal/bgp/gobgp; imports_test.go
+// checks it, directly and transitively.
+//
 // # What users see
 //
 //   - ServiceL2Status (generateName l2-) in Herald's namespace for each
