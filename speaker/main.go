@@ -123,7 +123,7 @@ func run(args []string) error {
 	var l2 *layer2.Announcer
 	// spk is set before runAll starts the announcer, whose responders
 	// report conflicts.
-	var spk *speaker.Speaker
+	var spk *speaker.Controller
 	if o.enableL2 {
 		exclude, err := excludeL2(o.excludeL2Config, os.ReadFile)
 		if err != nil {
@@ -199,7 +199,7 @@ func run(args []string) error {
 		return err
 	}
 	// speaker.Setup adds the readiness check "configuration" (ready once a
-	// configuration snapshot is in force; see speaker.Speaker.Ready).
+	// configuration snapshot is in force; see speaker.Controller.Ready).
 	sopts.Recorder = mgr.GetEventRecorderFor("metallb-speaker") //nolint:staticcheck // core/v1 events, as MetalLB's RBAC grants
 	if spk, err = speaker.Setup(mgr, sopts); err != nil {
 		return err

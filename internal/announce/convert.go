@@ -62,13 +62,22 @@ func EndpointsFromSlices(slices []discoveryv1.EndpointSlice) []Endpoint {
 	return out
 }
 
-// NodeFromK8s converts a Node: name, labels and whether the
-// NetworkUnavailable condition is "True".
+// NodeFromK8s converts a Node: name, labels, whether the NetworkUnavailable
+// and Ready conditions are "True", and whether it carries
+// OutOfServiceTaint.
 func NodeFromK8s(n *corev1.Node) Node {
 	out := Node{Name: n.Name, Labels: labels.Set(n.Labels)}
 	for _, c := range n.Status.Conditions {
-		if c.Type == corev1.NodeNetworkUnavailable {
+		switch c.Type {
+		case corev1.NodeNetworkUnavailable:
 			out.NetworkUnavailable = c.Status == corev1.ConditionTrue
+		case corev1.NodeReady:
+			out.Ready = c.Status == corev1.ConditionTrue
+		}
+	}
+	for _, t := range n.Spec.Taints {
+		if t.Key == OutOfServiceTaint {
+			out.OutOfService = true
 		}
 	}
 	return out

@@ -108,6 +108,44 @@ func TestNodeFromK8s(t *testing.T) {
 	}
 }
 
+// TestNodeFromK8sLiveness: the fields LiveFromNodeConditions reads.
+func TestNodeFromK8sLiveness(t *testing.T) {
+	t.Parallel()
+	cond := func(typ corev1.NodeConditionType, s corev1.ConditionStatus) corev1.NodeCondition {
+		return corev1.NodeCondition{Type: typ, Status: s}
+	}
+	type liveness struct{ Ready, NetworkUnavailable, OutOfService bool }
+	for _, tc := range []struct {
+		name string
+		node corev1.Node
+		want liveness
+	}{
+		{"no conditions", corev1.Node{}, liveness{}},
+		{"ready", corev1.Node{Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{
+			cond(corev1.NodeMemoryPressure, corev1.ConditionFalse), cond(corev1.NodeReady, corev1.ConditionTrue)}}},
+			liveness{Ready: true}},
+		{"ready unknown", corev1.Node{Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{
+			cond(corev1.NodeReady, corev1.ConditionUnknown)}}}, liveness{}},
+		{"network unavailable", corev1.Node{Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{
+			cond(corev1.NodeReady, corev1.ConditionTrue), cond(corev1.NodeNetworkUnavailable, corev1.ConditionTrue)}}},
+			liveness{Ready: true, NetworkUnavailable: true}},
+		{"network available", corev1.Node{Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{
+			cond(corev1.NodeNetworkUnavailable, corev1.ConditionFalse)}}}, liveness{}},
+		{"out of service", corev1.Node{Spec: corev1.NodeSpec{Taints: []corev1.Taint{
+			{Key: "node.kubernetes.io/unschedulable", Effect: corev1.TaintEffectNoSchedule},
+			{Key: OutOfServiceTaint, Value: "nodeshutdown", Effect: corev1.TaintEffectNoExecute}}}},
+			liveness{OutOfService: true}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.node.ObjectMeta = metav1.ObjectMeta{Name: "n1"}
+			n := NodeFromK8s(&tc.node)
+			if got := (liveness{n.Ready, n.NetworkUnavailable, n.OutOfService}); n.Name != "n1" || got != tc.want {
+				t.Errorf("got %s %+v, want n1 %+v", n.Name, got, tc.want)
+			}
+		})
+	}
+}
+
 func TestReasonNames(t *testing.T) {
 	seen := map[string]Reason{}
 	for r := range reasonCount {

@@ -73,7 +73,19 @@ type Node struct {
 	// NetworkUnavailable is true when the NetworkUnavailable condition is
 	// "True".
 	NetworkUnavailable bool
+	// Ready is true when the Ready condition is "True" (False and Unknown,
+	// the latter set when the kubelet stops reporting, are not ready).
+	// Used only by LiveFromNodeConditions.
+	Ready bool
+	// OutOfService is true when the node carries OutOfServiceTaint (any
+	// value, any effect). Used only by LiveFromNodeConditions.
+	OutOfService bool
 }
+
+// OutOfServiceTaint is the taint key an operator sets on a node that is shut
+// down or unreachable (non-graceful node shutdown, KEP-2268); such a node is
+// dead whatever its conditions say.
+const OutOfServiceTaint = "node.kubernetes.io/out-of-service"
 
 // ExcludedFromLB reports whether the node carries ExcludeFromLBLabel (any
 // value).
@@ -110,8 +122,8 @@ type Input struct {
 	// Nodes are every node of the cluster (including this one), from the
 	// node informer. Only nodes listed here can win an election.
 	Nodes []Node
-	// Live are the node names whose speaker is alive (members.List.Live,
-	// or members.LiveFromNodeConditions when memberlist is off). A nil map
+	// Live are the node names whose speaker is alive (memberlist's live
+	// members, or LiveFromNodeConditions when memberlist is off). A nil map
 	// means "no liveness information": every node counts as live, as in
 	// MetalLB without memberlist.
 	Live map[string]bool

@@ -9,7 +9,7 @@ import (
 
 // TestEmptyConfigurationIsValid: a cluster with no configuration objects
 // (a fresh install) builds a snapshot for a speaker whose Node exists, so
-// the speaker becomes ready (speaker.Speaker.Ready) and a rollout proceeds;
+// the speaker becomes ready (speaker.Controller.Ready) and a rollout proceeds;
 // only its own Node missing keeps it without one.
 func TestEmptyConfigurationIsValid(t *testing.T) {
 	opts := Options{Namespace: "herald-system", NodeName: "n1", DropTransient: true}

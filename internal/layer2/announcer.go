@@ -15,6 +15,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
+
+	"github.com/herald-lb/herald/internal/announce"
 )
 
 // ErrInvalidIP is returned for an IP that cannot be announced (invalid,
@@ -126,39 +128,19 @@ func (a *Announcer) poke() {
 	}
 }
 
-// Announce makes owner (a Service key) announce ip on interfaces (empty: every
-// eligible interface), replacing owner's previous interface list for ip. It is
-// idempotent. When ip was not announced on an interface before, the responder
-// starts answering and a gratuitous burst is sent there. It returns
-// ErrInvalidIP for an IP that cannot be announced.
-func (a *Announcer) Announce(owner string, ip netip.Addr, interfaces []string) error {
-	n, ok := normalize(ip)
-	if !ok {
-		return fmt.Errorf("announce %s for %s: %w", ip, owner, ErrInvalidIP)
-	}
-	if a.tbl.announce(owner, n, interfaces) {
-		a.poke()
-	}
-	return nil
-}
-
-// Withdraw drops owner's claim on ip. When it was the last owner, the IP is no
-// longer answered from the next received request on. Withdrawing an IP the
-// owner does not announce is a no-op.
-func (a *Announcer) Withdraw(owner string, ip netip.Addr) {
-	n, _ := normalize(ip)
-	if a.tbl.withdraw(owner, n) {
-		a.poke()
-	}
-}
-
-// SetOwner declares the complete set of owner's announcements: IPs not in
-// targets are withdrawn for owner, the others announced as by Announce.
-// Targets with the same IP are merged (union of interfaces; an empty list
-// means every interface). An empty targets withdraws everything of owner. It
+// SetOwner declares the complete set of owner's (a Service key's)
+// announcements, idempotently. Each target is one IP to answer for on the
+// interfaces it names (announce.L2Target; an empty list means every
+// eligible interface, and a named interface is used only while it is
+// eligible: up, not excluded, ...). Targets with the same IP are merged
+// (union of interfaces; an empty list wins). IPs of owner not in targets
+// are withdrawn for owner; an IP no longer announced by any owner is not
+// answered from the next received request on. An empty targets withdraws
+// everything of owner. When an IP was not answered on an interface before,
+// the responder starts answering there and a gratuitous burst is sent. It
 // returns ErrInvalidIP (and changes nothing) if a target's IP cannot be
-// announced.
-func (a *Announcer) SetOwner(owner string, targets []Target) error {
+// announced (invalid, unspecified, multicast or loopback).
+func (a *Announcer) SetOwner(owner string, targets []announce.L2Target) error {
 	want := make(map[netip.Addr][]string, len(targets))
 	all := map[netip.Addr]bool{}
 	for i, t := range targets {
@@ -180,7 +162,8 @@ func (a *Announcer) SetOwner(owner string, targets []Target) error {
 	return nil
 }
 
-// Owners returns the sorted owners announcing ip.
+// Owners returns the sorted owners (Service keys) announcing ip; the speaker
+// names them in its l2Conflict events.
 func (a *Announcer) Owners(ip netip.Addr) []string {
 	n, _ := normalize(ip)
 	return a.tbl.owners(n)

@@ -155,7 +155,7 @@ func FuzzHandleARP(f *testing.F) {
 func BenchmarkHandleARP(b *testing.B) {
 	req := rawARP(bcast, peerMAC, 1, peerMAC, peer4, make(net.HardwareAddr, 6), vip4)
 	tb := newTable()
-	tb.announce("ns/svc", vip4, nil)
+	tb.setOwner("ns/svc", map[netip.Addr][]string{vip4: nil})
 	b.ReportAllocs()
 	for b.Loop() {
 		if _, _, r := handleARP(req, eth0, tb.lookup); r != DropNone {

@@ -212,12 +212,9 @@ func TestRealConflictReannounce(t *testing.T) {
 	v4 := netip.MustParseAddr("198.51.100.200")
 	v6 := netip.MustParseAddr("2001:db8::200")
 	mac := b.nodeMAC.String()
-	for _, ip := range []netip.Addr{v4, v6} {
-		if err := a.Announce("ns/svc", ip, nil); err != nil {
-			t.Fatal(err)
-		}
-		waitActive(t, a, ip, true)
-	}
+	setIPs(t, a, "ns/svc", v4, v6)
+	waitActive(t, a, v4, true)
+	waitActive(t, a, v6, true)
 	waitFor(t, "takeover bursts to end", a.idle)
 	pc := b.rogueConn(t)
 	for _, ip := range []netip.Addr{v4, v6} {
@@ -241,7 +238,7 @@ func TestRealConflictReannounce(t *testing.T) {
 		t.Errorf("herald_layer2_conflicts_total series = %d (%v), want 2", n, err)
 	}
 	// The series go with the announcement.
-	a.Withdraw("ns/svc", v4)
+	setIPs(t, a, "ns/svc", v6)
 	waitActive(t, a, v4, false)
 	if n, _ := testutil.GatherAndCount(reg, "herald_layer2_conflicts_total"); n != 1 {
 		t.Errorf("herald_layer2_conflicts_total series after withdrawing %s = %d, want 1", v4, n)
@@ -259,12 +256,9 @@ func TestRealConflictRateLimit(t *testing.T) {
 	a, _ := b.start(t, Options{GratuitousCount: count, GratuitousInterval: 20 * time.Millisecond, ConflictInterval: time.Hour, OnConflict: cl.record})
 	v4 := netip.MustParseAddr("198.51.100.201")
 	v6 := netip.MustParseAddr("2001:db8::201")
-	for _, ip := range []netip.Addr{v4, v6} {
-		if err := a.Announce("ns/svc", ip, nil); err != nil {
-			t.Fatal(err)
-		}
-		waitActive(t, a, ip, true)
-	}
+	setIPs(t, a, "ns/svc", v4, v6)
+	waitActive(t, a, v4, true)
+	waitActive(t, a, v6, true)
 	waitFor(t, "takeover bursts to end", a.idle)
 	before4, before6 := gratuitousSent(a, v4), gratuitousSent(a, v6)
 	pc := b.rogueConn(t)
@@ -313,11 +307,7 @@ func TestRealOwnInterfacesNoConflict(t *testing.T) {
 	v4 := netip.MustParseAddr("198.51.100.202")
 	v6 := netip.MustParseAddr("2001:db8::202")
 	marker := netip.MustParseAddr("198.51.100.203")
-	for _, ip := range []netip.Addr{v4, v6, marker} {
-		if err := a.Announce("ns/svc", ip, nil); err != nil {
-			t.Fatal(err)
-		}
-	}
+	setIPs(t, a, "ns/svc", v4, v6, marker)
 	waitFor(t, "every IP answered on eth0 and eth1", func() bool {
 		return slices.Equal(a.Interfaces(v4), []string{"eth0", "eth1"}) && slices.Equal(a.Interfaces(v6), []string{"eth0", "eth1"}) &&
 			slices.Equal(a.Interfaces(marker), []string{"eth0", "eth1"})
@@ -352,13 +342,11 @@ func TestRealReannounce(t *testing.T) {
 	a.Reannounce() // nothing answered yet: nothing to do
 	ips := []netip.Addr{netip.MustParseAddr("198.51.100.204"), netip.MustParseAddr("198.51.100.205"), netip.MustParseAddr("2001:db8::204")}
 	gone := netip.MustParseAddr("198.51.100.206")
+	setIPs(t, a, "ns/svc", append(slices.Clone(ips), gone)...)
 	for _, ip := range append(slices.Clone(ips), gone) {
-		if err := a.Announce("ns/svc", ip, nil); err != nil {
-			t.Fatal(err)
-		}
 		waitActive(t, a, ip, true)
 	}
-	a.Withdraw("ns/svc", gone)
+	setIPs(t, a, "ns/svc", ips...) // withdraw gone
 	waitActive(t, a, gone, false)
 	waitFor(t, "takeover bursts to end", a.idle)
 
@@ -383,11 +371,7 @@ func TestRealReannounce(t *testing.T) {
 	// Frames sent after the bursts arrive after theirs: once the markers'
 	// bursts are captured, anything more of the re-announcement would be.
 	markers := []netip.Addr{netip.MustParseAddr("198.51.100.207"), netip.MustParseAddr("2001:db8::207")}
-	for _, ip := range markers {
-		if err := a.Announce("ns/marker", ip, nil); err != nil {
-			t.Fatal(err)
-		}
-	}
+	setIPs(t, a, "ns/marker", markers...)
 	waitFor(t, "markers' bursts captured", func() bool {
 		a4, _ := c.counts(markers[0])
 		_, n6 := c.counts(markers[1])

@@ -12,12 +12,15 @@
 // interfaces, and the Announcer applies it idempotently:
 //
 //	a, err := layer2.New(log, registry, layer2.Options{})
-//	go a.Run(ctx)                                   // owns every goroutine and socket
-//	a.SetOwner("ns/svc", []layer2.Target{{IP: ip}}) // declarative, per Service
-//	a.Announce("ns/svc", ip, []string{"eth1"})      // or one IP at a time
-//	a.Withdraw("ns/svc", ip)                        // or SetOwner("ns/svc", nil)
-//	a.Interfaces(ip)                                // where ip is answered now
-//	a.Reannounce()                                  // burst again for every answered IP
+//	go a.Run(ctx)                                        // owns every goroutine and socket
+//	a.SetOwner("ns/svc", []announce.L2Target{{IP: ip}})  // declarative, per Service
+//	a.SetOwner("ns/svc", nil)                            // withdraw everything of ns/svc
+//	a.Interfaces(ip)                                     // where ip is answered now
+//	a.Owners(ip)                                         // which Services announce ip
+//	a.Reannounce()                                       // burst again for every answered IP
+//
+// The targets are the decision's (announce.Decision.L2Targets), so the
+// speaker glue hands them over unconverted.
 //
 // Several owners may announce the same IP; the IP stays announced until the
 // last owner withdraws it (refcount). An empty interface list means every

@@ -65,9 +65,7 @@ func TestRealGracefulFailover(t *testing.T) {
 			if i%2 == 1 {
 				from, to = nodeB, nodeA
 			}
-			if err := owner[from].Announce("ns/svc", ip, nil); err != nil {
-				t.Fatal(err)
-			}
+			setIPs(t, owner[from], "ns/svc", ip)
 			waitActive(t, owner[from], ip, true)
 			// Traffic makes the client resolve the IP to the current
 			// announcer (the node drops the ping: it does not own the IP).
@@ -76,10 +74,8 @@ func TestRealGracefulFailover(t *testing.T) {
 				t.Fatalf("%s: client resolved to %q, want %s's %s", ip, got, from, macs[from])
 			}
 			start := time.Now()
-			owner[from].Withdraw("ns/svc", ip)
-			if err := owner[to].Announce("ns/svc", ip, nil); err != nil {
-				t.Fatal(err)
-			}
+			setIPs(t, owner[from], "ns/svc")
+			setIPs(t, owner[to], "ns/svc", ip)
 			for l.clientNeigh(t, ip) != macs[to] {
 				if time.Since(start) > 5*time.Second {
 					t.Fatalf("%s: client neighbour cache %q 5 s after failover, want %s", ip, l.clientNeigh(t, ip), macs[to])
@@ -90,10 +86,10 @@ func TestRealGracefulFailover(t *testing.T) {
 			if got := l.arpingOrNdisc(t, ip); got != macs[to] {
 				t.Fatalf("%s: answered by %q after failover, want %s", ip, got, macs[to])
 			}
-			owner[to].Withdraw("ns/svc", ip)
+			setIPs(t, owner[to], "ns/svc")
 		}
 		slices.Sort(lat)
-		t.Logf("%s graceful failover (Withdraw on old node + Announce on new -> client cache on new MAC), %d runs: min %v, median %v, max %v",
+		t.Logf("%s graceful failover (withdraw on old node + announce on new -> client cache on new MAC), %d runs: min %v, median %v, max %v",
 			fam.name, len(lat), lat[0], lat[len(lat)/2], lat[len(lat)-1])
 	}
 }

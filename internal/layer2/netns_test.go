@@ -24,6 +24,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
+
+	"github.com/herald-lb/herald/internal/announce"
 )
 
 // The tests in this file build a real Ethernet segment: two network
@@ -195,6 +197,19 @@ func startIn(t testing.TB, ns string, opts Options) (*Announcer, *prometheus.Reg
 	return a, reg
 }
 
+// setIPs declares with SetOwner that owner announces exactly ips, each on
+// every eligible interface (no ips: owner withdraws everything).
+func setIPs(t testing.TB, a *Announcer, owner string, ips ...netip.Addr) {
+	t.Helper()
+	targets := make([]announce.L2Target, 0, len(ips))
+	for _, ip := range ips {
+		targets = append(targets, announce.L2Target{IP: ip})
+	}
+	if err := a.SetOwner(owner, targets); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // waitActive waits until ip is answered on the node's eth0.
 func waitActive(t testing.TB, a *Announcer, ip netip.Addr, want bool) {
 	t.Helper()
@@ -251,12 +266,9 @@ func TestRealResolveAndWithdraw(t *testing.T) {
 	v6 := netip.MustParseAddr("2001:db8::200")
 	mac := l.nodeMAC.String()
 
-	for _, ip := range []netip.Addr{v4, v6} {
-		if err := a.Announce("ns/svc", ip, nil); err != nil {
-			t.Fatal(err)
-		}
-		waitActive(t, a, ip, true)
-	}
+	setIPs(t, a, "ns/svc", v4, v6)
+	waitActive(t, a, v4, true)
+	waitActive(t, a, v6, true)
 	if got := l.arping(t, v4); got != mac {
 		t.Fatalf("arping %s = %q, want node MAC %s", v4, got, mac)
 	}
@@ -279,15 +291,14 @@ func TestRealResolveAndWithdraw(t *testing.T) {
 		t.Fatalf("unannounced IP answered by %s", got)
 	}
 	other := netip.MustParseAddr("198.51.100.202")
-	if err := a.Announce("ns/other", other, []string{"eth9"}); err != nil {
+	if err := a.SetOwner("ns/other", []announce.L2Target{{IP: other, Interfaces: []string{"eth9"}}}); err != nil {
 		t.Fatal(err)
 	}
 	if got := l.arping(t, other); got != "" {
 		t.Fatalf("IP announced on eth9 only answered on eth0 by %s", got)
 	}
 
-	a.Withdraw("ns/svc", v4)
-	a.Withdraw("ns/svc", v6)
+	setIPs(t, a, "ns/svc")
 	if got := l.arping(t, v4); got != "" {
 		t.Fatalf("withdrawn %s still answered by %s", v4, got)
 	}
@@ -308,14 +319,11 @@ func TestRealSharedIP(t *testing.T) {
 	v6 := netip.MustParseAddr("2001:db8::210")
 	mac := l.nodeMAC.String()
 	for _, owner := range []string{"ns/a", "ns/b"} {
-		if err := a.SetOwner(owner, []Target{{IP: v4}, {IP: v6}}); err != nil {
-			t.Fatal(err)
-		}
+		setIPs(t, a, owner, v4, v6)
 	}
 	waitActive(t, a, v4, true)
 	waitActive(t, a, v6, true)
-	a.Withdraw("ns/a", v4)
-	a.Withdraw("ns/a", v6)
+	setIPs(t, a, "ns/a")
 	if got := l.arping(t, v4); got != mac {
 		t.Fatalf("after the first owner withdrew, arping %s = %q, want %s", v4, got, mac)
 	}
@@ -422,21 +430,13 @@ func TestRealGratuitousBurst(t *testing.T) {
 	v6 := netip.MustParseAddr("2001:db8::220")
 	// Wait for the responders, using an unrelated IP.
 	probe := netip.MustParseAddr("2001:db8::221")
-	if err := a.Announce("ns/probe", probe, nil); err != nil {
-		t.Fatal(err)
-	}
+	setIPs(t, a, "ns/probe", probe)
 	waitActive(t, a, probe, true)
 
 	c := l.capture(t, l.nodeMAC)
-	for _, ip := range []netip.Addr{v4, v6} {
-		if err := a.Announce("ns/svc", ip, nil); err != nil {
-			t.Fatal(err)
-		}
-	}
+	setIPs(t, a, "ns/svc", v4, v6)
 	// A second owner of an announced IP is no takeover: no second burst.
-	if err := a.Announce("ns/svc2", v4, nil); err != nil {
-		t.Fatal(err)
-	}
+	setIPs(t, a, "ns/svc2", v4)
 	deadline := time.Now().Add(3 * time.Second)
 	for time.Now().Before(deadline) {
 		a4, _ := c.counts(v4)
@@ -481,7 +481,7 @@ func (l *lab) clientNeigh(t testing.TB, ip netip.Addr) string {
 	return ""
 }
 
-// TestRealTakeoverLatency measures how long after Announce the client's
+// TestRealTakeoverLatency measures how long after SetOwner the client's
 // neighbour cache, which points at an old announcer's MAC, points at this
 // node: the time the gratuitous ARP / unsolicited NA takes to take effect. It
 // logs the numbers; it asserts only that the switch happens.
@@ -490,9 +490,7 @@ func TestRealTakeoverLatency(t *testing.T) {
 	l := newLab(t)
 	a, _ := l.start(t, Options{})
 	probe := netip.MustParseAddr("198.51.100.239")
-	if err := a.Announce("ns/probe", probe, nil); err != nil {
-		t.Fatal(err)
-	}
+	setIPs(t, a, "ns/probe", probe)
 	waitActive(t, a, probe, true)
 	const oldMAC = "02:00:5e:00:00:99"
 	mac := l.nodeMAC.String()
@@ -510,19 +508,17 @@ func TestRealTakeoverLatency(t *testing.T) {
 				t.Fatalf("seeded neighbour entry for %s = %q", ip, got)
 			}
 			start := time.Now()
-			if err := a.Announce("ns/takeover", ip, nil); err != nil {
-				t.Fatal(err)
-			}
+			setIPs(t, a, "ns/takeover-"+ip.String(), ip)
 			for l.clientNeigh(t, ip) != mac {
 				if time.Since(start) > 5*time.Second {
-					t.Fatalf("%s: client neighbour cache still %q 5 s after Announce", ip, l.clientNeigh(t, ip))
+					t.Fatalf("%s: client neighbour cache still %q 5 s after SetOwner", ip, l.clientNeigh(t, ip))
 				}
 				time.Sleep(200 * time.Microsecond)
 			}
 			lat = append(lat, time.Since(start))
 		}
 		slices.Sort(lat)
-		t.Logf("%s takeover (Announce -> client neighbour cache on new MAC), %d runs: min %v, median %v, max %v",
+		t.Logf("%s takeover (SetOwner -> client neighbour cache on new MAC), %d runs: min %v, median %v, max %v",
 			family, len(lat), lat[0], lat[len(lat)/2], lat[len(lat)-1])
 	}
 }
@@ -537,9 +533,7 @@ func TestRealStop(t *testing.T) {
 		t.Fatal(err)
 	}
 	ip := netip.MustParseAddr("198.51.100.230")
-	if err := a.Announce("ns/svc", ip, nil); err != nil {
-		t.Fatal(err)
-	}
+	setIPs(t, a, "ns/svc", ip)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- a.Run(ctx) }()
@@ -572,16 +566,15 @@ func TestRealUnicastProbe(t *testing.T) {
 	t.Parallel()
 	l := newLab(t)
 	a, _ := l.start(t, Options{})
-	for _, ip := range []netip.Addr{netip.MustParseAddr("198.51.100.231"), netip.MustParseAddr("2001:db8::231")} {
-		if err := a.Announce("ns/svc", ip, nil); err != nil {
-			t.Fatal(err)
-		}
+	ips := []netip.Addr{netip.MustParseAddr("198.51.100.231"), netip.MustParseAddr("2001:db8::231")}
+	setIPs(t, a, "ns/svc", ips...)
+	for _, ip := range ips {
 		waitActive(t, a, ip, true)
 	}
 	for _, fam := range []struct{ v, ping string }{{"ipv4", "-4"}, {"ipv6", "-6"}} {
 		run(t, "ip", "netns", "exec", l.client, "sysctl", "-qw", "net."+fam.v+".neigh.eth0.delay_first_probe_time=1")
 	}
-	for _, ip := range []netip.Addr{netip.MustParseAddr("198.51.100.231"), netip.MustParseAddr("2001:db8::231")} {
+	for _, ip := range ips {
 		before := testutil.ToFloat64(a.m.requests.WithLabelValues(ip.String()))
 		run(t, "ip", "-n", l.client, "neigh", "replace", ip.String(), "lladdr", l.nodeMAC.String(), "dev", "eth0", "nud", "stale")
 		// The node drops the ping (it does not own the IP in its kernel);
@@ -634,11 +627,7 @@ func TestRealInterfaceChanges(t *testing.T) {
 	a, _ := l.start(t, Options{GratuitousCount: count, GratuitousInterval: 20 * time.Millisecond})
 	v4 := netip.MustParseAddr("198.51.100.232")
 	v6 := netip.MustParseAddr("2001:db8::232")
-	for _, ip := range []netip.Addr{v4, v6} {
-		if err := a.Announce("ns/svc", ip, nil); err != nil {
-			t.Fatal(err)
-		}
-	}
+	setIPs(t, a, "ns/svc", v4, v6)
 	time.Sleep(500 * time.Millisecond) // two rescans
 	if got := a.Interfaces(v4); len(got) != 0 {
 		t.Fatalf("announced on %v while eth0 is down", got)
@@ -671,27 +660,23 @@ func TestRealInterfaceChanges(t *testing.T) {
 }
 
 // BenchmarkTakeover measures, on the real veth segment, the time from
-// Announce of a new IP to the client's neighbour cache holding this node's MAC
+// SetOwner of a new IP to the client's neighbour cache holding this node's MAC
 // instead of an old announcer's (ns/op is that latency).
 func BenchmarkTakeover(b *testing.B) {
 	l := newLab(b)
 	a, _ := l.start(b, Options{})
 	probe := netip.MustParseAddr("198.51.100.199")
-	if err := a.Announce("bench/probe", probe, nil); err != nil {
-		b.Fatal(err)
-	}
+	setIPs(b, a, "bench/probe", probe)
 	waitActive(b, a, probe, true)
 	mac := l.nodeMAC.String()
 	b.ResetTimer()
 	for i := range b.N {
 		b.StopTimer()
 		ip := netip.AddrFrom4([4]byte{203, 0, 113, byte(i % 250)})
-		a.Withdraw("bench/svc", netip.AddrFrom4([4]byte{203, 0, 113, byte((i + 249) % 250)}))
+		setIPs(b, a, "bench/svc") // withdraw the previous IP
 		run(b, "ip", "-n", l.client, "neigh", "replace", ip.String(), "lladdr", "02:00:5e:00:00:99", "dev", "eth0", "nud", "reachable")
 		b.StartTimer()
-		if err := a.Announce("bench/svc", ip, nil); err != nil {
-			b.Fatal(err)
-		}
+		setIPs(b, a, "bench/svc", ip)
 		for l.clientNeigh(b, ip) != mac {
 			time.Sleep(50 * time.Microsecond)
 		}

@@ -6,14 +6,6 @@ import (
 	"sync"
 )
 
-// Target is one IP an owner announces. Interfaces names the interfaces to
-// answer on; an empty list means every eligible interface. Named interfaces
-// must still be eligible (up, not excluded, ...) to be used.
-type Target struct {
-	IP         netip.Addr
-	Interfaces []string
-}
-
 // table is the refcounted ownership table: which owner announces which IP on
 // which interfaces. It is safe for concurrent use; responders query it for
 // every received request, so a withdrawal takes effect for the next packet.
@@ -95,18 +87,6 @@ func (t *table) removeLocked(owner string, ip netip.Addr) bool {
 	}
 	t.dirty[ip] = struct{}{}
 	return true
-}
-
-func (t *table) announce(owner string, ip netip.Addr, ifaces []string) bool {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.setLocked(owner, ip, ifaces)
-}
-
-func (t *table) withdraw(owner string, ip netip.Addr) bool {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.removeLocked(owner, ip)
 }
 
 // setOwner replaces all of owner's announcements with targets (targets with

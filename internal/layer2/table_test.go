@@ -9,27 +9,27 @@ import (
 func TestTableRefcount(t *testing.T) {
 	tb := newTable()
 	ip := netip.MustParseAddr("198.51.100.20")
-	if !tb.announce("ns/a", ip, nil) {
-		t.Fatal("first announce reported no change")
+	if !tb.setOwner("ns/a", map[netip.Addr][]string{ip: nil}) {
+		t.Fatal("first announcement reported no change")
 	}
-	if tb.announce("ns/a", ip, nil) {
-		t.Fatal("repeated announce reported a change")
+	if tb.setOwner("ns/a", map[netip.Addr][]string{ip: nil}) {
+		t.Fatal("repeated announcement reported a change")
 	}
-	tb.announce("ns/b", ip, []string{"eth1"})
+	tb.setOwner("ns/b", map[netip.Addr][]string{ip: {"eth1"}})
 	if got := tb.owners(ip); !slices.Equal(got, []string{"ns/a", "ns/b"}) {
 		t.Fatalf("owners = %v", got)
 	}
-	tb.withdraw("ns/a", ip)
+	tb.setOwner("ns/a", nil)
 	if ok, on := tb.lookup(ip, "eth0"); !ok || on {
 		t.Fatalf("after ns/a withdrew: announced=%v on eth0=%v; want true,false (ns/b is eth1 only)", ok, on)
 	}
 	if _, on := tb.lookup(ip, "eth1"); !on {
 		t.Fatal("ns/b's interface eth1 lost")
 	}
-	if tb.withdraw("ns/a", ip) {
-		t.Fatal("second withdraw reported a change")
+	if tb.setOwner("ns/a", nil) {
+		t.Fatal("second withdrawal reported a change")
 	}
-	tb.withdraw("ns/b", ip)
+	tb.setOwner("ns/b", nil)
 	if ok, _ := tb.lookup(ip, "eth1"); ok {
 		t.Fatal("IP still announced after the last owner withdrew")
 	}
@@ -41,7 +41,7 @@ func TestTableRefcount(t *testing.T) {
 func TestTableInterfaces(t *testing.T) {
 	tb := newTable()
 	ip := netip.MustParseAddr("2001:db8::20")
-	tb.announce("a", ip, []string{"eth1", "eth0", "eth1"})
+	tb.setOwner("a", map[netip.Addr][]string{ip: {"eth1", "eth0", "eth1"}})
 	for _, tc := range []struct {
 		ifname string
 		on     bool
@@ -51,12 +51,12 @@ func TestTableInterfaces(t *testing.T) {
 		}
 	}
 	// A second owner with no list opens every interface.
-	tb.announce("b", ip, nil)
+	tb.setOwner("b", map[netip.Addr][]string{ip: nil})
 	if _, on := tb.lookup(ip, "eth2"); !on {
 		t.Error("owner without interface list did not open eth2")
 	}
 	// Replacing a's list is idempotent when equal after sorting/dedup.
-	if tb.announce("a", ip, []string{"eth0", "eth1"}) {
+	if tb.setOwner("a", map[netip.Addr][]string{ip: {"eth0", "eth1"}}) {
 		t.Error("same interface list in another order reported a change")
 	}
 }
@@ -70,7 +70,7 @@ func TestTableSetOwner(t *testing.T) {
 	if tb.setOwner("a", map[netip.Addr][]string{ip1: nil, ip2: {"eth0"}}) {
 		t.Fatal("same declaration reported a change")
 	}
-	tb.announce("b", ip2, nil)
+	tb.setOwner("b", map[netip.Addr][]string{ip2: nil})
 	tb.setOwner("a", map[netip.Addr][]string{ip1: nil})
 	if got := tb.owners(ip2); !slices.Equal(got, []string{"b"}) {
 		t.Fatalf("owners of %s = %v, want [b]", ip2, got)

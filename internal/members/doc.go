@@ -26,8 +26,8 @@
 // detection time.
 //
 // When memberlist is disabled (no --ml-bindaddr or no --ml-labels, as in
-// MetalLB), [LiveFromNodeConditions] derives liveness from Node conditions
-// and taints instead.
+// MetalLB), the speaker derives liveness from Node conditions and taints
+// instead (announce.LiveFromNodeConditions).
 //
-// This package imports no client-go; it does open sockets.
+// This package imports no Kubernetes packages; it does open sockets.
 package members

@@ -285,7 +285,7 @@ func TestSpeakerDaemonSet(t *testing.T) {
 		}
 	}
 	// /readyz fails until the speaker has a configuration snapshot
-	// (speaker.Speaker.Ready), so a rolling update one node at a time stops
+	// (speaker.Controller.Ready), so a rolling update one node at a time stops
 	// at the first speaker that cannot load its configuration.
 	if p := c.ReadinessProbe; p == nil || p.HTTPGet == nil || p.HTTPGet.Path != "/readyz" {
 		t.Errorf("readinessProbe %+v: want httpGet /readyz", p)

@@ -21,7 +21,7 @@ import (
 // reconcileConfig reloads this node's configuration snapshot, reports it,
 // re-applies the BGP peers when they changed, and re-decides every Service
 // when the snapshot changed semantically, or always when all is set.
-func (s *Speaker) reconcileConfig(ctx context.Context, all bool) error {
+func (s *Controller) reconcileConfig(ctx context.Context, all bool) error {
 	// Read before the cluster view, so a rejoin counted later is handled by
 	// the next pass (its Changes notification queues one).
 	var rejoins uint64
@@ -85,7 +85,7 @@ func (s *Speaker) reconcileConfig(ctx context.Context, all bool) error {
 // change would otherwise never tell them to come back. Called after
 // reconcileAll, so the owned set is the one decided with the healed
 // membership.
-func (s *Speaker) reannounceAfterRejoin(rejoins uint64, view *clusterView) {
+func (s *Controller) reannounceAfterRejoin(rejoins uint64, view *clusterView) {
 	if s.opts.Members == nil || rejoins <= s.rejoinsHandled || !view.joined {
 		return
 	}
@@ -98,7 +98,7 @@ func (s *Speaker) reannounceAfterRejoin(rejoins uint64, view *clusterView) {
 	r.Reannounce()
 }
 
-func (s *Speaker) report(ctx context.Context, err error, infra bool) error {
+func (s *Controller) report(ctx context.Context, err error, infra bool) error {
 	s.reporter.Owner = s.ownerRef(ctx)
 	if rerr := s.reporter.Report(ctx, err, infra); rerr != nil {
 		s.log.Error("writing ConfigurationState failed", "error", rerr)
@@ -109,7 +109,7 @@ func (s *Speaker) report(ctx context.Context, err error, infra bool) error {
 
 // reconcileAll re-decides every Service in the cache and every Service this
 // node has status objects or applied state for.
-func (s *Speaker) reconcileAll(ctx context.Context, snap *config.Snapshot, view *clusterView) error {
+func (s *Controller) reconcileAll(ctx context.Context, snap *config.Snapshot, view *clusterView) error {
 	var svcs corev1.ServiceList
 	if err := s.client.List(ctx, &svcs); err != nil {
 		return fmt.Errorf("list Services: %w", err)
@@ -160,7 +160,7 @@ func (s *Speaker) reconcileAll(ctx context.Context, snap *config.Snapshot, view 
 // from the applied ones. dropped are the configuration's left-out objects:
 // a BGPPeer among them is reported (log, peerNotApplied event, once per
 // message) like a peer that cannot be translated.
-func (s *Speaker) syncPeers(ctx context.Context, snap *config.Snapshot, view *clusterView, dropped []*config.TransientError) error {
+func (s *Controller) syncPeers(ctx context.Context, snap *config.Snapshot, view *clusterView, dropped []*config.TransientError) error {
 	if s.opts.BGP == nil || snap == nil || view.self == nil {
 		return nil
 	}
@@ -233,7 +233,7 @@ func nodeIPv4(n *corev1.Node) netip.Addr {
 
 // ownerRef returns the speaker Pod as an owner reference, or nil when
 // PodName is unset or the Pod cannot be read (retried on the next call).
-func (s *Speaker) ownerRef(ctx context.Context) *metav1.OwnerReference {
+func (s *Controller) ownerRef(ctx context.Context) *metav1.OwnerReference {
 	s.ownerMu.Lock()
 	defer s.ownerMu.Unlock()
 	if s.owner != nil || s.opts.PodName == "" {

@@ -29,7 +29,7 @@ type l2Owners interface {
 // the Services are read from the cache, and the events recorded, on a
 // goroutine of their own. Without an L2Announcer that reports owners
 // (Owners(ip) []string) it records nothing.
-func (s *Speaker) L2Conflict(ip netip.Addr, mac net.HardwareAddr, iface string) {
+func (s *Controller) L2Conflict(ip netip.Addr, mac net.HardwareAddr, iface string) {
 	o, ok := s.opts.L2.(l2Owners)
 	if !ok {
 		return

@@ -18,7 +18,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/herald-lb/herald/api/v1beta1"
-	"github.com/herald-lb/herald/internal/layer2"
+	"github.com/herald-lb/herald/internal/announce"
 	"github.com/herald-lb/herald/internal/testenv"
 )
 
@@ -31,7 +31,7 @@ func (f ownersL2) Owners(ip netip.Addr) []string {
 	defer f.mu.Unlock()
 	var out []string
 	for owner, ts := range f.owners {
-		if slices.ContainsFunc(ts, func(t2 layer2.Target) bool { return t2.IP == ip }) {
+		if slices.ContainsFunc(ts, func(t2 announce.L2Target) bool { return t2.IP == ip }) {
 			out = append(out, owner)
 		}
 	}

@@ -44,7 +44,7 @@ func speakerAddrs(pods []corev1.Pod, port int) []netip.AddrPort {
 }
 
 // syncPods hands the speaker Pods' memberlist addresses to Members.
-func (s *Speaker) syncPods(ctx context.Context) error {
+func (s *Controller) syncPods(ctx context.Context) error {
 	if s.opts.Members == nil {
 		return nil
 	}
@@ -77,7 +77,7 @@ func (ss *session) to() string {
 // peerState records a BGP session state change and emits an event on the
 // BGPPeer when the session comes up or goes down. sessions is only touched
 // by the trigger goroutine.
-func (s *Speaker) peerState(ctx context.Context, st bgp.PeerState, sessions map[string]*session) {
+func (s *Controller) peerState(ctx context.Context, st bgp.PeerState, sessions map[string]*session) {
 	ss, seen := sessions[st.Name]
 	if !seen {
 		ss = &session{}
@@ -110,7 +110,7 @@ func (s *Speaker) peerState(ctx context.Context, st bgp.PeerState, sessions map[
 	}
 }
 
-func (s *Speaker) peerEvent(ctx context.Context, name, eventtype, reason, format string, args ...any) {
+func (s *Controller) peerEvent(ctx context.Context, name, eventtype, reason, format string, args ...any) {
 	if s.opts.Recorder == nil {
 		return
 	}
@@ -125,7 +125,7 @@ func (s *Speaker) peerEvent(ctx context.Context, name, eventtype, reason, format
 // session that has not been Established for SessionWarnAfter (never came
 // up, or went down and stayed down), and forgets sessions that are no longer
 // configured.
-func (s *Speaker) warnSessionsDown(ctx context.Context, sessions map[string]*session) {
+func (s *Controller) warnSessionsDown(ctx context.Context, sessions map[string]*session) {
 	if s.opts.BGP == nil || len(sessions) == 0 {
 		return
 	}

@@ -50,7 +50,7 @@
 // All announcing is declarative; withdrawing is announcing less.
 //
 // Liveness comes from memberlist (Options.Members) or, when memberlist is
-// off, from Node conditions (members.LiveFromNodeConditions: Ready, network
+// off, from Node conditions (announce.LiveFromNodeConditions: Ready, network
 // available, not tainted out-of-service).
 //
 // Start-up and partitions, with memberlist:
@@ -60,7 +60,7 @@
 //     member and is never elected. A transient reference (a BGPPeer's
 //     missing password Secret) leaves out only that object
 //     (config.Options.DropTransient), as long as it is not in force.
-//   - Until the first snapshot the speaker is not ready (Speaker.Ready,
+//   - Until the first snapshot the speaker is not ready (Controller.Ready,
 //     registered by Setup as the manager's readiness check
 //     "configuration"), so a DaemonSet rollout stops at a node that cannot
 //     load its configuration.
@@ -73,6 +73,17 @@
 //     back: a healed partition), the "all" pass re-decides every Service and
 //     then asks the layer 2 announcer, if it has a Reannounce method, to
 //     re-send one gratuitous burst for every address it owns.
+//
+// # Dependencies
+//
+// The package depends on the pure core (internal/announce, internal/config,
+// internal/bgp's types and merge functions) and on Kubernetes client
+// libraries, never on a backend: memberlist, the layer 2 announcer and the
+// BGP speaker reach it through its own interfaces (Members, L2Announcer,
+// bgp.Speaker), and layer 2 targets are the decision's announce.L2Target,
+// handed over unconverted. Only the speaker binary (speaker/main.go) imports
+// internal/members, internal/layer2 and internal/bgp/gobgp; imports_test.go
+// checks it, directly and transitively.
 //
 // # What users see
 //

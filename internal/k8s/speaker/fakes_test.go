@@ -12,14 +12,14 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
 
-	"github.com/herald-lb/herald/internal/layer2"
+	"github.com/herald-lb/herald/internal/announce"
 )
 
 // fakeL2 records the declarative layer 2 state, like layer2.Announcer
 // without sockets: every announced IP is answered on "eth0".
 type fakeL2 struct {
 	mu     sync.Mutex
-	owners map[string][]layer2.Target
+	owners map[string][]announce.L2Target
 	calls  int
 	// reannounced: the owned IPs at each Reannounce call.
 	reannounced [][]string
@@ -46,12 +46,12 @@ func (f *fakeL2) reannounces() [][]string {
 	return slices.Clone(f.reannounced)
 }
 
-func (f *fakeL2) SetOwner(owner string, targets []layer2.Target) error {
+func (f *fakeL2) SetOwner(owner string, targets []announce.L2Target) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.calls++
 	if f.owners == nil {
-		f.owners = map[string][]layer2.Target{}
+		f.owners = map[string][]announce.L2Target{}
 	}
 	if len(targets) == 0 {
 		delete(f.owners, owner)

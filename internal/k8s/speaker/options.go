@@ -19,7 +19,6 @@ import (
 	"github.com/herald-lb/herald/internal/announce"
 	"github.com/herald-lb/herald/internal/bgp"
 	"github.com/herald-lb/herald/internal/k8s/apiretry"
-	"github.com/herald-lb/herald/internal/layer2"
 )
 
 // L2Announcer is what the speaker needs from the layer 2 announcer
@@ -27,7 +26,7 @@ import (
 type L2Announcer interface {
 	// SetOwner declares every IP owner (a Service key) announces; an empty
 	// targets withdraws all of them.
-	SetOwner(owner string, targets []layer2.Target) error
+	SetOwner(owner string, targets []announce.L2Target) error
 	// Interfaces returns the interfaces ip is answered on now.
 	Interfaces(ip netip.Addr) []string
 }

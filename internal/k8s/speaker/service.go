@@ -19,8 +19,6 @@ import (
 	"github.com/herald-lb/herald/api/v1beta1"
 	"github.com/herald-lb/herald/internal/announce"
 	"github.com/herald-lb/herald/internal/config"
-	"github.com/herald-lb/herald/internal/layer2"
-	"github.com/herald-lb/herald/internal/members"
 )
 
 // Protocol names used in events, logs and metallb_speaker_announced.
@@ -38,7 +36,7 @@ const (
 // serviceState is what the speaker applied for one Service.
 type serviceState struct {
 	ips       []netip.Addr
-	l2        []layer2.Target
+	l2        []announce.L2Target
 	l2Applied bool
 	announced map[announcement]bool
 	protocols map[string]bool
@@ -57,17 +55,15 @@ type clusterView struct {
 	self   *corev1.Node // nil when this node is not in the cache
 }
 
-func (s *Speaker) clusterView(ctx context.Context) (*clusterView, error) {
+func (s *Controller) clusterView(ctx context.Context) (*clusterView, error) {
 	var list corev1.NodeList
 	if err := s.client.List(ctx, &list); err != nil {
 		return nil, fmt.Errorf("list Nodes: %w", err)
 	}
 	v := &clusterView{joined: true}
-	statuses := make([]members.NodeStatus, 0, len(list.Items))
 	for i := range list.Items {
 		n := &list.Items[i]
 		v.nodes = append(v.nodes, announce.NodeFromK8s(n))
-		statuses = append(statuses, nodeStatus(n))
 		if n.Name == s.opts.NodeName {
 			v.self = n
 		}
@@ -77,12 +73,10 @@ func (s *Speaker) clusterView(ctx context.Context) (*clusterView, error) {
 		v.joined = s.opts.Members.Joined()
 		v.live = s.opts.Members.Live()
 	} else {
-		v.live = members.LiveFromNodeConditions(statuses)
+		v.live = announce.LiveFromNodeConditions(v.nodes)
 	}
 	return v, nil
 }
-
-func nodeStatus(n *corev1.Node) members.NodeStatus { return members.NodeStatusFromNode(n) }
 
 // existingStatus are status objects listed by reconcileAll for one Service.
 type existingStatus struct {
@@ -95,7 +89,7 @@ type existingStatus struct {
 // Service as just listed. BGP paths go to the path applier and status
 // objects to the status writer, both in their own goroutines, so this
 // returns as soon as layer 2 is applied.
-func (s *Speaker) reconcileService(ctx context.Context, snap *config.Snapshot, view *clusterView, key string, existing *existingStatus) (reconcile.Result, error) {
+func (s *Controller) reconcileService(ctx context.Context, snap *config.Snapshot, view *clusterView, key string, existing *existingStatus) (reconcile.Result, error) {
 	nsName, ok := splitKey(key)
 	if !ok {
 		return reconcile.Result{}, nil
@@ -142,16 +136,13 @@ func (s *Speaker) reconcileService(ctx context.Context, snap *config.Snapshot, v
 
 	// Layer 2. Nothing before memberlist's start-up gate opens (BGP has no
 	// election and is not gated).
-	var targets []layer2.Target
+	var targets []announce.L2Target
 	if s.opts.L2 != nil {
-		l2 := d.L2Targets()
-		if !view.joined && len(l2) > 0 {
+		targets = d.L2Targets()
+		if !view.joined && len(targets) > 0 {
 			log.Debug("not announcing", "protocol", protoL2, "reason", "memberlistNotJoined",
 				"detail", "waiting to join the other speakers before taking over layer 2 addresses")
-			l2 = nil
-		}
-		for _, t := range l2 {
-			targets = append(targets, layer2.Target{IP: t.IP, Interfaces: t.Interfaces})
+			targets = nil
 		}
 		if !st.l2Applied || !equalTargets(st.l2, targets) {
 			if err := s.opts.L2.SetOwner(key, targets); err != nil {
@@ -238,12 +229,12 @@ func (s *Speaker) reconcileService(ctx context.Context, snap *config.Snapshot, v
 	return res, nil
 }
 
-func (s *Speaker) common(svc types.NamespacedName) v1beta1.ServiceStatusCommon {
+func (s *Controller) common(svc types.NamespacedName) v1beta1.ServiceStatusCommon {
 	return v1beta1.ServiceStatusCommon{Node: s.opts.NodeName, ServiceName: svc.Name, ServiceNamespace: svc.Namespace}
 }
 
 // announceFailed emits announceFailed on the Service key, if it exists.
-func (s *Speaker) announceFailed(ctx context.Context, key, protocol string, err error) {
+func (s *Controller) announceFailed(ctx context.Context, key, protocol string, err error) {
 	nsName, ok := splitKey(key)
 	if !ok {
 		return
@@ -254,7 +245,7 @@ func (s *Speaker) announceFailed(ctx context.Context, key, protocol string, err 
 	}
 }
 
-func (s *Speaker) endpoints(ctx context.Context, ns, name string) ([]announce.Endpoint, error) {
+func (s *Controller) endpoints(ctx context.Context, ns, name string) ([]announce.Endpoint, error) {
 	var list discoveryv1.EndpointSliceList
 	if err := s.client.List(ctx, &list, client.InNamespace(ns), client.MatchingFields{indexSliceService: ns + "/" + name}); err != nil {
 		return nil, fmt.Errorf("list EndpointSlices of %s/%s: %w", ns, name, err)
@@ -263,7 +254,7 @@ func (s *Speaker) endpoints(ctx context.Context, ns, name string) ([]announce.En
 }
 
 // sharing returns the other Services holding one of svc's IPs.
-func (s *Speaker) sharing(ctx context.Context, svc *corev1.Service) ([]announce.SharedService, error) {
+func (s *Controller) sharing(ctx context.Context, svc *corev1.Service) ([]announce.SharedService, error) {
 	var out []announce.SharedService
 	seen := map[string]bool{svc.Namespace + "/" + svc.Name: true}
 	for _, ip := range announce.ServiceFromK8s(svc).IPs {
@@ -289,7 +280,7 @@ func (s *Speaker) sharing(ctx context.Context, svc *corev1.Service) ([]announce.
 }
 
 // logDecision logs why IPs are not announced, at debug level.
-func (s *Speaker) logDecision(log *slog.Logger, d *announce.Decision) {
+func (s *Controller) logDecision(log *slog.Logger, d *announce.Decision) {
 	if d.Reason != announce.ReasonNone {
 		log.Debug("not announcing", "reason", d.Reason.String())
 		return
@@ -305,7 +296,7 @@ func (s *Speaker) logDecision(log *slog.Logger, d *announce.Decision) {
 	}
 }
 
-func (s *Speaker) event(obj *corev1.Service, eventtype, reason, format string, args ...any) {
+func (s *Controller) event(obj *corev1.Service, eventtype, reason, format string, args ...any) {
 	if s.opts.Recorder != nil {
 		s.opts.Recorder.Eventf(obj, eventtype, reason, format, args...)
 	}
@@ -316,8 +307,8 @@ func splitKey(key string) (types.NamespacedName, bool) {
 	return types.NamespacedName{Namespace: ns, Name: name}, ok && ns != "" && name != ""
 }
 
-func equalTargets(a, b []layer2.Target) bool {
-	return slices.EqualFunc(a, b, func(x, y layer2.Target) bool {
+func equalTargets(a, b []announce.L2Target) bool {
+	return slices.EqualFunc(a, b, func(x, y announce.L2Target) bool {
 		return x.IP == y.IP && slices.Equal(x.Interfaces, y.Interfaces)
 	})
 }

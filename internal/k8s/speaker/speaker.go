@@ -49,8 +49,9 @@ const (
 	indexServiceIP    = "herald.speaker/ingress-ip" // Service -> each ingress IP
 )
 
-// Speaker is the speaker's reconcile loop. Create it with Setup.
-type Speaker struct {
+// Controller is the speaker's reconcile loop (one controller-runtime
+// controller and the goroutines it feeds). Create it with Setup.
+type Controller struct {
 	opts      Options
 	log       *slog.Logger
 	client    client.Client // cache-backed reads, API writes
@@ -83,7 +84,7 @@ type Speaker struct {
 	configured atomic.Bool
 }
 
-// ReadyCheckName is the name under which Setup registers [Speaker.Ready]
+// ReadyCheckName is the name under which Setup registers [Controller.Ready]
 // as a readiness check on the manager (/readyz, /readyz/configuration).
 const ReadyCheckName = "configuration"
 
@@ -107,7 +108,7 @@ const ReadyCheckName = "configuration"
 // it could only delay a rollout, never halt one, and BGP is announced
 // before it. Liveness (/healthz) is not tied to the configuration either:
 // restarting the container cannot fix a stored invalid object.
-func (s *Speaker) Ready(*http.Request) error {
+func (s *Controller) Ready(*http.Request) error {
 	if !s.configured.Load() {
 		return fmt.Errorf("no configuration snapshot on node %s yet (see ConfigurationState speaker-%s in namespace %s)",
 			s.opts.NodeName, s.opts.NodeName, s.opts.Namespace)
@@ -119,7 +120,7 @@ func (s *Speaker) Ready(*http.Request) error {
 // built with CacheOptions and its client with UncachedObjects disabled from
 // the cache. The controller starts with the manager; the announcers and
 // memberlist are run by the caller.
-func Setup(mgr manager.Manager, opts Options) (*Speaker, error) {
+func Setup(mgr manager.Manager, opts Options) (*Controller, error) {
 	if err := opts.validate(); err != nil {
 		return nil, err
 	}
@@ -129,7 +130,7 @@ func Setup(mgr manager.Manager, opts Options) (*Speaker, error) {
 	if opts.SessionWarnAfter == 0 {
 		opts.SessionWarnAfter = DefaultSessionWarnAfter
 	}
-	s := &Speaker{
+	s := &Controller{
 		opts:       opts,
 		log:        opts.Logger,
 		client:     mgr.GetClient(),
@@ -204,7 +205,7 @@ func setupIndexes(mgr manager.Manager) error {
 	return nil
 }
 
-func (s *Speaker) setupController(mgr manager.Manager) error {
+func (s *Controller) setupController(mgr manager.Manager) error {
 	toKey := func(name string) handler.EventHandler {
 		return handler.EnqueueRequestsFromMapFunc(func(context.Context, client.Object) []reconcile.Request {
 			return []reconcile.Request{special(name)}
@@ -244,7 +245,7 @@ func (s *Speaker) setupController(mgr manager.Manager) error {
 
 // runTriggers queues the initial configuration load and Pod discovery, then
 // forwards memberlist changes and BGP session states until ctx ends.
-func (s *Speaker) runTriggers(ctx context.Context) error {
+func (s *Controller) runTriggers(ctx context.Context) error {
 	s.trigger(ctx, keyConfig)
 	if s.opts.Members != nil {
 		s.trigger(ctx, keyPods)
@@ -276,7 +277,7 @@ func (s *Speaker) runTriggers(ctx context.Context) error {
 	}
 }
 
-func (s *Speaker) trigger(ctx context.Context, key string) {
+func (s *Controller) trigger(ctx context.Context, key string) {
 	select {
 	case s.triggers <- event.TypedGenericEvent[string]{Object: key}:
 	case <-ctx.Done():
@@ -284,7 +285,7 @@ func (s *Speaker) trigger(ctx context.Context, key string) {
 }
 
 // Reconcile implements reconcile.Reconciler.
-func (s *Speaker) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+func (s *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	if req.Namespace == "" {
 		switch req.Name {
 		case keyConfig:
@@ -308,7 +309,7 @@ func (s *Speaker) Reconcile(ctx context.Context, req reconcile.Request) (reconci
 }
 
 // mapService queues a Service and every Service sharing one of its IPs.
-func (s *Speaker) mapService(ctx context.Context, o client.Object) []reconcile.Request {
+func (s *Controller) mapService(ctx context.Context, o client.Object) []reconcile.Request {
 	reqs := []reconcile.Request{{NamespacedName: client.ObjectKeyFromObject(o)}}
 	if svc, ok := o.(*corev1.Service); ok {
 		reqs = append(reqs, s.sharers(ctx, svc)...)
@@ -318,7 +319,7 @@ func (s *Speaker) mapService(ctx context.Context, o client.Object) []reconcile.R
 
 // mapSlice queues the Service of an EndpointSlice and the Services sharing
 // its IPs.
-func (s *Speaker) mapSlice(ctx context.Context, o client.Object) []reconcile.Request {
+func (s *Controller) mapSlice(ctx context.Context, o client.Object) []reconcile.Request {
 	name := o.GetLabels()[discoveryv1.LabelServiceName]
 	if name == "" {
 		return nil
@@ -332,7 +333,7 @@ func (s *Speaker) mapSlice(ctx context.Context, o client.Object) []reconcile.Req
 	return reqs
 }
 
-func (s *Speaker) sharers(ctx context.Context, svc *corev1.Service) []reconcile.Request {
+func (s *Controller) sharers(ctx context.Context, svc *corev1.Service) []reconcile.Request {
 	var reqs []reconcile.Request
 	for _, ip := range announce.ServiceFromK8s(svc).IPs {
 		var list corev1.ServiceList
@@ -363,17 +364,16 @@ func sliceChanged(e event.UpdateEvent) bool {
 }
 
 // nodeChanged reports a Node change that can change a decision: labels
-// (selectors, exclusion), NetworkUnavailable, readiness and taints (liveness
-// without memberlist), addresses (router ID).
+// (selectors, exclusion), NetworkUnavailable, readiness and the
+// out-of-service taint (liveness without memberlist), all in
+// announce.NodeFromK8s, and addresses (router ID).
 func nodeChanged(e event.UpdateEvent) bool {
 	o, ok1 := e.ObjectOld.(*corev1.Node)
 	n, ok2 := e.ObjectNew.(*corev1.Node)
 	if !ok1 || !ok2 {
 		return true
 	}
-	return !reflect.DeepEqual(o.Labels, n.Labels) ||
-		!reflect.DeepEqual(announce.NodeFromK8s(o), announce.NodeFromK8s(n)) ||
-		nodeStatus(o) != nodeStatus(n) ||
+	return !reflect.DeepEqual(announce.NodeFromK8s(o), announce.NodeFromK8s(n)) ||
 		!reflect.DeepEqual(o.Status.Addresses, n.Status.Addresses)
 }
 

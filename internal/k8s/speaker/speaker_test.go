@@ -43,7 +43,7 @@ type testSpeaker struct {
 	members *fakeMembers
 	reg     *prometheus.Registry
 	states  chan bgp.PeerState
-	spk     *Speaker
+	spk     *Controller
 }
 
 var speakerPods = labels.Set{"app": "herald-speaker"}

@@ -88,7 +88,7 @@ func planBGPStatus(desired *v1beta1.ServiceBGPStatusStatus, existing []v1beta1.S
 		func(i int) bool { return apierrors.Semantic.DeepEqual(existing[i].Status, *desired) })
 }
 
-func (s *Speaker) statusLabels(svc types.NamespacedName) map[string]string {
+func (s *Controller) statusLabels(svc types.NamespacedName) map[string]string {
 	return map[string]string{
 		v1beta1.LabelNode:             s.opts.NodeName,
 		v1beta1.LabelServiceName:      svc.Name,
@@ -96,7 +96,7 @@ func (s *Speaker) statusLabels(svc types.NamespacedName) map[string]string {
 	}
 }
 
-func (s *Speaker) newStatusMeta(ctx context.Context, prefix string, svc types.NamespacedName) metav1.ObjectMeta {
+func (s *Controller) newStatusMeta(ctx context.Context, prefix string, svc types.NamespacedName) metav1.ObjectMeta {
 	m := metav1.ObjectMeta{GenerateName: prefix, Namespace: s.opts.Namespace, Labels: s.statusLabels(svc)}
 	if owner := s.ownerRef(ctx); owner != nil {
 		m.OwnerReferences = []metav1.OwnerReference{*owner}
@@ -144,7 +144,7 @@ var bgpStatusKind = statusKind[v1beta1.ServiceBGPStatus, v1beta1.ServiceBGPStatu
 func applyStatus[T any, PT interface {
 	*T
 	client.Object
-}, S any](ctx context.Context, s *Speaker, k statusKind[T, S], svc types.NamespacedName, desired *S, rec *statusRecord[T]) error {
+}, S any](ctx context.Context, s *Controller, k statusKind[T, S], svc types.NamespacedName, desired *S, rec *statusRecord[T]) error {
 	if !rec.known {
 		items, err := k.list(ctx, s.apiReader, client.InNamespace(s.opts.Namespace), client.MatchingLabels(s.statusLabels(svc)))
 		if err != nil {
@@ -190,7 +190,7 @@ func applyStatus[T any, PT interface {
 }
 
 // listOwnStatus lists this node's status objects, grouped by Service key.
-func (s *Speaker) listOwnStatus(ctx context.Context) (map[string]*existingStatus, error) {
+func (s *Controller) listOwnStatus(ctx context.Context) (map[string]*existingStatus, error) {
 	out := map[string]*existingStatus{}
 	get := func(labels map[string]string) *existingStatus {
 		k := labels[v1beta1.LabelServiceNamespace] + "/" + labels[v1beta1.LabelServiceName]

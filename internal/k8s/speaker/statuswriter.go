@@ -23,7 +23,7 @@ const statusWorkers = 4
 // retried with the controller rate limiter (per Service, 5 ms doubling to
 // 1000 s, overall 10/s with a burst of 100).
 type statusWriter struct {
-	s     *Speaker
+	s     *Controller
 	queue workqueue.TypedRateLimitingInterface[string]
 
 	mu      sync.Mutex
@@ -39,7 +39,7 @@ type statusEntry struct {
 	bgp     statusRecord[v1beta1.ServiceBGPStatus]
 }
 
-func newStatusWriter(s *Speaker) *statusWriter {
+func newStatusWriter(s *Controller) *statusWriter {
 	return &statusWriter{
 		s:       s,
 		queue:   workqueue.NewTypedRateLimitingQueue(apiretry.NewWriteRateLimiter[string]()),
