@@ -2,8 +2,8 @@
 // configuration snapshot.
 //
 // Build takes every metallb.io object (IPAddressPool, L2Advertisement,
-// BGPAdvertisement, BGPPeer, Community, BFDProfile) together with the Secrets,
-// Namespaces and Nodes they reference, and returns either a *Snapshot or an
+// BGPAdvertisement, BGPPeer, Community, BFDProfile) together with the Secrets
+// and Nodes they reference, and returns either a *Snapshot or an
 // error that names the object, the field and the broken rule. The same
 // function backs the admission webhook (Options.IgnoreTransient) and every
 // reconcile in the controller and the speakers (Options.NodeName), so what the

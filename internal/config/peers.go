@@ -103,14 +103,6 @@ func (p *Peer) effectiveLocalASN() uint32 {
 // MatchesNode reports whether a node with these labels opens this session.
 func (p *Peer) MatchesNode(node labels.Labels) bool { return matchesAny(p.NodeSelectors, node) }
 
-// Endpoint renders the peer's address or interface, for messages.
-func (p *Peer) Endpoint() string {
-	if p.Interface != "" {
-		return "interface " + p.Interface
-	}
-	return p.Address.String()
-}
-
 // peerEnv is what peer parsing needs besides the object.
 type peerEnv struct {
 	namespace string // Herald's namespace ("" = the peer's own namespace)
