@@ -55,6 +55,11 @@
 // unioned, withdrawn when the last reason goes), which the caller applies to
 // the paths of every Service.
 //
+// Which BGP sessions a node opens is decided here too: [Sessions] turns
+// the snapshot's BGPPeers that select the node into [bgp.PeerConfig]s with
+// one router ID ([RouterID]). It cannot fail, because config.Build refuses
+// every peer the BGP backend cannot open.
+//
 // Reasons use MetalLB's names (notOwner, noMatchingAdvertisement, ...) so
 // logs and events read the same.
 package announce

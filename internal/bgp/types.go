@@ -61,7 +61,8 @@ type PeerConfig struct {
 	LocalASN uint32
 	// RouterID is the BGP identifier (RFC 4271 §4.2); must be IPv4 if set.
 	// Implementations with one router ID per speaker reject differing values
-	// with ErrRouterIDConflict; unset means the speaker's default.
+	// with ErrRouterIDConflict, and a set of peers none of which sets it with
+	// ErrInvalidPeer.
 	RouterID netip.Addr
 	// SourceAddress, if set, is the local address the session is opened from.
 	SourceAddress netip.Addr
@@ -77,11 +78,9 @@ type PeerConfig struct {
 	// EBGPMultiHop is the IP TTL for eBGP sessions to non-adjacent peers; 0
 	// means directly connected (TTL 1 for eBGP). Must be 0 for iBGP.
 	EBGPMultiHop uint8
-	// GracefulRestart enables RFC 4724 graceful restart for every enabled family.
+	// GracefulRestart enables RFC 4724 graceful restart for every enabled
+	// family, announcing a restart time of 120 s (RFC 4724 §3).
 	GracefulRestart bool
-	// GracefulRestartTime is the restart time announced in the capability
-	// (RFC 4724 §3, 12 bits, max 4095 s); 0 means 120 s.
-	GracefulRestartTime time.Duration
 	// VRF, if set, binds the session to that host VRF device.
 	VRF string
 	// DualStack also enables the other address family (IPv4 unicast over an
@@ -162,8 +161,6 @@ func (p PeerConfig) Validate() error {
 		return bad("keepaliveTime", "%s exceeds holdTime %s", p.KeepaliveTime, p.HoldTime)
 	case p.EBGPMultiHop != 0 && p.IsIBGP():
 		return bad("ebgpMultiHop", "not allowed on an iBGP session")
-	case p.GracefulRestartTime < 0 || p.GracefulRestartTime > 4095*time.Second:
-		return bad("gracefulRestartTime", "%s: must be 0..4095s (RFC 4724 §3)", p.GracefulRestartTime)
 	}
 	return nil
 }

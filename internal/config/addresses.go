@@ -3,7 +3,6 @@ package config
 import (
 	"errors"
 	"fmt"
-	"math/big"
 	"net/netip"
 	"slices"
 	"strings"
@@ -22,12 +21,6 @@ type AddressBlock struct {
 // Contains reports whether ip lies in the block.
 func (b AddressBlock) Contains(ip netip.Addr) bool {
 	return ip.BitLen() == b.First.BitLen() && b.First.Compare(ip) <= 0 && ip.Compare(b.Last) <= 0
-}
-
-// Size returns the number of addresses in the block (up to 2^128).
-func (b AddressBlock) Size() *big.Int {
-	n := new(big.Int).Sub(addrInt(b.Last), addrInt(b.First))
-	return n.Add(n, big.NewInt(1))
 }
 
 // minBits returns the shortest prefix length among the block's prefixes,
@@ -168,8 +161,6 @@ func trailingZeros(a netip.Addr) int {
 	}
 	return n
 }
-
-func addrInt(a netip.Addr) *big.Int { return new(big.Int).SetBytes(a.AsSlice()) }
 
 // blockRef locates one address block: pool name and index in spec.addresses.
 type blockRef struct {

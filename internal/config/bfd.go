@@ -9,7 +9,8 @@ import (
 // BFDProfile is one parsed BFDProfile, defaults filled in. Herald's BGP
 // backend (gobgp v3) has no BFD, so no peer may use a profile (see
 // BGPPeer spec.bfdProfile); profiles are still validated so that the objects
-// MetalLB users already have are checked the same way.
+// MetalLB users already have are checked the same way, but the snapshot does
+// not keep them (a profile cannot change what a speaker does).
 type BFDProfile struct {
 	Name             string
 	ReceiveInterval  uint32 // ms, 10..60000, default 300

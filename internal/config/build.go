@@ -14,7 +14,9 @@ import (
 )
 
 // Resources is everything Build reads: the metallb.io objects plus the
-// Secrets, Namespaces and Nodes they reference. Order does not matter.
+// Secrets and Nodes they reference. Order does not matter. Namespaces are not
+// read: a pool's namespaceSelectors are kept as selectors (see
+// ServiceAllocation).
 type Resources struct {
 	Pools             []v1beta1.IPAddressPool
 	L2Advertisements  []v1beta1.L2Advertisement
@@ -25,8 +27,6 @@ type Resources struct {
 	// Secrets holding BGP passwords (only those in Options.Namespace are
 	// used).
 	Secrets []corev1.Secret
-	// Namespaces resolve IPAddressPool serviceAllocation.namespaceSelectors.
-	Namespaces []corev1.Namespace
 	// Nodes are used only for the rules that depend on which nodes exist
 	// (peers meeting on a node, LOCAL_PREF conflicts) and to find
 	// Options.NodeName's labels.
@@ -125,18 +125,16 @@ func Build(r Resources, opts Options) (*Snapshot, error) {
 	}
 	slices.SortFunc(snap.aliases, func(a, b CommunityAlias) int { return strings.Compare(a.Name, b.Name) })
 
-	// BFD profiles.
+	// BFD profiles: validated, as MetalLB does, but not kept: no BGPPeer
+	// can use one (spec.bfdProfile is refused), so a profile changes
+	// nothing a speaker does.
 	seen = map[string]bool{}
 	for i := range r.BFDProfiles {
 		b := &r.BFDProfiles[i]
-		if !home(KindBFDProfile, &b.ObjectMeta) || !uniqueName(KindBFDProfile, &b.ObjectMeta, seen, p) {
-			continue
-		}
-		if prof := buildBFDProfile(b, p); prof != nil {
-			snap.bfd = append(snap.bfd, prof)
+		if home(KindBFDProfile, &b.ObjectMeta) && uniqueName(KindBFDProfile, &b.ObjectMeta, seen, p) {
+			buildBFDProfile(b, p)
 		}
 	}
-	slices.SortFunc(snap.bfd, func(a, b *BFDProfile) int { return strings.Compare(a.Name, b.Name) })
 
 	// Pools.
 	var poolObjs []v1beta1.IPAddressPool
@@ -145,7 +143,7 @@ func Build(r Resources, opts Options) (*Snapshot, error) {
 			poolObjs = append(poolObjs, r.Pools[i])
 		}
 	}
-	snap.pools = buildPools(poolObjs, r.Namespaces, p)
+	snap.pools = buildPools(poolObjs, p)
 	poolByName := map[string]*Pool{}
 	for _, pl := range snap.pools {
 		poolByName[pl.Name] = pl

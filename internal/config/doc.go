@@ -2,8 +2,8 @@
 // configuration snapshot.
 //
 // Build takes every metallb.io object (IPAddressPool, L2Advertisement,
-// BGPAdvertisement, BGPPeer, Community, BFDProfile) together with the Secrets,
-// Namespaces and Nodes they reference, and returns either a *Snapshot or an
+// BGPAdvertisement, BGPPeer, Community, BFDProfile) together with the Secrets
+// and Nodes they reference, and returns either a *Snapshot or an
 // error that names the object, the field and the broken rule. The same
 // function backs the admission webhook (Options.IgnoreTransient) and every
 // reconcile in the controller and the speakers (Options.NodeName), so what the
@@ -24,6 +24,12 @@
 // The package is pure: no client, no I/O, no goroutines. Addresses are
 // net/netip values, timers time.Duration, label selectors labels.Selector.
 // Behaviour follows the MetalLB API contract (metallb.io v1beta1/v1beta2)
-// with Herald's backend rules on top: the embedded gobgp v3 has no BFD, so a
-// BGPPeer naming a bfdProfile is rejected.
+// with Herald's backend rules on top, so that every peer Build admits is one
+// the embedded gobgp v3 opens (internal/announce.Sessions translates it): a
+// BGPPeer is refused when it names a bfdProfile (gobgp has no BFD), sets
+// dynamicASN (gobgp would accept any remote ASN without checking the
+// internal/external class), has a zoned peerAddress (use interface), or a
+// holdTime above 65535 s (the OPEN's Hold Time is 2 octets, RFC 4271 §4.2);
+// the peers selecting one node must share myASN and routerID and must not
+// share a neighbor address or interface (one gobgp server per node).
 package config

@@ -42,10 +42,6 @@ func node(name string, lbls map[string]string) corev1.Node {
 	return corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: lbls}}
 }
 
-func namespace(name string, lbls map[string]string) corev1.Namespace {
-	return corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: lbls}}
-}
-
 func basicAuth(name, password string) corev1.Secret {
 	return corev1.Secret{ObjectMeta: meta(name), Type: corev1.SecretTypeBasicAuth,
 		Data: map[string][]byte{"password": []byte(password)}}
@@ -67,7 +63,7 @@ func u32(v uint32) *uint32 { return &v }
 
 // base returns a small valid configuration: two pools (one dual-stack), one
 // L2 and one BGP advertisement, one peer, one community alias, two nodes,
-// two namespaces and a password Secret.
+// and a password Secret.
 func base() Resources {
 	return Resources{
 		Pools: []v1beta1.IPAddressPool{
@@ -81,10 +77,6 @@ func base() Resources {
 		Nodes: []corev1.Node{
 			node("node-1", map[string]string{"zone": "a", "kubernetes.io/hostname": "node-1"}),
 			node("node-2", map[string]string{"zone": "b", "kubernetes.io/hostname": "node-2"}),
-		},
-		Namespaces: []corev1.Namespace{
-			namespace("ns-red", map[string]string{"team": "red"}),
-			namespace("ns-blue", map[string]string{"team": "blue"}),
 		},
 		Secrets: []corev1.Secret{basicAuth("bgp-pass", "s3cret")},
 	}

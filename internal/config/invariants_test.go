@@ -115,13 +115,13 @@ func checkInvariants(s *Snapshot) error {
 	names = nil
 	for _, p := range s.Peers() {
 		names = append(names, p.Name)
-		if p.MyASN == 0 || (p.PeerASN == 0) == (p.DynamicASN == "") {
-			return fmt.Errorf("peer %s: ASNs %d/%d/%q", p.Name, p.MyASN, p.PeerASN, p.DynamicASN)
+		if p.MyASN == 0 || p.PeerASN == 0 {
+			return fmt.Errorf("peer %s: ASNs %d/%d", p.Name, p.MyASN, p.PeerASN)
 		}
-		if p.Address.IsValid() == (p.Interface != "") {
+		if p.Address.IsValid() == (p.Interface != "") || p.Address.Zone() != "" {
 			return fmt.Errorf("peer %s: address %v interface %q", p.Name, p.Address, p.Interface)
 		}
-		if p.HoldTime != 0 && p.HoldTime < 3*time.Second || p.KeepaliveTime > p.HoldTime || p.HoldTime%time.Second != 0 || p.KeepaliveTime%time.Second != 0 {
+		if p.HoldTime != 0 && p.HoldTime < 3*time.Second || p.HoldTime > 65535*time.Second || p.KeepaliveTime > p.HoldTime || p.HoldTime%time.Second != 0 || p.KeepaliveTime%time.Second != 0 {
 			return fmt.Errorf("peer %s: timers %v/%v", p.Name, p.HoldTime, p.KeepaliveTime)
 		}
 		if p.RouterID.IsValid() && !p.RouterID.Is4() {

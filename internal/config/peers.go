@@ -21,18 +21,9 @@ const DefaultBGPPort = 179
 // (TCP_MD5SIG_MAXKEYLEN; RFC 2385).
 const maxMD5KeyLen = 80
 
-// DynamicASN is BGPPeer spec.dynamicASN.
-type DynamicASN string
-
-// DynamicASN values. With either, the peer's ASN is not configured: gobgp
-// accepts the ASN in the peer's OPEN (PeerAs 0); the BGP backend must close
-// sessions whose ASN does not match the class (internal: equal to MyASN,
-// external: different).
-const (
-	DynamicASNNone     DynamicASN = ""
-	DynamicASNInternal DynamicASN = "internal"
-	DynamicASNExternal DynamicASN = "external"
-)
+// maxHoldTime is the largest BGP hold time: the Hold Time field of the OPEN
+// message is 2 octets (RFC 4271 §4.2).
+const maxHoldTime = 65535 * time.Second
 
 // Secret is a password. Its String method redacts it so it does not end up
 // in logs via %v; use Reveal to read it.
@@ -53,13 +44,12 @@ func (s Secret) Reveal() string { return string(s) }
 type Peer struct {
 	Name string
 
-	MyASN      uint32     // local ASN, non-zero
-	PeerASN    uint32     // remote ASN; 0 when DynamicASN is set
-	DynamicASN DynamicASN // "" when PeerASN is set
-	LocalASN   uint32     // spec.localASN (ASN presented to this peer), 0 when unset
+	MyASN    uint32 // local ASN, non-zero
+	PeerASN  uint32 // remote ASN, non-zero (spec.dynamicASN is refused)
+	LocalASN uint32 // spec.localASN (ASN presented to this peer), 0 when unset
 
-	// Exactly one of Address (zone kept for link-local) and Interface
-	// (unnumbered BGP) is set.
+	// Exactly one of Address (never zoned) and Interface (unnumbered BGP)
+	// is set.
 	Address   netip.Addr
 	Interface string
 	Port      uint16 // TCP port, default 179
@@ -67,7 +57,8 @@ type Peer struct {
 	SourceAddress netip.Addr // zero when unset
 	RouterID      netip.Addr // IPv4 BGP Identifier; zero when unset (backend picks)
 
-	// Timers, whole seconds. HoldTime 0 disables keepalives (RFC 4271 §4.2).
+	// Timers, whole seconds. HoldTime is 0 (RFC 4271 §4.2: no keepalives)
+	// or 3 s..65535 s.
 	HoldTime      time.Duration
 	KeepaliveTime time.Duration
 	ConnectTime   time.Duration // 0 when unset (backend default)
@@ -84,12 +75,8 @@ type Peer struct {
 }
 
 // IBGP reports whether the session is internal BGP: the remote ASN equals the
-// ASN presented to the peer (LocalASN if set, else MyASN), or dynamicASN is
-// "internal".
+// ASN presented to the peer (LocalASN if set, else MyASN).
 func (p *Peer) IBGP() bool {
-	if p.DynamicASN != DynamicASNNone {
-		return p.DynamicASN == DynamicASNInternal
-	}
 	return p.PeerASN == p.effectiveLocalASN()
 }
 
@@ -102,14 +89,6 @@ func (p *Peer) effectiveLocalASN() uint32 {
 
 // MatchesNode reports whether a node with these labels opens this session.
 func (p *Peer) MatchesNode(node labels.Labels) bool { return matchesAny(p.NodeSelectors, node) }
-
-// Endpoint renders the peer's address or interface, for messages.
-func (p *Peer) Endpoint() string {
-	if p.Interface != "" {
-		return "interface " + p.Interface
-	}
-	return p.Address.String()
-}
 
 // peerEnv is what peer parsing needs besides the object.
 type peerEnv struct {
@@ -144,13 +123,14 @@ func buildPeer(obj *v1beta2.BGPPeer, env peerEnv, p *problems) *Peer {
 		p.add(ref.invalid("spec.dynamicASN", string(s.DynamicASN), "set exactly one of peerASN and dynamicASN, not both"))
 	case s.PeerASN == 0 && s.DynamicASN == "":
 		p.add(ref.invalid("spec.peerASN", "", "set exactly one of peerASN and dynamicASN"))
-	case s.DynamicASN != "":
-		switch d := DynamicASN(s.DynamicASN); d {
-		case DynamicASNInternal, DynamicASNExternal:
-			peer.DynamicASN = d
-		default:
-			p.add(ref.invalid("spec.dynamicASN", string(s.DynamicASN), "must be %q or %q", DynamicASNInternal, DynamicASNExternal))
-		}
+	case s.DynamicASN == "":
+	case s.DynamicASN != v1beta2.InternalASNMode && s.DynamicASN != v1beta2.ExternalASNMode:
+		p.add(ref.invalid("spec.dynamicASN", string(s.DynamicASN), "must be %q or %q", v1beta2.InternalASNMode, v1beta2.ExternalASNMode))
+	default:
+		// Backend rule: gobgp takes a neighbor without an ASN as "accept
+		// any ASN in the OPEN" and would not check the internal/external
+		// class the user asked for.
+		p.add(ref.invalid("spec.dynamicASN", string(s.DynamicASN), "not supported by Herald's BGP backend, which would accept any ASN the router sends without checking that it is %s; set spec.peerASN to the router's ASN", s.DynamicASN))
 	}
 
 	switch {
@@ -165,8 +145,12 @@ func buildPeer(obj *v1beta2.BGPPeer, env peerEnv, p *problems) *Peer {
 		peer.Interface = s.Interface
 	default:
 		a, err := parseUnicast(s.PeerAddress)
-		if err != "" {
+		switch {
+		case err != "":
 			p.add(ref.invalid("spec.peerAddress", s.PeerAddress, "%s", err))
+		case a.Zone() != "":
+			// Backend rule: bgp.PeerConfig refuses a zoned neighbor address.
+			p.add(ref.invalid("spec.peerAddress", s.PeerAddress, "an IPv6 zone is not supported by Herald's BGP backend; for a session over an interface's link-local address set spec.interface (unnumbered BGP) instead"))
 		}
 		peer.Address = a
 	}
@@ -229,7 +213,7 @@ func buildPeer(obj *v1beta2.BGPPeer, env peerEnv, p *problems) *Peer {
 	if s.BFDProfile != "" {
 		p.add(ref.invalid("spec.bfdProfile", s.BFDProfile, "BFD is not supported by Herald's BGP backend (gobgp has no BFD); remove the field"))
 	}
-	if s.EBGPMultiHop && peer.MyASN != 0 && (peer.PeerASN != 0 || peer.DynamicASN != "") && peer.IBGP() {
+	if s.EBGPMultiHop && peer.MyASN != 0 && peer.PeerASN != 0 && peer.IBGP() {
 		p.add(ref.invalid("spec.ebgpMultiHop", "", "cannot be set on an iBGP session (peer ASN equals the local ASN)"))
 	}
 	if s.DisableMP {
@@ -307,8 +291,8 @@ func resolvePasswordSecret(ref objRef, sr *corev1.SecretReference, env peerEnv, 
 // peerKey renders everything of a parsed peer except its name, to find
 // duplicate peers.
 func peerKey(p *Peer) string {
-	return fmt.Sprintf("my=%d peer=%d dyn=%s local=%d addr=%v if=%s port=%d src=%v rid=%v t=%v/%v/%v nodes=%q pw=%q pwsecret=%q gr=%v mh=%v vrf=%s ds=%v",
-		p.MyASN, p.PeerASN, p.DynamicASN, p.LocalASN, p.Address, p.Interface, p.Port, p.SourceAddress, p.RouterID,
+	return fmt.Sprintf("my=%d peer=%d local=%d addr=%v if=%s port=%d src=%v rid=%v t=%v/%v/%v nodes=%q pw=%q pwsecret=%q gr=%v mh=%v vrf=%s ds=%v",
+		p.MyASN, p.PeerASN, p.LocalASN, p.Address, p.Interface, p.Port, p.SourceAddress, p.RouterID,
 		p.HoldTime, p.KeepaliveTime, p.ConnectTime, selectorStrings(p.NodeSelectors), p.Password.Reveal(), p.PasswordSecret,
 		p.GracefulRestart, p.EBGPMultiHop, p.VRF, p.DualStack)
 }

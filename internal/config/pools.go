@@ -7,7 +7,6 @@ import (
 	"slices"
 	"strings"
 
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/herald-lb/herald/api/v1beta1"
@@ -82,12 +81,6 @@ func (p *Pool) Contains(ip netip.Addr) bool {
 	return slices.ContainsFunc(p.Blocks, func(b AddressBlock) bool { return b.Contains(ip) })
 }
 
-// Usable reports whether ip may be assigned from this pool: it lies in the
-// pool and is not an IPv4 .0/.255 address of a pool with AvoidBuggyIPs.
-func (p *Pool) Usable(ip netip.Addr) bool {
-	return p.Contains(ip) && !(p.AvoidBuggyIPs && isBuggyIP(ip))
-}
-
 // Priority returns spec.serviceAllocation.priority (0 when unset). Lower
 // values rank first, except that 0 ranks after every positive priority.
 func (p *Pool) Priority() int {
@@ -97,49 +90,26 @@ func (p *Pool) Priority() int {
 	return p.Allocation.Priority
 }
 
-// ServiceAllocation is a parsed spec.serviceAllocation.
+// ServiceAllocation is a parsed spec.serviceAllocation. The snapshot holds
+// the selectors, not the namespaces they match: the controller's allocator
+// (internal/ipam) matches a Service's namespace and its labels when it
+// allocates, so a Namespace label change neither changes the snapshot nor
+// makes a speaker re-decide its Services.
 type ServiceAllocation struct {
 	Priority int
 
 	// Namespaces is spec.serviceAllocation.namespaces, sorted.
 	Namespaces []string
-	// NamespaceSelectors is spec.serviceAllocation.namespaceSelectors, kept
-	// so a caller can match a Namespace that is not in the snapshot yet.
+	// NamespaceSelectors is spec.serviceAllocation.namespaceSelectors.
 	NamespaceSelectors []labels.Selector
-	// ResolvedNamespaces is Namespaces plus every Namespace from
-	// Resources.Namespaces whose labels match a NamespaceSelector, sorted.
-	ResolvedNamespaces []string
 	// ServiceSelectors restricts the pool to Services whose labels match at
 	// least one selector; empty means any Service.
 	ServiceSelectors []labels.Selector
-
-	resolved map[string]bool
-}
-
-// RestrictsNamespaces reports whether the pool is limited to some namespaces.
-func (a *ServiceAllocation) RestrictsNamespaces() bool {
-	return a != nil && (len(a.Namespaces) > 0 || len(a.NamespaceSelectors) > 0)
-}
-
-// AllowsNamespace reports whether Services in namespace ns may use the pool.
-// A nil allocation allows every namespace.
-func (a *ServiceAllocation) AllowsNamespace(ns string) bool {
-	return !a.RestrictsNamespaces() || a.resolved[ns]
-}
-
-// AllowsService reports whether a Service in namespace ns with labels
-// svcLabels may use the pool: its namespace is allowed and its labels match
-// one of ServiceSelectors (if any). A nil allocation allows everything.
-func (a *ServiceAllocation) AllowsService(ns string, svcLabels labels.Labels) bool {
-	if a == nil {
-		return true
-	}
-	return a.AllowsNamespace(ns) && matchesAny(a.ServiceSelectors, svcLabels)
 }
 
 // buildPools parses every IPAddressPool, then checks that no two blocks in
 // any pools overlap. The result is sorted by name.
-func buildPools(objs []v1beta1.IPAddressPool, namespaces []corev1.Namespace, p *problems) []*Pool {
+func buildPools(objs []v1beta1.IPAddressPool, p *problems) []*Pool {
 	var pools []*Pool
 	byName := map[string]bool{}
 	var blocks []blockRef
@@ -151,7 +121,7 @@ func buildPools(objs []v1beta1.IPAddressPool, namespaces []corev1.Namespace, p *
 			continue
 		}
 		byName[obj.Name] = true
-		pool := buildPool(ref, obj, namespaces, p)
+		pool := buildPool(ref, obj, p)
 		if pool == nil {
 			continue
 		}
@@ -177,7 +147,7 @@ func buildPools(objs []v1beta1.IPAddressPool, namespaces []corev1.Namespace, p *
 	return pools
 }
 
-func buildPool(ref objRef, obj *v1beta1.IPAddressPool, namespaces []corev1.Namespace, p *problems) *Pool {
+func buildPool(ref objRef, obj *v1beta1.IPAddressPool, p *problems) *Pool {
 	ok := true
 	pool := &Pool{
 		Name:          obj.Name,
@@ -204,7 +174,7 @@ func buildPool(ref objRef, obj *v1beta1.IPAddressPool, namespaces []corev1.Names
 		pool.Prefixes = append(pool.Prefixes, b.Prefixes...)
 	}
 	if sa := obj.Spec.ServiceAllocation; sa != nil {
-		a, aok := buildAllocation(ref, sa, namespaces, p)
+		a, aok := buildAllocation(ref, sa, p)
 		pool.Allocation = a
 		ok = ok && aok
 	}
@@ -214,9 +184,9 @@ func buildPool(ref objRef, obj *v1beta1.IPAddressPool, namespaces []corev1.Names
 	return pool
 }
 
-func buildAllocation(ref objRef, sa *v1beta1.ServiceAllocation, namespaces []corev1.Namespace, p *problems) (*ServiceAllocation, bool) {
+func buildAllocation(ref objRef, sa *v1beta1.ServiceAllocation, p *problems) (*ServiceAllocation, bool) {
 	ok := true
-	a := &ServiceAllocation{Priority: sa.Priority, resolved: map[string]bool{}}
+	a := &ServiceAllocation{Priority: sa.Priority}
 	seen := map[string]int{}
 	for i, ns := range sa.Namespaces {
 		field := fmt.Sprintf("spec.serviceAllocation.namespaces[%d]", i)
@@ -232,7 +202,6 @@ func buildAllocation(ref objRef, sa *v1beta1.ServiceAllocation, namespaces []cor
 		}
 		seen[ns] = i
 		a.Namespaces = append(a.Namespaces, ns)
-		a.resolved[ns] = true
 	}
 	slices.Sort(a.Namespaces)
 	n := len(p.invalid)
@@ -241,16 +210,5 @@ func buildAllocation(ref objRef, sa *v1beta1.ServiceAllocation, namespaces []cor
 	if len(p.invalid) != n {
 		ok = false
 	}
-	if len(a.NamespaceSelectors) > 0 {
-		for i := range namespaces {
-			if matchesAny(a.NamespaceSelectors, labels.Set(namespaces[i].Labels)) {
-				a.resolved[namespaces[i].Name] = true
-			}
-		}
-	}
-	for ns := range a.resolved {
-		a.ResolvedNamespaces = append(a.ResolvedNamespaces, ns)
-	}
-	slices.Sort(a.ResolvedNamespaces)
 	return a, ok
 }

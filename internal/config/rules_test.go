@@ -293,7 +293,20 @@ func TestPeerRules(t *testing.T) {
 			want: []string{obj + `spec.dynamicASN "external": set exactly one of peerASN and dynamicASN, not both`}},
 		{name: "neither peerASN nor dynamicASN", mutate: pe(func(s *v1beta2.BGPPeerSpec) { s.PeerASN = 0 }),
 			want: []string{obj + "spec.peerASN: set exactly one of peerASN and dynamicASN"}},
-		{name: "dynamicASN internal", mutate: pe(func(s *v1beta2.BGPPeerSpec) { s.PeerASN, s.DynamicASN = 0, v1beta2.InternalASNMode })},
+		// Backend rules: what the gobgp speaker cannot open is refused here,
+		// so the webhook never admits a peer no speaker opens.
+		{name: "dynamicASN internal refused", mutate: pe(func(s *v1beta2.BGPPeerSpec) { s.PeerASN, s.DynamicASN = 0, v1beta2.InternalASNMode }),
+			want: []string{obj + `spec.dynamicASN "internal": not supported by Herald's BGP backend, which would accept any ASN the router sends without checking that it is internal; set spec.peerASN to the router's ASN`}},
+		{name: "dynamicASN external refused", mutate: pe(func(s *v1beta2.BGPPeerSpec) { s.PeerASN, s.DynamicASN = 0, v1beta2.ExternalASNMode }),
+			want: []string{obj + `spec.dynamicASN "external": not supported by Herald's BGP backend`}},
+		{name: "zoned peer address refused", mutate: pe(func(s *v1beta2.BGPPeerSpec) { s.PeerAddress = "fe80::1%eth1" }),
+			want: []string{obj + `spec.peerAddress "fe80::1%eth1": an IPv6 zone is not supported by Herald's BGP backend; for a session over an interface's link-local address set spec.interface (unnumbered BGP) instead`}},
+		{name: "link-local peer address without zone", mutate: pe(func(s *v1beta2.BGPPeerSpec) { s.PeerAddress = "fe80::1" })},
+		{name: "hold time 65535s", mutate: pe(func(s *v1beta2.BGPPeerSpec) { s.HoldTime = dur(65535 * time.Second) })},
+		{name: "hold time above 65535s refused", mutate: pe(func(s *v1beta2.BGPPeerSpec) { s.HoldTime = dur(65536 * time.Second) }),
+			want: []string{obj + `spec.holdTime "18h12m16s": must be at most 65535s: the Hold Time field of the BGP OPEN message is 2 octets (RFC 4271 §4.2)`}},
+		{name: "keepalive deriving a hold time above 65535s refused", mutate: pe(func(s *v1beta2.BGPPeerSpec) { s.KeepaliveTime = dur(30000 * time.Second) }),
+			want: []string{obj + `spec.keepaliveTime "8h20m0s": the derived holdTime (3 x keepaliveTime = 25h0m0s) must be at most 65535s`}},
 		{name: "dynamicASN bogus", mutate: pe(func(s *v1beta2.BGPPeerSpec) { s.PeerASN, s.DynamicASN = 0, "sideways" }),
 			want: []string{obj + `spec.dynamicASN "sideways": must be "internal" or "external"`}},
 		{name: "address and interface", mutate: pe(func(s *v1beta2.BGPPeerSpec) { s.Interface = "eth1" }),
@@ -361,9 +374,6 @@ func TestPeerRules(t *testing.T) {
 		{name: "ebgp multihop on ebgp", mutate: pe(func(s *v1beta2.BGPPeerSpec) { s.EBGPMultiHop = true })},
 		{name: "ebgp multihop on ibgp", mutate: pe(func(s *v1beta2.BGPPeerSpec) { s.EBGPMultiHop, s.PeerASN = true, 64500 }),
 			want: []string{obj + `spec.ebgpMultiHop: cannot be set on an iBGP session`}},
-		{name: "ebgp multihop on dynamic internal", mutate: pe(func(s *v1beta2.BGPPeerSpec) {
-			s.EBGPMultiHop, s.PeerASN, s.DynamicASN = true, 0, v1beta2.InternalASNMode
-		}), want: []string{obj + `spec.ebgpMultiHop: cannot be set on an iBGP session`}},
 		{name: "bfd profile rejected", mutate: func(r *Resources) {
 			r.BFDProfiles = []v1beta1.BFDProfile{{ObjectMeta: meta("fast")}}
 			r.Peers[0].Spec.BFDProfile = "fast"

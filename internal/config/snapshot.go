@@ -25,7 +25,6 @@ type Snapshot struct {
 	peers       []*Peer
 	peerByName  map[string]*Peer
 	aliases     []CommunityAlias
-	bfd         []*BFDProfile
 	warnings    []string
 	index       []indexEntry // every address block, sorted by First
 	nodeName    string
@@ -88,10 +87,6 @@ func (s *Snapshot) Peer(name string) (*Peer, bool) {
 // CommunityAliases returns every alias defined by Community objects, sorted
 // by name.
 func (s *Snapshot) CommunityAliases() []CommunityAlias { return s.aliases }
-
-// BFDProfiles returns every BFDProfile, sorted by name (see BFDProfile: no
-// peer can use them with Herald's backend).
-func (s *Snapshot) BFDProfiles() []*BFDProfile { return s.bfd }
 
 // Warnings returns messages about accepted but questionable configuration
 // (deprecated fields, references to objects that do not exist, masked
@@ -195,8 +190,8 @@ func (s *Snapshot) encode(h hash.Hash) {
 			w(" block %v-%v %v", b.First, b.Last, b.Prefixes)
 		}
 		if a := p.Allocation; a != nil {
-			w(" alloc prio=%d ns=%q nssel=%q resolved=%q svc=%q", a.Priority, a.Namespaces,
-				selectorStrings(a.NamespaceSelectors), a.ResolvedNamespaces, selectorStrings(a.ServiceSelectors))
+			w(" alloc prio=%d ns=%q nssel=%q svc=%q", a.Priority, a.Namespaces,
+				selectorStrings(a.NamespaceSelectors), selectorStrings(a.ServiceSelectors))
 		}
 		for _, a := range p.L2Advertisements {
 			w(" l2 %q", a.Name)
@@ -219,9 +214,6 @@ func (s *Snapshot) encode(h hash.Hash) {
 	}
 	for _, a := range s.aliases {
 		w("alias %q %v %q", a.Name, a.Value, a.Source)
-	}
-	for _, b := range s.bfd {
-		w("bfd %q %+v", b.Name, *b)
 	}
 }
 

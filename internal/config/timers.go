@@ -20,7 +20,8 @@ type timerError struct {
 // resolveTimers applies the holdTime/keepaliveTime rules of BGPPeer:
 //
 //   - both are truncated to whole seconds;
-//   - holdTime must be 0 (keepalives disabled) or >= 3 s (RFC 4271 §4.2);
+//   - holdTime must be 0 (keepalives disabled) or 3 s..65535 s (RFC 4271
+//     §4.2: at least 3 s, and the OPEN's Hold Time field is 2 octets);
 //   - only holdTime set: keepalive = holdTime/3;
 //   - only keepaliveTime set: holdTime = 3*keepaliveTime;
 //   - neither set: 90 s / 30 s;
@@ -52,6 +53,12 @@ func resolveTimers(hold, keepalive *time.Duration) (h, k time.Duration, err *tim
 			return 0, 0, &timerError{"spec.keepaliveTime", keepalive.String(), fmt.Sprintf("the derived holdTime (3 x keepaliveTime = %s) must be 0 or at least 3s (RFC 4271 §4.2)", h)}
 		}
 		return 0, 0, &timerError{"spec.holdTime", hold.String(), "must be 0 or at least 3s after truncation to whole seconds (RFC 4271 §4.2)"}
+	}
+	if h > maxHoldTime {
+		if hold == nil {
+			return 0, 0, &timerError{"spec.keepaliveTime", keepalive.String(), fmt.Sprintf("the derived holdTime (3 x keepaliveTime = %s) must be at most 65535s: the Hold Time field of the BGP OPEN message is 2 octets (RFC 4271 §4.2)", h)}
+		}
+		return 0, 0, &timerError{"spec.holdTime", hold.String(), "must be at most 65535s: the Hold Time field of the BGP OPEN message is 2 octets (RFC 4271 §4.2)"}
 	}
 	if k > h {
 		return 0, 0, &timerError{"spec.keepaliveTime", keepalive.String(), fmt.Sprintf("must not be greater than holdTime (%s)", h)}

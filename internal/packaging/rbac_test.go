@@ -126,7 +126,7 @@ func wantRBAC(namespace, prefix string) map[string]map[grant]bool {
 		),
 		prefix + "speaker": merge(
 			expand("cluster",
-				"get,list,watch core services,nodes,namespaces",
+				"get,list,watch core services,nodes",
 				"get,list,watch discovery.k8s.io endpointslices",
 				"create,patch core events",
 				"create,patch events.k8s.io events",

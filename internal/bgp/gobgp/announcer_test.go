@@ -24,7 +24,7 @@ func TestAnnouncer(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer a.Close()
-	pc := bgp.PeerConfig{Name: "rtr", Address: lo, Port: uint16(port), MyASN: ourASN, PeerASN: routerASN,
+	pc := bgp.PeerConfig{Name: "rtr", Address: lo, Port: uint16(port), MyASN: ourASN, PeerASN: routerASN, RouterID: netip.MustParseAddr(ourRouterID),
 		HoldTime: 9 * time.Second, ConnectTime: time.Second, DualStack: true}
 	received := func(s *Speaker) (n uint64) {
 		_ = s.srv.ListPeer(context.Background(), &api.ListPeerRequest{}, func(p *api.Peer) {

@@ -3,7 +3,6 @@ package gobgp
 import (
 	"fmt"
 	"hash/fnv"
-	"net/netip"
 	"time"
 
 	api "github.com/osrg/gobgp/v3/api"
@@ -13,9 +12,9 @@ import (
 	"github.com/herald-lb/herald/internal/bgp"
 )
 
-// defaultGracefulRestartTime is the RFC 4724 restart time announced when
-// PeerConfig.GracefulRestartTime is 0 (FRR and gobgp use the same default).
-const defaultGracefulRestartTime = 120 * time.Second
+// gracefulRestartTime is the RFC 4724 restart time announced with
+// PeerConfig.GracefulRestart (FRR and gobgp use the same default).
+const gracefulRestartTime = 120 * time.Second
 
 var (
 	familyV4 = &api.Family{Afi: api.Family_AFI_IP, Safi: api.Family_SAFI_UNICAST}
@@ -95,11 +94,7 @@ func toAPIPeer(p bgp.PeerConfig, maxReceived uint32) *api.Peer {
 		out.EbgpMultihop = &api.EbgpMultihop{Enabled: true, MultihopTtl: uint32(p.EBGPMultiHop)}
 	}
 	if p.GracefulRestart {
-		rt := p.GracefulRestartTime
-		if rt == 0 {
-			rt = defaultGracefulRestartTime
-		}
-		out.GracefulRestart = &api.GracefulRestart{Enabled: true, RestartTime: uint32(rt / time.Second)}
+		out.GracefulRestart = &api.GracefulRestart{Enabled: true, RestartTime: uint32(gracefulRestartTime / time.Second)}
 	}
 	for _, f := range familiesFor(p) {
 		as := &api.AfiSafi{Config: &api.AfiSafiConfig{Family: f, Enabled: true}}
@@ -172,19 +167,6 @@ func toAPIPath(p bgp.Path) (*api.Path, error) {
 		}
 	}
 	return &api.Path{Family: family, Nlri: nlri, Pattrs: attrs}, nil
-}
-
-// prefixOf decodes the NLRI of a gobgp path (as listed by ListPath).
-func prefixOf(p *api.Path) (netip.Prefix, error) {
-	var n api.IPAddressPrefix
-	if err := p.GetNlri().UnmarshalTo(&n); err != nil {
-		return netip.Prefix{}, err
-	}
-	a, err := netip.ParseAddr(n.Prefix)
-	if err != nil {
-		return netip.Prefix{}, err
-	}
-	return netip.PrefixFrom(a, int(n.PrefixLen)), nil
 }
 
 func sessionState(s api.PeerState_SessionState) bgp.SessionState {

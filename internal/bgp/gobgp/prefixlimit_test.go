@@ -162,7 +162,7 @@ func TestPrefixLimit(t *testing.T) {
 			}
 		}})
 		pc := bgp.PeerConfig{Name: "rtr", Address: netip.MustParseAddr("127.0.0.1"), Port: uint16(port),
-			MyASN: ourASN, PeerASN: routerASN, HoldTime: 9 * time.Second, ConnectTime: time.Second,
+			MyASN: ourASN, PeerASN: routerASN, RouterID: netip.MustParseAddr(ourRouterID), HoldTime: 9 * time.Second, ConnectTime: time.Second,
 			DualStack: true} // IPv6 unicast over the IPv4 session (RFC 4760)
 		if err := s.SetPeers(context.Background(), []bgp.PeerConfig{pc}); err != nil {
 			t.Fatal(err)

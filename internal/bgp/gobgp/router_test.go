@@ -134,7 +134,7 @@ func (r *router) addPeer(t testing.TB, neighbor string, peerASN uint32, opts ...
 func (r *router) peerConfig(name string, myASN uint32) bgp.PeerConfig {
 	return bgp.PeerConfig{
 		Name: name, Address: r.addr, Port: uint16(r.port),
-		MyASN: myASN, PeerASN: r.asn,
+		MyASN: myASN, PeerASN: r.asn, RouterID: netip.MustParseAddr(ourRouterID),
 		HoldTime: 9 * time.Second, ConnectTime: time.Second,
 	}
 }
@@ -147,6 +147,19 @@ type receivedPath struct {
 	LocalPref   *uint32
 	ASPath      []uint32
 	Stale       bool
+}
+
+// prefixOf decodes the NLRI of a gobgp path (as listed by ListPath).
+func prefixOf(p *api.Path) (netip.Prefix, error) {
+	var n api.IPAddressPrefix
+	if err := p.GetNlri().UnmarshalTo(&n); err != nil {
+		return netip.Prefix{}, err
+	}
+	a, err := netip.ParseAddr(n.Prefix)
+	if err != nil {
+		return netip.Prefix{}, err
+	}
+	return netip.PrefixFrom(a, int(n.PrefixLen)), nil
 }
 
 func (r *router) paths(t testing.TB, fam *api.Family) map[netip.Prefix]receivedPath {
@@ -230,9 +243,6 @@ func newSpeaker(t testing.TB, opts Options) *Speaker {
 	t.Helper()
 	if opts.Logger == nil {
 		opts.Logger = testLogger(t).With("side", "herald")
-	}
-	if !opts.RouterID.IsValid() {
-		opts.RouterID = netip.MustParseAddr(ourRouterID)
 	}
 	s, err := New(opts)
 	if err != nil {

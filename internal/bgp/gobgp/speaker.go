@@ -39,9 +39,6 @@ type Options struct {
 	Logger *slog.Logger
 	// Registerer, if non-nil, gets the MetalLB BGP metrics (metrics.go).
 	Registerer prometheus.Registerer
-	// RouterID is used when no peer sets PeerConfig.RouterID (e.g. the
-	// node's IPv4 address). Must be IPv4 if set.
-	RouterID netip.Addr
 	// OnPeerState, if non-nil, is called on every session state change from
 	// a gobgp goroutine. It must not block (send non-blockingly to a channel).
 	OnPeerState func(bgp.PeerState)
@@ -61,12 +58,6 @@ type Options struct {
 // router that keeps sending too much is tried again every 2 minutes (as
 // "maximum-prefix ... restart 2" in FRR and IOS).
 const DefaultPrefixLimitRestart = 2 * time.Minute
-
-// appliedPath is a path as announced to gobgp, with the UUID AddPath returned.
-type appliedPath struct {
-	path bgp.Path
-	uuid []byte
-}
 
 // peerRuntime is what WatchEvent learned about one neighbor.
 type peerRuntime struct {
@@ -90,7 +81,7 @@ type Speaker struct {
 	routerID     netip.Addr
 	peers        map[string]bgp.PeerConfig // applied, by name
 	desiredPaths []bgp.Path                // merged
-	paths        map[netip.Prefix]appliedPath
+	paths        map[netip.Prefix]bgp.Path // announced to gobgp
 	watchCancel  context.CancelFunc
 
 	stateMu sync.Mutex
@@ -108,16 +99,13 @@ func New(opts Options) (*Speaker, error) {
 	if opts.Logger == nil {
 		return nil, errors.New("gobgp.New: Logger is required")
 	}
-	if opts.RouterID.IsValid() && !opts.RouterID.Is4() {
-		return nil, fmt.Errorf("gobgp.New: RouterID %s is not IPv4", opts.RouterID)
-	}
 	adapter := newSlogAdapter(opts.Logger.With("source", "gobgp"))
 	s := &Speaker{
 		log:     opts.Logger,
 		opts:    opts,
 		srv:     server.NewBgpServer(server.LoggerOption(adapter)),
 		peers:   map[string]bgp.PeerConfig{},
-		paths:   map[netip.Prefix]appliedPath{},
+		paths:   map[netip.Prefix]bgp.Path{},
 		byKey:   map[string]string{},
 		runtime: map[string]*peerRuntime{},
 	}
@@ -132,7 +120,7 @@ func New(opts Options) (*Speaker, error) {
 }
 
 // routerIDFor picks the one router ID for the peers: the common
-// PeerConfig.RouterID, else Options.RouterID.
+// PeerConfig.RouterID (the zero Addr when no peer sets one).
 func (s *Speaker) routerIDFor(peers []bgp.PeerConfig) (netip.Addr, error) {
 	var id netip.Addr
 	var from string
@@ -144,9 +132,6 @@ func (s *Speaker) routerIDFor(peers []bgp.PeerConfig) (netip.Addr, error) {
 			return netip.Addr{}, fmt.Errorf("peer %q routerID %s, peer %q routerID %s: %w", from, id, p.Name, p.RouterID, bgp.ErrRouterIDConflict)
 		}
 		id, from = p.RouterID, p.Name
-	}
-	if !id.IsValid() {
-		id = s.opts.RouterID
 	}
 	return id, nil
 }
@@ -189,7 +174,7 @@ func (s *Speaker) stop(ctx context.Context) error {
 	err := s.srv.StopBgp(ctx, &api.StopBgpRequest{})
 	s.started = false
 	s.peers = map[string]bgp.PeerConfig{}
-	s.paths = map[netip.Prefix]appliedPath{}
+	s.paths = map[netip.Prefix]bgp.Path{}
 	s.stateMu.Lock()
 	s.byKey = map[string]string{}
 	s.runtime = map[string]*peerRuntime{}
@@ -219,7 +204,7 @@ func (s *Speaker) SetPeers(ctx context.Context, peers []bgp.PeerConfig) error {
 		return bgp.ErrClosed
 	}
 	if len(peers) > 0 && !routerID.IsValid() {
-		return fmt.Errorf("set peers: routerID: not set on any peer and no default: %w", bgp.ErrInvalidPeer)
+		return fmt.Errorf("set peers: routerID: not set on any peer: %w", bgp.ErrInvalidPeer)
 	}
 	if s.started && len(peers) > 0 && routerID != s.routerID {
 		s.log.Info("router ID changed, restarting BGP", "old", s.routerID, "new", routerID)
@@ -353,7 +338,7 @@ func (s *Speaker) SetPaths(ctx context.Context, paths []bgp.Path) error {
 func (s *Speaker) applyPaths(ctx context.Context) error {
 	applied := make([]bgp.Path, 0, len(s.paths))
 	for _, p := range s.paths {
-		applied = append(applied, p.path)
+		applied = append(applied, p)
 	}
 	d := bgp.DiffPaths(s.desiredPaths, applied)
 	var errs []error
@@ -370,12 +355,11 @@ func (s *Speaker) applyPaths(ctx context.Context) error {
 			errs = append(errs, err)
 			continue
 		}
-		resp, err := s.srv.AddPath(ctx, &api.AddPathRequest{TableType: api.TableType_GLOBAL, Path: ap})
-		if err != nil {
+		if _, err := s.srv.AddPath(ctx, &api.AddPathRequest{TableType: api.TableType_GLOBAL, Path: ap}); err != nil {
 			errs = append(errs, fmt.Errorf("announce %s: %w", p.Prefix, err))
 			continue
 		}
-		s.paths[p.Prefix] = appliedPath{path: p, uuid: resp.GetUuid()}
+		s.paths[p.Prefix] = p
 	}
 	if n := len(d.Add) + len(d.Update) + len(d.Delete); n > 0 {
 		s.log.Debug("BGP paths applied", "added", len(d.Add), "updated", len(d.Update), "withdrawn", len(d.Delete))
@@ -385,16 +369,16 @@ func (s *Speaker) applyPaths(ctx context.Context) error {
 
 // withdraw removes one announced prefix. It sends DeletePath with the
 // exact path that was announced (family + NLRI + attributes), never an
-// empty request (which would withdraw every local path). The AddPath UUID is
-// kept for reference but not used here: in gobgp v3.37 a UUID DeletePath
-// scans the whole global RIB per call, which made withdrawing 10,000
-// prefixes take minutes; the path form is a direct lookup.
+// empty request (which would withdraw every local path). It does not use
+// the UUID AddPath returns: in gobgp v3.37 a UUID DeletePath scans the whole
+// global RIB per call, which made withdrawing 10,000 prefixes take minutes;
+// the path form is a direct lookup.
 func (s *Speaker) withdraw(ctx context.Context, prefix netip.Prefix) error {
 	ap, ok := s.paths[prefix]
 	if !ok {
 		return fmt.Errorf("withdraw %s: not announced", prefix)
 	}
-	p, err := toAPIPath(ap.path)
+	p, err := toAPIPath(ap)
 	if err != nil {
 		return fmt.Errorf("withdraw %s: %w", prefix, err)
 	}

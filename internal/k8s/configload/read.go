@@ -13,7 +13,7 @@ import (
 )
 
 // Read lists every object config.Build reads: the metallb.io objects and the
-// Secrets in namespace, and the cluster's Namespaces and Nodes. c is normally
+// Secrets in namespace, and the cluster's Nodes. c is normally
 // the manager's cache-backed client, so Read costs no API request. A list
 // error is returned wrapped with the kind that failed; callers treat it as an
 // infrastructure error (nothing is rejected, nothing changes).
@@ -27,7 +27,6 @@ func Read(ctx context.Context, c client.Reader, namespace string) (config.Resour
 		comms   v1beta1.CommunityList
 		bfds    v1beta1.BFDProfileList
 		secrets corev1.SecretList
-		nss     corev1.NamespaceList
 		nodes   corev1.NodeList
 	)
 	in := client.InNamespace(namespace)
@@ -43,7 +42,6 @@ func Read(ctx context.Context, c client.Reader, namespace string) (config.Resour
 		{"Communities", &comms, []client.ListOption{in}},
 		{"BFDProfiles", &bfds, []client.ListOption{in}},
 		{"Secrets", &secrets, []client.ListOption{in}},
-		{"Namespaces", &nss, nil},
 		{"Nodes", &nodes, nil},
 	}
 	for _, l := range lists {
@@ -58,7 +56,6 @@ func Read(ctx context.Context, c client.Reader, namespace string) (config.Resour
 	r.Communities = comms.Items
 	r.BFDProfiles = bfds.Items
 	r.Secrets = secrets.Items
-	r.Namespaces = nss.Items
 	r.Nodes = nodes.Items
 	return r, nil
 }

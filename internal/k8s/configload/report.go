@@ -194,11 +194,3 @@ func equalConditions(a, b []metav1.Condition) bool {
 	}
 	return true
 }
-
-// IsInfra reports whether err came from reading the objects rather than from
-// validating them.
-func IsInfra(err error) bool {
-	var ve *config.ValidationError
-	var te *config.TransientError
-	return err != nil && !errors.As(err, &ve) && !errors.As(err, &te)
-}

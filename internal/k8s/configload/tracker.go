@@ -1,7 +1,6 @@
 package configload
 
 import (
-	"errors"
 	"sync"
 
 	"github.com/herald-lb/herald/internal/config"
@@ -40,7 +39,6 @@ type Tracker struct {
 
 	mu      sync.Mutex
 	current *config.Snapshot
-	lastErr error
 }
 
 // NewTracker returns a Tracker that builds with opts (Herald's namespace, and
@@ -74,15 +72,12 @@ func (t *Tracker) Update(r config.Resources) (*config.Snapshot, Outcome, error) 
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if err != nil {
-		t.lastErr = err
 		return t.current, Rejected, err
 	}
 	if dropErr := snap.DroppedError(); dropErr != nil {
 		if t.keepInForce && dropsInForce(snap, t.current) {
-			t.lastErr = dropErr
 			return t.current, Rejected, dropErr
 		}
-		t.lastErr = nil
 		if t.current != nil && t.current.Equal(snap) {
 			t.current = snap // same content; keeps Dropped current
 			return snap, Unchanged, dropErr
@@ -90,7 +85,6 @@ func (t *Tracker) Update(r config.Resources) (*config.Snapshot, Outcome, error) 
 		t.current = snap
 		return snap, Changed, dropErr
 	}
-	t.lastErr = nil
 	if t.current != nil && t.current.Equal(snap) {
 		return t.current, Unchanged, nil
 	}
@@ -126,22 +120,3 @@ func (t *Tracker) Current() *config.Snapshot {
 	defer t.mu.Unlock()
 	return t.current
 }
-
-// Stale reports whether the latest configuration was rejected, so the one in
-// force is older than what is stored (metallb_k8s_client_config_stale_bool).
-func (t *Tracker) Stale() bool {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.lastErr != nil
-}
-
-// LastError returns the error of the latest rejected build, or nil.
-func (t *Tracker) LastError() error {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.lastErr
-}
-
-// ErrNoConfig is returned by callers that need a configuration before any
-// valid one has been loaded.
-var ErrNoConfig = errors.New("no valid configuration loaded yet")

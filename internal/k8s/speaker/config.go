@@ -12,8 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/herald-lb/herald/internal/announce"
 	"github.com/herald-lb/herald/internal/bgp"
-	"github.com/herald-lb/herald/internal/bgpconfig"
 	"github.com/herald-lb/herald/internal/config"
 	"github.com/herald-lb/herald/internal/k8s/configload"
 )
@@ -156,17 +156,18 @@ func (s *Controller) reconcileAll(ctx context.Context, snap *config.Snapshot, vi
 	return errors.Join(errs...)
 }
 
-// syncPeers translates this node's peers and applies them when they differ
-// from the applied ones. dropped are the configuration's left-out objects:
-// a BGPPeer among them is reported (log, peerNotApplied event, once per
-// message) like a peer that cannot be translated.
+// syncPeers translates this node's peers (announce.Sessions) and applies
+// them when they differ from the applied ones. dropped are the
+// configuration's left-out objects: a BGPPeer among them is reported (log,
+// peerNotApplied event, once per message).
 func (s *Controller) syncPeers(ctx context.Context, snap *config.Snapshot, view *clusterView, dropped []*config.TransientError) error {
 	if s.opts.BGP == nil || snap == nil || view.self == nil {
 		return nil
 	}
 	nodeLabels := labels.Set(view.self.Labels)
-	routerID := bgpconfig.RouterID(snap, s.opts.NodeName, nodeLabels, nodeIPv4(view.self))
-	var desired []bgp.PeerConfig
+	nodeIP := nodeIPv4(view.self)
+	routerID := announce.RouterID(snap, s.opts.NodeName, nodeLabels, nodeIP)
+	desired := announce.Sessions(snap, s.opts.NodeName, nodeLabels, nodeIP)
 	seen := map[string]bool{}
 	for _, e := range dropped {
 		if e.Kind != config.KindBGPPeer {
@@ -179,19 +180,9 @@ func (s *Controller) syncPeers(ctx context.Context, snap *config.Snapshot, view 
 			s.peerEvent(ctx, e.Name, corev1.EventTypeWarning, reasonPeerNotApplied, "not applied on node %s: %v (waiting for it)", s.opts.NodeName, e)
 		}
 	}
-	for _, p := range snap.PeersForNode(nodeLabels) {
+	for _, p := range desired {
 		seen[p.Name] = true
-		pc, err := bgpconfig.Peer(p, routerID)
-		if err != nil {
-			if s.peerErrors[p.Name] != err.Error() {
-				s.peerErrors[p.Name] = err.Error()
-				s.log.Error("BGP peer not applied", "peer", p.Name, "error", err)
-				s.peerEvent(ctx, p.Name, corev1.EventTypeWarning, reasonPeerNotApplied, "not applied on node %s: %v", s.opts.NodeName, err)
-			}
-			continue
-		}
 		delete(s.peerErrors, p.Name)
-		desired = append(desired, pc)
 	}
 	for name := range s.peerErrors {
 		if !seen[name] {

@@ -14,7 +14,7 @@
 //   - "config": read the metallb.io objects (internal/k8s/configload), build
 //     this node's snapshot and keep the last good one; when the snapshot
 //     changed semantically (config.Snapshot.Equal), re-decide every Service.
-//     Peers are re-translated (internal/bgpconfig) and applied when they
+//     Peers are re-translated (announce.Sessions) and applied when they
 //     differ from the applied ones.
 //   - "all": reload the configuration and re-decide every Service. Queued on
 //     relevant Node changes (labels, NetworkUnavailable, readiness, taints,
@@ -101,10 +101,11 @@
 //     host answered for one of its layer 2 addresses (conflicts.go).
 //   - BGPPeer events: sessionEstablished / sessionDown when this node's
 //     session changes state, sessionNotEstablished once when it has not been
-//     up for Options.SessionWarnAfter (a minute), and peerNotApplied when a peer cannot be
-//     translated (dynamicASN), prefixLimitExceeded when the BGP speaker
-//     closed the session because the peer sent more than its received-prefix
-//     limit. Session states are also logged.
+//     up for Options.SessionWarnAfter (a minute), peerNotApplied when a peer
+//     waits for an object it references (its password Secret), and
+//     prefixLimitExceeded when the BGP speaker closed the session because the
+//     peer sent more than its received-prefix limit. Session states are also
+//     logged.
 //   - Why a Service IP is not announced (announce.Reason, MetalLB's names)
 //     is logged at debug level.
 //   - metallb_speaker_announced{service,protocol,node,ip} = 1 per announced

@@ -220,8 +220,6 @@ func (s *Controller) setupController(mgr manager.Manager) error {
 			builder.WithPredicates(predicate.Funcs{UpdateFunc: sliceChanged})).
 		Watches(&corev1.Node{}, toKey(keyAll),
 			builder.WithPredicates(predicate.Funcs{UpdateFunc: nodeChanged})).
-		Watches(&corev1.Namespace{}, toKey(keyConfig),
-			builder.WithPredicates(predicate.LabelChangedPredicate{})).
 		Watches(&corev1.Secret{}, toKey(keyConfig),
 			builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
 				return o.GetNamespace() == s.opts.Namespace

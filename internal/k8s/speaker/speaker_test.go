@@ -424,11 +424,13 @@ func TestSpeakerThroughAPIServer(t *testing.T) {
 			return nil
 		})
 		s.states <- bgp.PeerState{Name: "p1", Peer: "203.0.113.1:179", State: bgp.StateEstablished}
-		// A dynamicASN peer cannot be applied: event on it, p1 stays.
-		must(t, c.Create(ctx, &v1beta2.BGPPeer{ObjectMeta: metav1.ObjectMeta{Name: "dyn", Namespace: ns},
-			Spec: v1beta2.BGPPeerSpec{MyASN: 64512, DynamicASN: "external", PeerAddress: "203.0.113.2"}}))
+		// A peer whose password Secret does not exist cannot be applied:
+		// event on it, p1 stays.
+		must(t, c.Create(ctx, &v1beta2.BGPPeer{ObjectMeta: metav1.ObjectMeta{Name: "nosecret", Namespace: ns},
+			Spec: v1beta2.BGPPeerSpec{MyASN: 64512, PeerASN: 64513, PeerAddress: "203.0.113.2",
+				PasswordSecret: &corev1.SecretReference{Name: "missing"}}}))
 		eventually(t, "peerNotApplied event", func() error {
-			if !s.rec.has("BGPPeer/dyn Warning peerNotApplied") {
+			if !s.rec.has("BGPPeer/nosecret Warning peerNotApplied") {
 				return errors.New("no peerNotApplied event")
 			}
 			if peers := s.bgp.Peers(); len(peers) != 1 || peers[0].Name != "p1" {
@@ -438,7 +440,7 @@ func TestSpeakerThroughAPIServer(t *testing.T) {
 		})
 		w.t = t
 		w.expectBGP("n1", "n2") // ServiceBGPStatus lists only applied peers
-		must(t, c.Delete(ctx, &v1beta2.BGPPeer{ObjectMeta: metav1.ObjectMeta{Name: "dyn", Namespace: ns}}))
+		must(t, c.Delete(ctx, &v1beta2.BGPPeer{ObjectMeta: metav1.ObjectMeta{Name: "nosecret", Namespace: ns}}))
 	})
 
 	t.Run("memberlist failover", func(t *testing.T) {

@@ -161,6 +161,18 @@ spec:
 			yaml: peer("both-asns", "peerASN: 64501, dynamicASN: external, peerAddress: 198.51.100.3"),
 			want: []string{`BGPPeer herald-system/both-asns: spec.dynamicASN "external": set exactly one of peerASN and dynamicASN, not both`},
 		}, {
+			name: "dynamicASN (the BGP backend cannot check it)",
+			yaml: peer("dynamic", "dynamicASN: external, peerAddress: 198.51.100.3"),
+			want: []string{`BGPPeer herald-system/dynamic: spec.dynamicASN "external": not supported by Herald's BGP backend`, "set spec.peerASN"},
+		}, {
+			name: "zoned peerAddress",
+			yaml: peer("zoned", "peerASN: 64501, peerAddress: \"fe80::1%eth1\""),
+			want: []string{`BGPPeer herald-system/zoned: spec.peerAddress "fe80::1%eth1": an IPv6 zone is not supported by Herald's BGP backend`, "set spec.interface"},
+		}, {
+			name: "holdTime above 65535s",
+			yaml: peer("long-hold", "peerASN: 64501, peerAddress: 198.51.100.4, holdTime: 20h"),
+			want: []string{`BGPPeer herald-system/long-hold: spec.holdTime "20h0m0s": must be at most 65535s`},
+		}, {
 			name: "holdTime 2s",
 			yaml: peer("short-hold", "peerASN: 64501, peerAddress: 198.51.100.4, holdTime: 2s"),
 			want: []string{`BGPPeer herald-system/short-hold: spec.holdTime "2s": must be 0 or at least 3s`},

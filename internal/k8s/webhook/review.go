@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
@@ -123,7 +125,13 @@ func (r *Reviewer) Review(ctx context.Context, c Change) (admission.Warnings, er
 		return nil, fmt.Errorf("%w: %s", ErrInvalid, strings.Join(blocking, "; "))
 	}
 
-	if c.Op == Delete && !namespaceTerminating(before, r.namespace) {
+	terminating := false
+	if c.Op == Delete {
+		if terminating, err = r.namespaceTerminating(ctx); err != nil {
+			return nil, fmt.Errorf("review %s %s: %w", c.Op, self, err)
+		}
+	}
+	if c.Op == Delete && !terminating {
 		if dangling := r.newDangling(before, after); len(dangling) > 0 {
 			r.log.Info("admission refused", "operation", c.Op, "object", self, "dangling", len(dangling))
 			return nil, fmt.Errorf("%w: deleting %s would leave a dangling reference: %s", ErrInvalid, self, strings.Join(dangling, "; "))
@@ -256,14 +264,17 @@ func listSome(errs []string) string {
 // namespaceTerminating reports whether Herald's namespace is being deleted:
 // then the namespace controller removes every object in some order, and
 // refusing a DELETE for a reference that is about to go away too would only
-// slow the teardown down.
-func namespaceTerminating(r config.Resources, ns string) bool {
-	for i := range r.Namespaces {
-		if r.Namespaces[i].Name == ns {
-			return r.Namespaces[i].DeletionTimestamp != nil
-		}
+// slow the teardown down. A namespace that does not exist is not
+// terminating; any other read error is returned.
+func (r *Reviewer) namespaceTerminating(ctx context.Context) (bool, error) {
+	var ns corev1.Namespace
+	switch err := r.reader.Get(ctx, client.ObjectKey{Name: r.namespace}, &ns); {
+	case apierrors.IsNotFound(err):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("read Namespace %s: %w", r.namespace, err)
 	}
-	return false
+	return ns.DeletionTimestamp != nil, nil
 }
 
 // cloneResources copies the slices (not the objects: Apply replaces whole
@@ -277,7 +288,6 @@ func cloneResources(r config.Resources) config.Resources {
 		Communities:       slices.Clone(r.Communities),
 		BFDProfiles:       slices.Clone(r.BFDProfiles),
 		Secrets:           slices.Clone(r.Secrets),
-		Namespaces:        slices.Clone(r.Namespaces),
 		Nodes:             slices.Clone(r.Nodes),
 	}
 }
