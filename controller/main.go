@@ -1,6 +1,6 @@
 // Command controller is Herald's cluster-wide controller: it assigns
-// LoadBalancer IPs to Services (internal/k8s/serviceip), publishes pool
-// counters (internal/k8s/poolstatus), keeps the memberlist Secret
+// LoadBalancer IPs to Services and publishes pool counters
+// (internal/k8s/allocation), keeps the memberlist Secret
 // (internal/k8s/mlsecret) and serves the validating webhooks
 // (internal/k8s/webhook). This file only wires them into a controller-runtime
 // manager; flags are in options.go and follow MetalLB's controller.
@@ -27,11 +27,10 @@ import (
 	"github.com/herald-lb/herald/api/v1beta1"
 	"github.com/herald-lb/herald/api/v1beta2"
 	"github.com/herald-lb/herald/internal/ipam"
+	"github.com/herald-lb/herald/internal/k8s/allocation"
 	"github.com/herald-lb/herald/internal/k8s/apiretry"
 	"github.com/herald-lb/herald/internal/k8s/configload"
 	"github.com/herald-lb/herald/internal/k8s/mlsecret"
-	"github.com/herald-lb/herald/internal/k8s/poolstatus"
-	"github.com/herald-lb/herald/internal/k8s/serviceip"
 	"github.com/herald-lb/herald/internal/k8s/webhook"
 	"github.com/herald-lb/herald/internal/logging"
 	"github.com/herald-lb/herald/internal/version"
@@ -99,7 +98,7 @@ func run(ctx context.Context, o *options, log *slog.Logger) error {
 	}
 	mopts := manager.Options{
 		Scheme:                 scheme,
-		Cache:                  serviceip.CacheOptions(o.namespace),
+		Cache:                  allocation.CacheOptions(o.namespace),
 		Metrics:                metricsOpts,
 		HealthProbeBindAddress: o.serving.HealthProbeAddress(),
 		LeaderElection:         o.leaderElect,
@@ -178,8 +177,8 @@ func addAllocation(ctx context.Context, mgr manager.Manager, o *options, log *sl
 		}
 		reporter.Owner = owner
 	}
-	var ctl *serviceip.Controller
-	pw, err := poolstatus.New(poolstatus.Options{
+	var ctl *allocation.Controller
+	pw, err := allocation.NewPoolStatus(allocation.PoolStatusOptions{
 		Client: mgr.GetClient(), Reader: mgr.GetCache(), Namespace: o.namespace,
 		Stats:      func() []ipam.PoolStats { return ctl.Allocator().Stats() },
 		Log:        log,
@@ -188,7 +187,7 @@ func addAllocation(ctx context.Context, mgr manager.Manager, o *options, log *sl
 	if err != nil {
 		return err
 	}
-	ctl, err = serviceip.New(serviceip.Options{
+	ctl, err = allocation.New(allocation.Options{
 		Client:    mgr.GetClient(),
 		Cache:     mgr.GetCache(),
 		APIReader: mgr.GetAPIReader(),
@@ -214,7 +213,7 @@ func addAllocation(ctx context.Context, mgr manager.Manager, o *options, log *sl
 		return err
 	}
 	// Kept (re-created when deleted) on every replica; Secrets of the
-	// namespace are in the cache (serviceip.CacheOptions).
+	// namespace are in the cache (allocation.CacheOptions).
 	return mlsecret.Setup(mgr, mlsecret.Options{
 		Client: uncached, Namespace: o.namespace, Name: o.mlSecretName, Deployment: o.deployment,
 		Recorder: mgr.GetEventRecorder("herald-controller"), Log: log.With("subsystem", "mlsecret"),

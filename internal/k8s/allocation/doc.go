@@ -1,6 +1,8 @@
-// Package serviceip is the controller's Service IP reconcile loop: it gives
-// every LoadBalancer Service its addresses from the IPAddressPools through
-// the pure allocator in internal/ipam and writes the result where users look.
+// Package allocation is the controller's address allocation: its Service IP
+// reconcile loop gives every LoadBalancer Service its addresses from the
+// IPAddressPools through the pure allocator in internal/ipam and writes the
+// result where users look, and its pool status writer publishes the pools'
+// counters (poolstatus.go).
 //
 // # What users see
 //
@@ -29,8 +31,8 @@
 //     request change until its IP is written), herald_services_pending
 //     (Services waiting for an address) and
 //     herald_service_status_write_errors_total (refused status writes, by
-//     API status reason). The per-pool counters are written by
-//     internal/k8s/poolstatus from Allocator().Stats().
+//     API status reason). The per-pool counters are written by the pool
+//     status writer (PoolStatusWriter) from the allocator's Stats.
 //
 // # Restart safety and configuration
 //
@@ -86,4 +88,4 @@
 //
 // Events need the events.k8s.io API (RBAC: create/patch events.k8s.io
 // events).
-package serviceip
+package allocation

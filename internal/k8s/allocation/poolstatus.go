@@ -1,4 +1,4 @@
-// Package poolstatus publishes the allocator's per-pool address counters:
+// The pool status writer publishes the allocator's per-pool address counters:
 // into each IPAddressPool's status (assignedIPv4, availableIPv4,
 // assignedIPv6, availableIPv6) and into MetalLB's allocator metrics
 // (metallb_allocator_addresses_total, _ipv4_addresses_total,
@@ -7,7 +7,8 @@
 // Writes are debounced: Notify marks the counters dirty and the Writer
 // publishes at most once per Options.Delay, so a burst of allocations costs
 // one status patch per changed pool, not one per Service.
-package poolstatus
+
+package allocation
 
 import (
 	"context"
@@ -27,12 +28,12 @@ import (
 	"github.com/herald-lb/herald/internal/ipam"
 )
 
-// DefaultDelay is the debounce delay when Options.Delay is 0.
-const DefaultDelay = 500 * time.Millisecond
+// DefaultPoolStatusDelay is the debounce delay when Options.Delay is 0.
+const DefaultPoolStatusDelay = 500 * time.Millisecond
 
-// Options configure a Writer. Client, Reader, Namespace and Stats are
+// PoolStatusOptions configure a PoolStatusWriter. Client, Reader, Namespace and Stats are
 // required.
-type Options struct {
+type PoolStatusOptions struct {
 	// Client patches IPAddressPool status.
 	Client client.Client
 	// Reader lists IPAddressPools (normally the manager's cache).
@@ -41,7 +42,7 @@ type Options struct {
 	Namespace string
 	// Stats returns the current counters (ipam.Allocator.Stats).
 	Stats func() []ipam.PoolStats
-	// Delay is the debounce delay (DefaultDelay when 0).
+	// Delay is the debounce delay (DefaultPoolStatusDelay when 0).
 	Delay time.Duration
 	// Log receives write failures; nil discards them.
 	Log *slog.Logger
@@ -50,28 +51,28 @@ type Options struct {
 	Registerer prometheus.Registerer
 }
 
-// Writer publishes pool counters. Run it with Start (a manager.Runnable).
-type Writer struct {
-	opts   Options
+// PoolStatusWriter publishes pool counters. Run it with Start (a manager.Runnable).
+type PoolStatusWriter struct {
+	opts   PoolStatusOptions
 	log    *slog.Logger
 	dirty  chan struct{}
 	gauges [6]*prometheus.GaugeVec
 	known  map[string]bool // pools with metric series
 }
 
-// New builds a Writer and registers its metrics.
-func New(opts Options) (*Writer, error) {
+// NewPoolStatus builds a PoolStatusWriter and registers its metrics.
+func NewPoolStatus(opts PoolStatusOptions) (*PoolStatusWriter, error) {
 	if opts.Client == nil || opts.Reader == nil || opts.Stats == nil {
-		return nil, errors.New("poolstatus: Client, Reader and Stats are required")
+		return nil, errors.New("allocation: pool status: Client, Reader and Stats are required")
 	}
 	if opts.Delay <= 0 {
-		opts.Delay = DefaultDelay
+		opts.Delay = DefaultPoolStatusDelay
 	}
 	log := opts.Log
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	w := &Writer{opts: opts, log: log.With("controller", "poolstatus"), dirty: make(chan struct{}, 1), known: map[string]bool{}}
+	w := &PoolStatusWriter{opts: opts, log: log.With("controller", "poolstatus"), dirty: make(chan struct{}, 1), known: map[string]bool{}}
 	for i, d := range []struct{ name, help string }{
 		{"addresses_total", "Number of usable IP addresses in the pool, both families (saturated at the int64 maximum)."},
 		{"ipv4_addresses_total", "Number of usable IPv4 addresses in the pool."},
@@ -85,7 +86,7 @@ func New(opts Options) (*Writer, error) {
 		}, []string{"pool"})
 		if opts.Registerer != nil {
 			if err := opts.Registerer.Register(w.gauges[i]); err != nil {
-				return nil, fmt.Errorf("poolstatus: register metrics: %w", err)
+				return nil, fmt.Errorf("allocation: pool status: register metrics: %w", err)
 			}
 		}
 	}
@@ -93,7 +94,7 @@ func New(opts Options) (*Writer, error) {
 }
 
 // Notify marks the counters dirty. It never blocks.
-func (w *Writer) Notify() {
+func (w *PoolStatusWriter) Notify() {
 	select {
 	case w.dirty <- struct{}{}:
 	default:
@@ -101,11 +102,11 @@ func (w *Writer) Notify() {
 }
 
 // NeedLeaderElection: only the leader's allocator has counters.
-func (w *Writer) NeedLeaderElection() bool { return true }
+func (w *PoolStatusWriter) NeedLeaderElection() bool { return true }
 
 // Start publishes the counters after every Notify (at most once per Delay)
 // until ctx ends. It returns nil on shutdown.
-func (w *Writer) Start(ctx context.Context) error {
+func (w *PoolStatusWriter) Start(ctx context.Context) error {
 	for {
 		select {
 		case <-ctx.Done():
@@ -128,7 +129,7 @@ func (w *Writer) Start(ctx context.Context) error {
 // IPAddressPool whose status differs, each write on the condition that the
 // pool is still at the resourceVersion read. Pools the allocator does not know
 // (not yet in a valid configuration) are left alone.
-func (w *Writer) Publish(ctx context.Context) error {
+func (w *PoolStatusWriter) Publish(ctx context.Context) error {
 	stats := w.opts.Stats()
 	byName := make(map[string]ipam.PoolStats, len(stats))
 	for _, s := range stats {

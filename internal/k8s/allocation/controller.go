@@ -1,4 +1,4 @@
-package serviceip
+package allocation
 
 import (
 	"context"
@@ -84,7 +84,7 @@ type Options struct {
 	// herald_services_pending; nil registers nothing.
 	Registerer prometheus.Registerer
 	// OnStatsChange, when set, is called (from a worker, must not block)
-	// whenever pool counters may have changed: the poolstatus writer's
+	// whenever pool counters may have changed: the pool status writer's
 	// Notify.
 	OnStatsChange func()
 }
@@ -150,7 +150,7 @@ type svcState struct {
 // New builds a Controller. It registers its metrics on opts.Registerer.
 func New(opts Options) (*Controller, error) {
 	if opts.Client == nil || opts.Cache == nil {
-		return nil, errors.New("serviceip: Client and Cache are required")
+		return nil, errors.New("allocation: Client and Cache are required")
 	}
 	if opts.Workers <= 0 {
 		opts.Workers = DefaultWorkers
@@ -221,7 +221,7 @@ func (c *Controller) Start(ctx context.Context) error {
 		if ctx.Err() != nil {
 			return nil
 		}
-		return errors.New("serviceip: cache did not sync")
+		return errors.New("allocation: cache did not sync")
 	}
 	c.confQueue.Add(configItem)
 
@@ -315,7 +315,7 @@ func (c *Controller) idle() bool {
 func (c *Controller) installHandlers(ctx context.Context) error {
 	svcInf, err := c.opts.Cache.GetInformer(ctx, &corev1.Service{})
 	if err != nil {
-		return fmt.Errorf("serviceip: Service informer: %w", err)
+		return fmt.Errorf("allocation: Service informer: %w", err)
 	}
 	if _, err := svcInf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) {
@@ -354,12 +354,12 @@ func (c *Controller) installHandlers(ctx context.Context) error {
 			}
 		},
 	}); err != nil {
-		return fmt.Errorf("serviceip: Service handler: %w", err)
+		return fmt.Errorf("allocation: Service handler: %w", err)
 	}
 
 	nsInf, err := c.opts.Cache.GetInformer(ctx, &corev1.Namespace{})
 	if err != nil {
-		return fmt.Errorf("serviceip: Namespace informer: %w", err)
+		return fmt.Errorf("allocation: Namespace informer: %w", err)
 	}
 	if _, err := nsInf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
 		UpdateFunc: func(oldObj, newObj any) {
@@ -370,12 +370,12 @@ func (c *Controller) installHandlers(ctx context.Context) error {
 			}
 		},
 	}); err != nil {
-		return fmt.Errorf("serviceip: Namespace handler: %w", err)
+		return fmt.Errorf("allocation: Namespace handler: %w", err)
 	}
 
 	nodeInf, err := c.opts.Cache.GetInformer(ctx, &corev1.Node{})
 	if err != nil {
-		return fmt.Errorf("serviceip: Node informer: %w", err)
+		return fmt.Errorf("allocation: Node informer: %w", err)
 	}
 	// Nodes matter to the configuration only through their labels (peer
 	// node selectors); status heartbeats must not reload it (metallb#1606).
@@ -390,7 +390,7 @@ func (c *Controller) installHandlers(ctx context.Context) error {
 		},
 		DeleteFunc: func(any) { c.confQueue.Add(configItem) },
 	}); err != nil {
-		return fmt.Errorf("serviceip: Node handler: %w", err)
+		return fmt.Errorf("allocation: Node handler: %w", err)
 	}
 
 	confHandler := toolscache.ResourceEventHandlerFuncs{
@@ -404,7 +404,7 @@ func (c *Controller) installHandlers(ctx context.Context) error {
 	} {
 		inf, err := c.opts.Cache.GetInformer(ctx, obj)
 		if err != nil {
-			return fmt.Errorf("serviceip: %T informer: %w", obj, err)
+			return fmt.Errorf("allocation: %T informer: %w", obj, err)
 		}
 		h := confHandler
 		if _, ok := obj.(*v1beta1.IPAddressPool); ok {
@@ -419,7 +419,7 @@ func (c *Controller) installHandlers(ctx context.Context) error {
 			}
 		}
 		if _, err := inf.AddEventHandler(h); err != nil {
-			return fmt.Errorf("serviceip: %T handler: %w", obj, err)
+			return fmt.Errorf("allocation: %T handler: %w", obj, err)
 		}
 	}
 	return nil

@@ -1,4 +1,4 @@
-package serviceip
+package allocation
 
 import (
 	"context"
@@ -27,15 +27,14 @@ import (
 
 	"github.com/herald-lb/herald/api/v1beta1"
 	"github.com/herald-lb/herald/internal/ipam"
+	"github.com/herald-lb/herald/internal/k8s/allocation/allocationtest"
 	"github.com/herald-lb/herald/internal/k8s/configload"
-	"github.com/herald-lb/herald/internal/k8s/poolstatus"
-	"github.com/herald-lb/herald/internal/k8s/serviceip/serviceiptest"
 )
 
 // srv is the package's API server (one for all tests: starting one takes
 // seconds). Tests run one at a time: each starts its own controller, which
 // watches Services cluster-wide, and deletes its Services when done.
-var srv *serviceiptest.Server
+var srv *allocationtest.Server
 
 func TestMain(m *testing.M) {
 	flag.Parse()
@@ -43,9 +42,9 @@ func TestMain(m *testing.M) {
 		os.Exit(m.Run())
 	}
 	ctrl.SetLogger(logr.Discard())
-	s, err := serviceiptest.Start()
+	s, err := allocationtest.Start()
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "serviceip tests:", err)
+		fmt.Fprintln(os.Stderr, "allocation tests:", err)
 		os.Exit(1)
 	}
 	srv = s
@@ -136,7 +135,7 @@ func (f *fixture) startAs(cfg *rest.Config, mods ...func(*Options)) *running {
 	}
 	reg := prometheus.NewRegistry()
 	var c *Controller
-	pw, err := poolstatus.New(poolstatus.Options{
+	pw, err := NewPoolStatus(PoolStatusOptions{
 		Client: mgr.GetClient(), Reader: mgr.GetCache(), Namespace: f.herald,
 		Stats: func() []ipam.PoolStats { return c.Allocator().Stats() }, Delay: 50 * time.Millisecond, Registerer: reg,
 	})
