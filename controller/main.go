@@ -8,14 +8,11 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
 	"os"
 
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -26,7 +23,6 @@ import (
 
 	"github.com/herald-lb/herald/api/v1beta1"
 	"github.com/herald-lb/herald/api/v1beta2"
-	"github.com/herald-lb/herald/internal/ipam"
 	"github.com/herald-lb/herald/internal/k8s/allocation"
 	"github.com/herald-lb/herald/internal/k8s/apiretry"
 	"github.com/herald-lb/herald/internal/k8s/configload"
@@ -157,8 +153,8 @@ func run(ctx context.Context, o *options, log *slog.Logger) error {
 	return nil
 }
 
-// addAllocation adds the Service IP loop, the pool status writer and the
-// memberlist Secret keeper.
+// addAllocation adds the allocation loop (Service IPs and pool counters) and
+// the memberlist Secret keeper.
 func addAllocation(ctx context.Context, mgr manager.Manager, o *options, log *slog.Logger) error {
 	// Uncached: the Reporter creates the ConfigurationState and reads it
 	// back at once, before any cache could have seen it.
@@ -171,23 +167,13 @@ func addAllocation(ctx context.Context, mgr manager.Manager, o *options, log *sl
 		Labels: map[string]string{"metallb.io/component-type": "controller"},
 	}
 	if o.podName != "" {
-		owner, err := podOwner(ctx, mgr.GetAPIReader(), o.namespace, o.podName)
+		owner, err := configload.PodOwner(ctx, mgr.GetAPIReader(), o.namespace, o.podName)
 		if err != nil {
 			log.Warn("ConfigurationState will have no owner", "pod", o.podName, "error", err)
 		}
 		reporter.Owner = owner
 	}
-	var ctl *allocation.Controller
-	pw, err := allocation.NewPoolStatus(allocation.PoolStatusOptions{
-		Client: mgr.GetClient(), Reader: mgr.GetCache(), Namespace: o.namespace,
-		Stats:      func() []ipam.PoolStats { return ctl.Allocator().Stats() },
-		Log:        log,
-		Registerer: crmetrics.Registry,
-	})
-	if err != nil {
-		return err
-	}
-	ctl, err = allocation.New(allocation.Options{
+	ctl, err := allocation.New(allocation.Options{
 		Client:    mgr.GetClient(),
 		Cache:     mgr.GetCache(),
 		APIReader: mgr.GetAPIReader(),
@@ -200,16 +186,12 @@ func addAllocation(ctx context.Context, mgr manager.Manager, o *options, log *sl
 		// Registered when this replica starts leading (a standby has no
 		// configuration loop).
 		ConfigMetrics: configload.NewUnregisteredMetrics(), ConfigMetricsRegisterer: crmetrics.Registry,
-		Registerer:    crmetrics.Registry,
-		OnStatsChange: pw.Notify,
+		Registerer: crmetrics.Registry,
 	})
 	if err != nil {
 		return err
 	}
 	if err := mgr.Add(ctl); err != nil {
-		return err
-	}
-	if err := mgr.Add(pw); err != nil {
 		return err
 	}
 	// Kept (re-created when deleted) on every replica; Secrets of the
@@ -221,15 +203,3 @@ func addAllocation(ctx context.Context, mgr manager.Manager, o *options, log *sl
 }
 
 func ptrTo[T any](v T) *T { return &v }
-
-// podOwner returns an owner reference to the controller's Pod.
-func podOwner(ctx context.Context, r client.Reader, ns, name string) (*metav1.OwnerReference, error) {
-	var pod corev1.Pod
-	if err := r.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &pod); err != nil {
-		return nil, fmt.Errorf("get Pod %s/%s: %w", ns, name, err)
-	}
-	if pod.UID == "" {
-		return nil, errors.New("pod without UID")
-	}
-	return &metav1.OwnerReference{APIVersion: "v1", Kind: "Pod", Name: pod.Name, UID: pod.UID}, nil
-}

@@ -80,13 +80,14 @@ type Options struct {
 	// standby exports none of them. Nil: ConfigMetrics are registered by
 	// the caller.
 	ConfigMetricsRegisterer prometheus.Registerer
-	// Registerer receives herald_allocation_duration_seconds and
-	// herald_services_pending; nil registers nothing.
+	// Registerer receives herald_allocation_duration_seconds,
+	// herald_services_pending, herald_service_status_write_errors_total and
+	// the metallb_allocator_* pool gauges; nil registers nothing.
 	Registerer prometheus.Registerer
-	// OnStatsChange, when set, is called (from a worker, must not block)
-	// whenever pool counters may have changed: the pool status writer's
-	// Notify.
-	OnStatsChange func()
+	// PoolStatusDelay is the debounce delay of the pool counters' writes
+	// (IPAddressPool status, metallb_allocator_*): at most one per delay
+	// (DefaultPoolStatusDelay when 0).
+	PoolStatusDelay time.Duration
 }
 
 // Controller is the Service IP reconcile loop. Create it with New and run it
@@ -97,6 +98,8 @@ type Controller struct {
 	alloc   *ipam.Allocator
 	tracker *configload.Tracker
 	metrics *metrics
+	// pools publishes alloc's per-pool counters while the loop runs.
+	pools *poolStatusWriter
 
 	svcQueue  workqueue.TypedRateLimitingInterface[string]
 	annQueue  workqueue.TypedRateLimitingInterface[string]
@@ -163,47 +166,44 @@ func New(opts Options) (*Controller, error) {
 	if err != nil {
 		return nil, err
 	}
-	rl := func() workqueue.TypedRateLimiter[string] {
-		return workqueue.NewTypedItemExponentialFailureRateLimiter[string](20*time.Millisecond, 30*time.Second)
-	}
-	return &Controller{
+	c := &Controller{
 		opts:  opts,
 		log:   log.With("controller", "serviceip"),
 		alloc: ipam.New(),
-		// DropTransient: a BGPPeer or BGPAdvertisement with a transient
-		// reference (a missing password Secret) is left out and reported,
-		// never blocking allocation, which does not depend on either.
-		tracker:    configload.NewTracker(config.Options{Namespace: opts.Namespace, DropTransient: true}, false),
-		metrics:    m,
-		svcQueue:   workqueue.NewTypedRateLimitingQueueWithConfig(rl(), workqueue.TypedRateLimitingQueueConfig[string]{Name: "serviceip"}),
-		annQueue:   workqueue.NewTypedRateLimitingQueueWithConfig(rl(), workqueue.TypedRateLimitingQueueConfig[string]{Name: "serviceip_annotation"}),
-		confQueue:  workqueue.NewTypedRateLimitingQueueWithConfig(rl(), workqueue.TypedRateLimitingQueueConfig[string]{Name: "serviceip_config"}),
-		retryQueue: workqueue.NewTypedRateLimitingQueueWithConfig(rl(), workqueue.TypedRateLimitingQueueConfig[string]{Name: "serviceip_retry"}),
-		reassess:   map[string]bool{},
-		state:      map[string]*svcState{},
-		pending:    map[string]bool{},
-		since:      map[string]time.Time{},
-		annSince:   map[string]time.Time{},
-	}, nil
+	}
+	if c.pools, err = newPoolStatus(poolStatusOptions{
+		Client: opts.Client, Reader: opts.Cache, Namespace: opts.Namespace, Stats: c.alloc.Stats,
+		Delay: opts.PoolStatusDelay, Log: log, Registerer: opts.Registerer,
+	}); err != nil {
+		return nil, err
+	}
+	rl := func() workqueue.TypedRateLimiter[string] {
+		return workqueue.NewTypedItemExponentialFailureRateLimiter[string](20*time.Millisecond, 30*time.Second)
+	}
+	// DropTransient: a BGPPeer or BGPAdvertisement with a transient
+	// reference (a missing password Secret) is left out and reported,
+	// never blocking allocation, which does not depend on either.
+	c.tracker = configload.NewTracker(config.Options{Namespace: opts.Namespace, DropTransient: true}, false)
+	c.metrics = m
+	c.svcQueue = workqueue.NewTypedRateLimitingQueueWithConfig(rl(), workqueue.TypedRateLimitingQueueConfig[string]{Name: "serviceip"})
+	c.annQueue = workqueue.NewTypedRateLimitingQueueWithConfig(rl(), workqueue.TypedRateLimitingQueueConfig[string]{Name: "serviceip_annotation"})
+	c.confQueue = workqueue.NewTypedRateLimitingQueueWithConfig(rl(), workqueue.TypedRateLimitingQueueConfig[string]{Name: "serviceip_config"})
+	c.retryQueue = workqueue.NewTypedRateLimitingQueueWithConfig(rl(), workqueue.TypedRateLimitingQueueConfig[string]{Name: "serviceip_retry"})
+	c.reassess = map[string]bool{}
+	c.state = map[string]*svcState{}
+	c.pending = map[string]bool{}
+	c.since = map[string]time.Time{}
+	c.annSince = map[string]time.Time{}
+	return c, nil
 }
-
-// Allocator returns the allocator the controller drives (for pool counters:
-// Stats). Callers must not change it.
-func (c *Controller) Allocator() *ipam.Allocator { return c.alloc }
-
-// Tracker returns the configuration tracker (the snapshot in force).
-func (c *Controller) Tracker() *configload.Tracker { return c.tracker }
-
-// Initialized reports whether the first valid configuration was loaded and
-// every existing assignment imported, i.e. allocation has started.
-func (c *Controller) Initialized() bool { return c.initialized.Load() }
 
 // NeedLeaderElection makes the manager start the loop only on the leader.
 func (c *Controller) NeedLeaderElection() bool { return true }
 
 // Start runs the loop until ctx ends: it installs the event handlers, waits
 // for the cache to sync, loads the configuration, imports every existing
-// assignment and then serves Service events. It returns nil on shutdown.
+// assignment and then serves Service events; the pool status writer runs
+// alongside. It returns nil on shutdown.
 func (c *Controller) Start(ctx context.Context) error {
 	defer c.svcQueue.ShutDown()
 	defer c.annQueue.ShutDown()
@@ -226,6 +226,7 @@ func (c *Controller) Start(ctx context.Context) error {
 	c.confQueue.Add(configItem)
 
 	var wg sync.WaitGroup
+	wg.Go(func() { c.pools.start(ctx) })
 	wg.Go(func() { c.run(ctx, c.confQueue, c.syncConfig, nil) })
 	wg.Go(func() { c.run(ctx, c.retryQueue, c.retryPass, nil) })
 	for range c.opts.Workers {
@@ -533,11 +534,9 @@ func (c *Controller) setPending(key string, p bool) {
 	}
 }
 
-func (c *Controller) statsChanged() {
-	if c.opts.OnStatsChange != nil {
-		c.opts.OnStatsChange()
-	}
-}
+// statsChanged tells the pool status writer that pool counters may have
+// changed.
+func (c *Controller) statsChanged() { c.pools.notify() }
 
 // agrees reports whether s shows exactly what the allocator holds for it:
 // its ingress IPs and pool annotation (nothing when it holds nothing).

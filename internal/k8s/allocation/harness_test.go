@@ -26,7 +26,6 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/herald-lb/herald/api/v1beta1"
-	"github.com/herald-lb/herald/internal/ipam"
 	"github.com/herald-lb/herald/internal/k8s/allocation/allocationtest"
 	"github.com/herald-lb/herald/internal/k8s/configload"
 )
@@ -109,7 +108,7 @@ type running struct {
 	stop func()
 }
 
-// start runs a controller (and the pool status writer) against srv.
+// start runs a controller (with its pool status writer) against srv.
 func (f *fixture) start(mods ...func(*Options)) *running {
 	f.t.Helper()
 	return f.startAs(srv.Config, mods...)
@@ -134,32 +133,21 @@ func (f *fixture) startAs(cfg *rest.Config, mods ...func(*Options)) *running {
 		f.t.Fatalf("manager: %v", err)
 	}
 	reg := prometheus.NewRegistry()
-	var c *Controller
-	pw, err := NewPoolStatus(PoolStatusOptions{
-		Client: mgr.GetClient(), Reader: mgr.GetCache(), Namespace: f.herald,
-		Stats: func() []ipam.PoolStats { return c.Allocator().Stats() }, Delay: 50 * time.Millisecond, Registerer: reg,
-	})
-	if err != nil {
-		f.t.Fatal(err)
-	}
 	opts := Options{
 		Client: mgr.GetClient(), Cache: mgr.GetCache(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("herald-controller"),
 		Namespace: f.herald, Registerer: reg, ConfigMetrics: configload.NewMetrics(reg),
 		Reporter: &configload.Reporter{Client: reporterClient, Namespace: f.herald, Name: "controller",
 			Labels: map[string]string{"metallb.io/component-type": "controller"}},
-		OnStatsChange: pw.Notify,
+		PoolStatusDelay: 50 * time.Millisecond,
 	}
 	for _, m := range mods {
 		m(&opts)
 	}
-	c, err = New(opts)
+	c, err := New(opts)
 	if err != nil {
 		f.t.Fatal(err)
 	}
 	if err := mgr.Add(c); err != nil {
-		f.t.Fatal(err)
-	}
-	if err := mgr.Add(pw); err != nil {
 		f.t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
