@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"maps"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -28,6 +27,7 @@ import (
 	"github.com/herald-lb/herald/internal/config"
 	"github.com/herald-lb/herald/internal/ipam"
 	"github.com/herald-lb/herald/internal/k8s/configload"
+	"github.com/herald-lb/herald/internal/svcstate"
 )
 
 // DefaultWorkers is the number of concurrent Service workers when
@@ -113,41 +113,19 @@ type Controller struct {
 	// busy counts items being processed, across all queues.
 	busy atomic.Int64
 
-	mu      sync.Mutex
-	state   map[string]*svcState // per Service key
-	pending map[string]bool      // keys waiting for an address
-	// reassess holds the keys a configuration change took addresses from;
-	// the retry pass re-allocates them (in key order) before the pending.
-	reassess map[string]bool
-	since    map[string]time.Time // creation or request change, for the latency histogram
+	// book is the per-Service state and its decisions (pending,
+	// reassess, import conflicts, clear reasons, retry order).
+	book *svcstate.Book
+
+	mu sync.Mutex
+	// deferred are Service events waiting for the low-priority queue, by key.
+	deferred map[string][]laterEvent
 	// annSince: when a key entered the low-priority queue.
 	annSince map[string]time.Time
 	// lastAdd is when the last Service was created (UnixNano), to detect
 	// bursts.
 	lastAdd atomic.Int64
 	lastRej string // text of the last rejected configuration reported by event
-}
-
-// svcState is what the controller remembers about one Service between
-// reconciles. Guarded by Controller.mu; only the worker owning the key
-// changes it (the workqueue never hands one key to two workers).
-type svcState struct {
-	// seen: the Service was imported at start or reconciled since; its
-	// ingress IPs are not re-imported from a possibly stale cache.
-	seen bool
-	// fp is the request fingerprint of the last reconcile.
-	fp string
-	// writeErr is the last failed status write's message, to report each
-	// distinct failure once (event).
-	writeErr string
-	// conflict is the ImportConflict the Service's existing IP met, and
-	// conflictFP the request it had then.
-	conflict   error
-	conflictFP string
-	// clearReason explains why the Service's IPs were taken back.
-	clearReason string
-	// later are events waiting for the low-priority queue.
-	later []laterEvent
 }
 
 // New builds a Controller. It registers its metrics on opts.Registerer.
@@ -189,10 +167,8 @@ func New(opts Options) (*Controller, error) {
 	c.annQueue = workqueue.NewTypedRateLimitingQueueWithConfig(rl(), workqueue.TypedRateLimitingQueueConfig[string]{Name: "serviceip_annotation"})
 	c.confQueue = workqueue.NewTypedRateLimitingQueueWithConfig(rl(), workqueue.TypedRateLimitingQueueConfig[string]{Name: "serviceip_config"})
 	c.retryQueue = workqueue.NewTypedRateLimitingQueueWithConfig(rl(), workqueue.TypedRateLimitingQueueConfig[string]{Name: "serviceip_retry"})
-	c.reassess = map[string]bool{}
-	c.state = map[string]*svcState{}
-	c.pending = map[string]bool{}
-	c.since = map[string]time.Time{}
+	c.book = svcstate.New()
+	c.deferred = map[string][]laterEvent{}
 	c.annSince = map[string]time.Time{}
 	return c, nil
 }
@@ -442,13 +418,8 @@ func (c *Controller) enqueueNamespace(ctx context.Context, ns string) {
 // markSince records when a Service started waiting for an address (created,
 // or its request changed), unless it already waits.
 func (c *Controller) markSince(key string, waiting bool) {
-	if !waiting {
-		return
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if _, ok := c.since[key]; !ok {
-		c.since[key] = time.Now()
+	if waiting {
+		c.book.MarkWaiting(key, time.Now())
 	}
 }
 
@@ -466,18 +437,7 @@ func (c *Controller) retryPass(ctx context.Context, _ string) error {
 	if !c.initialized.Load() {
 		return nil
 	}
-	c.mu.Lock()
-	first := slices.Sorted(maps.Keys(c.reassess))
-	clear(c.reassess)
-	var then []string
-	for k := range c.pending {
-		if !slices.Contains(first, k) {
-			then = append(then, k)
-		}
-	}
-	c.mu.Unlock()
-	slices.Sort(then)
-	for _, key := range append(first, then...) {
+	for _, key := range c.book.RetryOrder() {
 		c.preallocate(ctx, key)
 		c.svcQueue.Add(key)
 	}
@@ -490,11 +450,7 @@ func (c *Controller) preallocate(ctx context.Context, key string) {
 	if asg, ok := c.alloc.Lookup(key); ok && len(asg.IPs) > 0 {
 		return
 	}
-	c.mu.Lock()
-	st := c.state[key]
-	skip := st == nil || st.conflict != nil
-	c.mu.Unlock()
-	if skip {
+	if !c.book.MayPreallocate(key) {
 		return
 	}
 	var svc corev1.Service
@@ -513,23 +469,12 @@ func (c *Controller) preallocate(ctx context.Context, key string) {
 	_, _ = c.alloc.Allocate(req) // failures are reported by the reconcile
 }
 
-// setPending records whether key waits for an address. A key that becomes
-// pending wakes a retry pass: its decision may have read the pools before a
-// configuration change whose own retry pass ran before the key was pending
-// (the Service and configuration workers run concurrently), and nothing
-// else would retry it. A key that stays pending wakes nothing, so retry
-// passes do not feed themselves.
+// setPending records whether key waits for an address and wakes a retry
+// pass when it becomes pending (svcstate.Book.SetPending says why).
 func (c *Controller) setPending(key string, p bool) {
-	c.mu.Lock()
-	was := c.pending[key]
-	if p {
-		c.pending[key] = true
-	} else {
-		delete(c.pending, key)
-	}
-	c.metrics.pending.Set(float64(len(c.pending)))
-	c.mu.Unlock()
-	if p && !was {
+	wake, n := c.book.SetPending(key, p)
+	c.metrics.pending.Set(float64(n))
+	if wake {
 		c.wakePending()
 	}
 }

@@ -71,6 +71,10 @@
 // Services that cannot get an address are pending: they are retried when an
 // address may have become free (a Service released or re-addressed, or a
 // sharing key, port or backend changed) and when the configuration changes.
+// What the loop remembers about each Service between reconciles, and the
+// decisions made from it (pending, reassess, import conflicts, clear
+// reasons, the retry pass's order), are in the pure internal/svcstate,
+// table-tested there.
 //
 // # Speed
 //
