@@ -125,7 +125,10 @@ type Controller struct {
 	// lastAdd is when the last Service was created (UnixNano), to detect
 	// bursts.
 	lastAdd atomic.Int64
-	lastRej string // text of the last rejected configuration reported by event
+	// svcDrained is signalled when a worker takes the last queued
+	// Service (yield waits for it).
+	svcDrained signal
+	lastRej    string // text of the last rejected configuration reported by event
 }
 
 // New builds a Controller. It registers its metrics on opts.Registerer.
@@ -220,36 +223,6 @@ func (c *Controller) Start(ctx context.Context) error {
 	return nil
 }
 
-// Low-priority work (annotation, events) waits while Services are being
-// created (no creation for burstQuiet, no status work queued), but never
-// longer than maxDefer after it was queued.
-const (
-	burstQuiet = 100 * time.Millisecond
-	maxDefer   = 60 * time.Second
-)
-
-// yield makes low-priority work for key wait during a burst, so a burst of
-// new Services gets its addresses with one write each, before any annotation
-// or event is written.
-func (c *Controller) yield(ctx context.Context, key string) {
-	c.mu.Lock()
-	queued, ok := c.annSince[key]
-	c.mu.Unlock()
-	if !ok {
-		queued = time.Now()
-	}
-	for ctx.Err() == nil && time.Since(queued) < maxDefer {
-		quiet := time.Since(time.Unix(0, c.lastAdd.Load())) >= burstQuiet
-		if quiet && c.svcQueue.Len() == 0 {
-			return
-		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(10 * time.Millisecond):
-		}
-	}
-}
-
 // run processes q until it shuts down. A failed item is retried with
 // exponential backoff.
 func (c *Controller) run(ctx context.Context, q workqueue.TypedRateLimitingInterface[string],
@@ -258,6 +231,9 @@ func (c *Controller) run(ctx context.Context, q workqueue.TypedRateLimitingInter
 		key, shutdown := q.Get()
 		if shutdown {
 			return
+		}
+		if q == c.svcQueue && q.Len() == 0 {
+			c.svcDrained.broadcast() // low-priority work may go (yield)
 		}
 		c.busy.Add(1)
 		if before != nil {
