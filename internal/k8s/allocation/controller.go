@@ -117,18 +117,20 @@ type Controller struct {
 	// reassess, import conflicts, clear reasons, retry order).
 	book *svcstate.Book
 
-	mu sync.Mutex
-	// deferred are Service events waiting for the low-priority queue, by key.
-	deferred map[string][]laterEvent
-	// annSince: when a key entered the low-priority queue.
-	annSince map[string]time.Time
 	// lastAdd is when the last Service was created (UnixNano), to detect
 	// bursts.
 	lastAdd atomic.Int64
 	// svcDrained is signalled when a worker takes the last queued
 	// Service (yield waits for it).
 	svcDrained signal
-	lastRej    string // text of the last rejected configuration reported by event
+
+	// mu guards deferred, annSince and lastRej.
+	mu sync.Mutex
+	// deferred are Service events waiting for the low-priority queue, by key.
+	deferred map[string][]laterEvent
+	// annSince: when a key entered the low-priority queue.
+	annSince map[string]time.Time
+	lastRej  string // text of the last rejected configuration reported by event
 }
 
 // New builds a Controller. It registers its metrics on opts.Registerer.

@@ -32,7 +32,8 @@
 //     (Services waiting for an address) and
 //     herald_service_status_write_errors_total (refused status writes, by
 //     API status reason). The per-pool counters are written by the pool
-//     status writer (PoolStatusWriter) from the allocator's Stats.
+//     status writer (poolstatus.go) from the allocator's Stats, on the
+//     leader only (metallb_allocator_* and IPAddressPool status).
 //
 // # Restart safety and configuration
 //
