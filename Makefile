@@ -55,13 +55,14 @@ test: deps test-assets tools build
 # (issue #12): memberlist membership (internal/members), the layer 2
 # announcer in its own network namespaces (internal/layer2, as root), the
 # speaker and the Service IP controller against the real API server
-# (internal/k8s/speaker, internal/k8s/serviceip). All of their tests, no
+# (internal/k8s/speaker, internal/k8s/allocation) and its per-Service state
+# (internal/svcstate, 1 s). All of their tests, no
 # -short or -run selection: measured on a loaded 2-core machine, members 30 s,
-# layer2 20 s, speaker 90 s, serviceip 80 s each alone, 1 min 50 s in this
+# layer2 20 s, speaker 90 s, allocation 80 s each alone, 1 min 50 s in this
 # one go test run (two packages at a time), inside the 5 min budget for -race
 # on top of the ~20 min suite (CI has 90 min). The e2e labs and the rest stay without -race (a
 # race-built lab would take several times the suite's time).
-RACE_PKGS := ./internal/members/ ./internal/layer2/ ./internal/k8s/speaker/ ./internal/k8s/serviceip/
+RACE_PKGS := ./internal/members/ ./internal/layer2/ ./internal/k8s/speaker/ ./internal/k8s/allocation/ ./internal/svcstate/
 race: test-assets
 	go test -race $(GO_TEST_FLAGS) -timeout 20m -count=1 $(RACE_PKGS)
 

@@ -11,7 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/herald-lb/herald/internal/k8s/serviceip/serviceiptest"
+	"github.com/herald-lb/herald/internal/k8s/allocation/allocationtest"
 )
 
 // A controller container that dies holding the Lease (SIGKILL: nothing
@@ -25,7 +25,7 @@ func TestRestartedContainerLeadsAtOnce(t *testing.T) {
 	if testing.Short() {
 		t.Skip("needs a real API server; skipped under -short")
 	}
-	env, err := serviceiptest.Start()
+	env, err := allocationtest.Start()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,6 @@
 // Command controller is Herald's cluster-wide controller: it assigns
-// LoadBalancer IPs to Services (internal/k8s/serviceip), publishes pool
-// counters (internal/k8s/poolstatus), keeps the memberlist Secret
+// LoadBalancer IPs to Services and publishes pool counters
+// (internal/k8s/allocation), keeps the memberlist Secret
 // (internal/k8s/mlsecret) and serves the validating webhooks
 // (internal/k8s/webhook). This file only wires them into a controller-runtime
 // manager; flags are in options.go and follow MetalLB's controller.
@@ -8,14 +8,11 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
 	"os"
 
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -26,12 +23,10 @@ import (
 
 	"github.com/herald-lb/herald/api/v1beta1"
 	"github.com/herald-lb/herald/api/v1beta2"
-	"github.com/herald-lb/herald/internal/ipam"
+	"github.com/herald-lb/herald/internal/k8s/allocation"
 	"github.com/herald-lb/herald/internal/k8s/apiretry"
 	"github.com/herald-lb/herald/internal/k8s/configload"
 	"github.com/herald-lb/herald/internal/k8s/mlsecret"
-	"github.com/herald-lb/herald/internal/k8s/poolstatus"
-	"github.com/herald-lb/herald/internal/k8s/serviceip"
 	"github.com/herald-lb/herald/internal/k8s/webhook"
 	"github.com/herald-lb/herald/internal/logging"
 	"github.com/herald-lb/herald/internal/version"
@@ -99,7 +94,7 @@ func run(ctx context.Context, o *options, log *slog.Logger) error {
 	}
 	mopts := manager.Options{
 		Scheme:                 scheme,
-		Cache:                  serviceip.CacheOptions(o.namespace),
+		Cache:                  allocation.CacheOptions(o.namespace),
 		Metrics:                metricsOpts,
 		HealthProbeBindAddress: o.serving.HealthProbeAddress(),
 		LeaderElection:         o.leaderElect,
@@ -158,8 +153,8 @@ func run(ctx context.Context, o *options, log *slog.Logger) error {
 	return nil
 }
 
-// addAllocation adds the Service IP loop, the pool status writer and the
-// memberlist Secret keeper.
+// addAllocation adds the allocation loop (Service IPs and pool counters) and
+// the memberlist Secret keeper.
 func addAllocation(ctx context.Context, mgr manager.Manager, o *options, log *slog.Logger) error {
 	// Uncached: the Reporter creates the ConfigurationState and reads it
 	// back at once, before any cache could have seen it.
@@ -172,23 +167,13 @@ func addAllocation(ctx context.Context, mgr manager.Manager, o *options, log *sl
 		Labels: map[string]string{"metallb.io/component-type": "controller"},
 	}
 	if o.podName != "" {
-		owner, err := podOwner(ctx, mgr.GetAPIReader(), o.namespace, o.podName)
+		owner, err := configload.PodOwner(ctx, mgr.GetAPIReader(), o.namespace, o.podName)
 		if err != nil {
 			log.Warn("ConfigurationState will have no owner", "pod", o.podName, "error", err)
 		}
 		reporter.Owner = owner
 	}
-	var ctl *serviceip.Controller
-	pw, err := poolstatus.New(poolstatus.Options{
-		Client: mgr.GetClient(), Reader: mgr.GetCache(), Namespace: o.namespace,
-		Stats:      func() []ipam.PoolStats { return ctl.Allocator().Stats() },
-		Log:        log,
-		Registerer: crmetrics.Registry,
-	})
-	if err != nil {
-		return err
-	}
-	ctl, err = serviceip.New(serviceip.Options{
+	ctl, err := allocation.New(allocation.Options{
 		Client:    mgr.GetClient(),
 		Cache:     mgr.GetCache(),
 		APIReader: mgr.GetAPIReader(),
@@ -201,8 +186,7 @@ func addAllocation(ctx context.Context, mgr manager.Manager, o *options, log *sl
 		// Registered when this replica starts leading (a standby has no
 		// configuration loop).
 		ConfigMetrics: configload.NewUnregisteredMetrics(), ConfigMetricsRegisterer: crmetrics.Registry,
-		Registerer:    crmetrics.Registry,
-		OnStatsChange: pw.Notify,
+		Registerer: crmetrics.Registry,
 	})
 	if err != nil {
 		return err
@@ -210,11 +194,8 @@ func addAllocation(ctx context.Context, mgr manager.Manager, o *options, log *sl
 	if err := mgr.Add(ctl); err != nil {
 		return err
 	}
-	if err := mgr.Add(pw); err != nil {
-		return err
-	}
 	// Kept (re-created when deleted) on every replica; Secrets of the
-	// namespace are in the cache (serviceip.CacheOptions).
+	// namespace are in the cache (allocation.CacheOptions).
 	return mlsecret.Setup(mgr, mlsecret.Options{
 		Client: uncached, Namespace: o.namespace, Name: o.mlSecretName, Deployment: o.deployment,
 		Recorder: mgr.GetEventRecorder("herald-controller"), Log: log.With("subsystem", "mlsecret"),
@@ -222,15 +203,3 @@ func addAllocation(ctx context.Context, mgr manager.Manager, o *options, log *sl
 }
 
 func ptrTo[T any](v T) *T { return &v }
-
-// podOwner returns an owner reference to the controller's Pod.
-func podOwner(ctx context.Context, r client.Reader, ns, name string) (*metav1.OwnerReference, error) {
-	var pod corev1.Pod
-	if err := r.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &pod); err != nil {
-		return nil, fmt.Errorf("get Pod %s/%s: %w", ns, name, err)
-	}
-	if pod.UID == "" {
-		return nil, errors.New("pod without UID")
-	}
-	return &metav1.OwnerReference{APIVersion: "v1", Kind: "Pod", Name: pod.Name, UID: pod.UID}, nil
-}

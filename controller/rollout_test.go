@@ -23,7 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/herald-lb/herald/api/v1beta1"
-	"github.com/herald-lb/herald/internal/k8s/serviceip/serviceiptest"
+	"github.com/herald-lb/herald/internal/k8s/allocation/allocationtest"
 )
 
 // process is one controller binary run against the test API server.
@@ -214,7 +214,7 @@ type history struct {
 	dups  []string
 }
 
-func watchHistory(t *testing.T, env *serviceiptest.Server, ns string) *history {
+func watchHistory(t *testing.T, env *allocationtest.Server, ns string) *history {
 	t.Helper()
 	wc, err := client.NewWithWatch(env.Config, client.Options{Scheme: env.Scheme})
 	if err != nil {
@@ -290,7 +290,7 @@ func TestRolloutDuringBurst(t *testing.T) {
 	if testing.Short() {
 		t.Skip("needs a real API server; skipped under -short")
 	}
-	env, err := serviceiptest.Start() // a Service range for hundreds of Services
+	env, err := allocationtest.Start() // a Service range for hundreds of Services
 	if err != nil {
 		t.Fatal(err)
 	}

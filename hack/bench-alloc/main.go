@@ -48,7 +48,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 
 	"github.com/herald-lb/herald/api/v1beta1"
-	"github.com/herald-lb/herald/internal/k8s/serviceip/serviceiptest"
+	"github.com/herald-lb/herald/internal/k8s/allocation/allocationtest"
 )
 
 const (
@@ -150,7 +150,7 @@ func runBench(controllerBin, burstList string, rssServices int, qps float64, bur
 		return fmt.Errorf("controller binary: %w (run make build)", err)
 	}
 	log.Printf("starting kube-apiserver and etcd")
-	srv, err := serviceiptest.Start()
+	srv, err := allocationtest.Start()
 	if err != nil {
 		return err
 	}
@@ -409,7 +409,7 @@ func deleteNamespaceServices(ctx context.Context, cs kubernetes.Interface, ns st
 	wg.Wait()
 }
 
-func waitConfigValid(ctx context.Context, srv *serviceiptest.Server, timeout time.Duration) error {
+func waitConfigValid(ctx context.Context, srv *allocationtest.Server, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	for time.Now().Before(deadline) {
 		var cs v1beta1.ConfigurationState

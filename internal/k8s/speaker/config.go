@@ -10,7 +10,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/herald-lb/herald/internal/announce"
 	"github.com/herald-lb/herald/internal/bgp"
@@ -230,11 +229,11 @@ func (s *Controller) ownerRef(ctx context.Context) *metav1.OwnerReference {
 	if s.owner != nil || s.opts.PodName == "" {
 		return s.owner
 	}
-	var pod corev1.Pod
-	if err := s.apiReader.Get(ctx, types.NamespacedName{Namespace: s.opts.Namespace, Name: s.opts.PodName}, &pod); err != nil {
+	owner, err := configload.PodOwner(ctx, s.apiReader, s.opts.Namespace, s.opts.PodName)
+	if err != nil {
 		s.log.Debug("speaker Pod not readable, objects are written without owner", "pod", s.opts.PodName, "error", err)
 		return nil
 	}
-	s.owner = &metav1.OwnerReference{APIVersion: "v1", Kind: "Pod", Name: pod.Name, UID: pod.UID}
+	s.owner = owner
 	return s.owner
 }

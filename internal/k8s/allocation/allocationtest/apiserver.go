@@ -1,10 +1,10 @@
-// Package serviceiptest starts a real kube-apiserver and etcd (through
+// Package allocationtest starts a real kube-apiserver and etcd (through
 // controller-runtime's envtest) with Herald's CRDs and a dual-stack Service
-// CIDR large enough for thousands of Services, for the serviceip integration
+// CIDR large enough for thousands of Services, for the allocation integration
 // tests and the bench-alloc measurement command. internal/testenv is the
 // general starter; this one exists because those two need API server flags
 // (dual-stack, a /16 Service range) and must also run outside `go test`.
-package serviceiptest
+package allocationtest
 
 import (
 	"fmt"

@@ -1,4 +1,4 @@
-package serviceip
+package allocation
 
 import (
 	"strings"

@@ -1,4 +1,4 @@
-package serviceip
+package allocation
 
 import (
 	"context"
@@ -19,6 +19,7 @@ import (
 
 	"github.com/herald-lb/herald/internal/annotations"
 	"github.com/herald-lb/herald/internal/ipam"
+	"github.com/herald-lb/herald/internal/svcstate"
 )
 
 // fieldManager names the controller's writes in managedFields.
@@ -60,11 +61,7 @@ func (c *Controller) reconcile(ctx context.Context, key string) error {
 	req, reqErr := RequestFor(&svc, nsLabels)
 	fp := requestFingerprint(req)
 
-	c.mu.Lock()
-	st := c.stateLocked(key)
-	wasSeen, prevFP := st.seen, st.fp
-	st.seen, st.fp = true, fp
-	c.mu.Unlock()
+	wasSeen, prevFP := c.book.See(key, fp)
 
 	before, hadBefore := c.alloc.Lookup(key)
 	statusIPs := IngressIPs(&svc)
@@ -87,21 +84,14 @@ func (c *Controller) reconcile(ctx context.Context, key string) error {
 		before, hadBefore = asg, len(asg.IPs) > 0
 	}
 
-	c.mu.Lock()
-	conflict, conflictFP := st.conflict, st.conflictFP
-	c.mu.Unlock()
-	if conflict != nil {
-		if conflictFP == fp {
-			asg, err := c.alloc.Import(key, statusIPs, req)
-			var ce *ipam.ConflictError
-			if errors.As(err, &ce) {
-				return c.reportConflict(ctx, &svc, statusIPs, err)
-			}
-			before = asg
+	if c.book.CheckConflict(key, fp) {
+		asg, err := c.alloc.Import(key, statusIPs, req)
+		var ce *ipam.ConflictError
+		if errors.As(err, &ce) {
+			return c.reportConflict(ctx, &svc, statusIPs, err)
 		}
-		c.mu.Lock()
-		st.conflict, st.conflictFP = nil, ""
-		c.mu.Unlock()
+		before = asg
+		c.book.ResolveConflict(key)
 	}
 
 	asg, err := c.alloc.Allocate(req)
@@ -153,28 +143,12 @@ func (c *Controller) finish(ctx context.Context, svc *corev1.Service, o outcome)
 		}
 	}
 
-	c.mu.Lock()
-	st := c.stateLocked(key)
-	clearReason := st.clearReason
-	st.clearReason = ""
-	started, waited := c.since[key]
-	if o.err == nil {
-		delete(c.since, key)
-	}
-	c.mu.Unlock()
+	recorded := c.book.TakeClearReason(key)
+	started, waited := c.book.Waiting(key, o.err == nil)
 
 	dropped := droppedIPs(statusIPs, newIPs)
 	if len(dropped) > 0 {
-		if clearReason == "" {
-			switch {
-			case o.err != nil:
-				clearReason = o.err.Error()
-			case o.reqChanged:
-				clearReason = "the Service's request changed"
-			default:
-				clearReason = "the address is no longer valid for the Service"
-			}
-		}
+		clearReason := svcstate.ClearReason(recorded, o.err, o.reqChanged)
 		c.later(svc, corev1.EventTypeNormal, EventClearAssignment, "Clear", fmt.Sprintf("Cleared IP %q: %s", ipStrings(dropped), clearReason))
 	}
 	if o.err == nil {
@@ -236,19 +210,9 @@ func (c *Controller) reportConflict(ctx context.Context, svc *corev1.Service, st
 
 // noteImport records the outcome of importing a Service's existing IPs.
 func (c *Controller) noteImport(key, fp string, err error) {
-	if err == nil {
-		return
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	st := c.stateLocked(key)
-	var ce *ipam.ConflictError
-	if errors.As(err, &ce) {
-		st.conflict, st.conflictFP = err, fp
+	if c.book.NoteImport(key, fp, err) {
 		c.log.Warn("existing IP held by another Service; not moved", "service", key, "error", err)
-		return
 	}
-	st.clearReason = "the existing address could not be kept: " + err.Error()
 }
 
 // clear removes the controller's state from a Service that is no longer
@@ -292,15 +256,8 @@ func (c *Controller) forget(key string) {
 	before, had := c.alloc.Lookup(key)
 	c.alloc.Release(key)
 	freed := c.alloc.SetStatus(key, nil)
-	c.mu.Lock()
-	if st := c.state[key]; st != nil && len(st.later) > 0 {
-		c.state[key] = &svcState{later: st.later} // events still to emit
-	} else {
-		delete(c.state, key)
-	}
-	delete(c.since, key)
-	c.mu.Unlock()
-	c.setPending(key, false)
+	// Events still to emit (c.deferred) stay for the low-priority queue.
+	c.metrics.pending.Set(float64(c.book.Forget(key)))
 	if freed || (had && len(before.IPs) > 0) {
 		c.statsChanged()
 		c.wakePending()
@@ -314,16 +271,6 @@ func (c *Controller) noteShown(key string, ips []netip.Addr) {
 		c.statsChanged()
 		c.wakePending()
 	}
-}
-
-// stateLocked returns key's state, creating it. c.mu must be held.
-func (c *Controller) stateLocked(key string) *svcState {
-	st := c.state[key]
-	if st == nil {
-		st = &svcState{}
-		c.state[key] = st
-	}
-	return st
 }
 
 // patchStatus writes ips and cond (nil deletes ours) in one status patch,
@@ -350,11 +297,7 @@ func (c *Controller) patchStatus(ctx context.Context, svc *corev1.Service, ips [
 		c.writeFailed(ctx, svc, err)
 		return fmt.Errorf("patch Service %s status at resourceVersion %s: %w", key, svc.ResourceVersion, err)
 	}
-	c.mu.Lock()
-	if st := c.state[key]; st != nil {
-		st.writeErr = ""
-	}
-	c.mu.Unlock()
+	c.book.WriteSucceeded(key)
 	c.noteShown(key, ips)
 	return nil
 }
@@ -367,13 +310,7 @@ func (c *Controller) writeFailed(ctx context.Context, svc *corev1.Service, err e
 		c.redecide(ctx, key)
 		return
 	}
-	msg := err.Error()
-	c.mu.Lock()
-	st := c.stateLocked(key)
-	repeat := st.writeErr == msg
-	st.writeErr = msg
-	c.mu.Unlock()
-	if !repeat {
+	if c.book.WriteFailed(key, err.Error()) {
 		c.log.Warn("Service status write failed; retrying", "service", key, "error", err)
 		c.event(svc, corev1.EventTypeWarning, EventStatusWriteFailed, "Write",
 			fmt.Sprintf("Status write failed (retrying; addresses the status shows stay reserved for this Service until it succeeds): %v", err))
@@ -410,9 +347,7 @@ func (c *Controller) redecide(ctx context.Context, key string) {
 	}
 	if asg, _ := c.alloc.Lookup(key); !slices.Equal(asg.IPs, shown) {
 		c.alloc.Release(key) // addresses the status shows stay parked
-		c.mu.Lock()
-		c.stateLocked(key).seen = false
-		c.mu.Unlock()
+		c.book.Unsee(key)
 		c.statsChanged()
 	}
 	c.log.Debug("status write conflict; re-deciding", "service", key, "shown", shown)
@@ -516,28 +451,22 @@ func (c *Controller) later(svc *corev1.Service, typ, reason, action, msg string)
 		UID: svc.UID, ResourceVersion: svc.ResourceVersion,
 	}
 	c.mu.Lock()
-	st := c.stateLocked(Key(svc))
-	st.later = append(st.later, laterEvent{ref: ref, typ: typ, reason: reason, action: action, note: msg})
+	key := Key(svc)
+	c.deferred[key] = append(c.deferred[key], laterEvent{ref: ref, typ: typ, reason: reason, action: action, note: msg})
 	c.mu.Unlock()
 }
 
 func (c *Controller) hasLater(key string) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	st := c.state[key]
-	return st != nil && len(st.later) > 0
+	return len(c.deferred[key]) > 0
 }
 
 // flushLater emits key's queued events.
 func (c *Controller) flushLater(key string) {
 	c.mu.Lock()
-	var evs []laterEvent
-	if st := c.state[key]; st != nil {
-		evs, st.later = st.later, nil
-		if !st.seen {
-			delete(c.state, key) // the stub forget left for these events
-		}
-	}
+	evs := c.deferred[key]
+	delete(c.deferred, key)
 	c.mu.Unlock()
 	if c.opts.Recorder == nil {
 		return

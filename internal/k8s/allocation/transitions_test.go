@@ -1,4 +1,4 @@
-package serviceip
+package allocation
 
 import (
 	"fmt"
@@ -59,10 +59,10 @@ func TestStaleWriterRefused(t *testing.T) {
 	}
 	// Re-read: the allocator now knows what the status shows, and dropped
 	// the decision it could not write.
-	if got := r.ctrl.Allocator().Shown(Key(stale)); !slices.Equal(got, []netip.Addr{netip.MustParseAddr("198.51.100.7")}) {
+	if got := r.ctrl.alloc.Shown(Key(stale)); !slices.Equal(got, []netip.Addr{netip.MustParseAddr("198.51.100.7")}) {
 		t.Errorf("after the conflict the controller records %v as shown, want 198.51.100.7", got)
 	}
-	if asg, _ := r.ctrl.Allocator().Lookup(Key(stale)); len(asg.IPs) != 0 {
+	if asg, _ := r.ctrl.alloc.Lookup(Key(stale)); len(asg.IPs) != 0 {
 		t.Errorf("after the conflict the controller still holds %v for a", asg.IPs)
 	}
 	if v, _ := gauge(t, r.reg, "herald_service_status_write_errors_total", "reason", "Conflict"); v != before+1 {

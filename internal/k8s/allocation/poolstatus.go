@@ -1,13 +1,4 @@
-// Package poolstatus publishes the allocator's per-pool address counters:
-// into each IPAddressPool's status (assignedIPv4, availableIPv4,
-// assignedIPv6, availableIPv6) and into MetalLB's allocator metrics
-// (metallb_allocator_addresses_total, _ipv4_addresses_total,
-// _ipv6_addresses_total and the three _in_use_total variants, label pool).
-//
-// Writes are debounced: Notify marks the counters dirty and the Writer
-// publishes at most once per Options.Delay, so a burst of allocations costs
-// one status patch per changed pool, not one per Service.
-package poolstatus
+package allocation
 
 import (
 	"context"
@@ -27,12 +18,13 @@ import (
 	"github.com/herald-lb/herald/internal/ipam"
 )
 
-// DefaultDelay is the debounce delay when Options.Delay is 0.
-const DefaultDelay = 500 * time.Millisecond
+// DefaultPoolStatusDelay is the debounce delay when Options.PoolStatusDelay
+// is 0.
+const DefaultPoolStatusDelay = 500 * time.Millisecond
 
-// Options configure a Writer. Client, Reader, Namespace and Stats are
-// required.
-type Options struct {
+// poolStatusOptions configure a poolStatusWriter. Client, Reader, Namespace
+// and Stats are required.
+type poolStatusOptions struct {
 	// Client patches IPAddressPool status.
 	Client client.Client
 	// Reader lists IPAddressPools (normally the manager's cache).
@@ -41,7 +33,7 @@ type Options struct {
 	Namespace string
 	// Stats returns the current counters (ipam.Allocator.Stats).
 	Stats func() []ipam.PoolStats
-	// Delay is the debounce delay (DefaultDelay when 0).
+	// Delay is the debounce delay (DefaultPoolStatusDelay when 0).
 	Delay time.Duration
 	// Log receives write failures; nil discards them.
 	Log *slog.Logger
@@ -50,28 +42,37 @@ type Options struct {
 	Registerer prometheus.Registerer
 }
 
-// Writer publishes pool counters. Run it with Start (a manager.Runnable).
-type Writer struct {
-	opts   Options
+// poolStatusWriter publishes the allocator's per-pool address counters:
+// into each IPAddressPool's status (assignedIPv4, availableIPv4,
+// assignedIPv6, availableIPv6) and into MetalLB's allocator metrics
+// (metallb_allocator_addresses_total, _ipv4_addresses_total,
+// _ipv6_addresses_total and the three _in_use_total variants, label pool).
+// The Controller runs it (start) while it leads.
+//
+// Writes are debounced: notify marks the counters dirty and the writer
+// publishes at most once per Options.PoolStatusDelay, so a burst of
+// allocations costs one status patch per changed pool, not one per Service.
+type poolStatusWriter struct {
+	opts   poolStatusOptions
 	log    *slog.Logger
 	dirty  chan struct{}
 	gauges [6]*prometheus.GaugeVec
 	known  map[string]bool // pools with metric series
 }
 
-// New builds a Writer and registers its metrics.
-func New(opts Options) (*Writer, error) {
+// newPoolStatus builds a poolStatusWriter and registers its metrics.
+func newPoolStatus(opts poolStatusOptions) (*poolStatusWriter, error) {
 	if opts.Client == nil || opts.Reader == nil || opts.Stats == nil {
-		return nil, errors.New("poolstatus: Client, Reader and Stats are required")
+		return nil, errors.New("allocation: pool status: Client, Reader and Stats are required")
 	}
 	if opts.Delay <= 0 {
-		opts.Delay = DefaultDelay
+		opts.Delay = DefaultPoolStatusDelay
 	}
 	log := opts.Log
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	w := &Writer{opts: opts, log: log.With("controller", "poolstatus"), dirty: make(chan struct{}, 1), known: map[string]bool{}}
+	w := &poolStatusWriter{opts: opts, log: log.With("controller", "poolstatus"), dirty: make(chan struct{}, 1), known: map[string]bool{}}
 	for i, d := range []struct{ name, help string }{
 		{"addresses_total", "Number of usable IP addresses in the pool, both families (saturated at the int64 maximum)."},
 		{"ipv4_addresses_total", "Number of usable IPv4 addresses in the pool."},
@@ -85,50 +86,47 @@ func New(opts Options) (*Writer, error) {
 		}, []string{"pool"})
 		if opts.Registerer != nil {
 			if err := opts.Registerer.Register(w.gauges[i]); err != nil {
-				return nil, fmt.Errorf("poolstatus: register metrics: %w", err)
+				return nil, fmt.Errorf("allocation: pool status: register metrics: %w", err)
 			}
 		}
 	}
 	return w, nil
 }
 
-// Notify marks the counters dirty. It never blocks.
-func (w *Writer) Notify() {
+// notify marks the counters dirty. It never blocks.
+func (w *poolStatusWriter) notify() {
 	select {
 	case w.dirty <- struct{}{}:
 	default:
 	}
 }
 
-// NeedLeaderElection: only the leader's allocator has counters.
-func (w *Writer) NeedLeaderElection() bool { return true }
-
-// Start publishes the counters after every Notify (at most once per Delay)
-// until ctx ends. It returns nil on shutdown.
-func (w *Writer) Start(ctx context.Context) error {
+// start publishes the counters after every notify (at most once per Delay)
+// until ctx ends.
+func (w *poolStatusWriter) start(ctx context.Context) {
 	for {
 		select {
 		case <-ctx.Done():
-			return nil
+			return
 		case <-w.dirty:
 		}
 		select {
 		case <-ctx.Done():
-			return nil
+			return
 		case <-time.After(w.opts.Delay):
 		}
-		if err := w.Publish(ctx); err != nil && ctx.Err() == nil {
+		if err := w.publish(ctx); err != nil && ctx.Err() == nil {
 			w.log.Warn("publish pool counters; retrying", "error", err)
-			w.Notify()
+			w.notify()
 		}
 	}
 }
 
-// Publish writes the current counters to the metrics and to every
+// publish writes the current counters to the metrics and to every
 // IPAddressPool whose status differs, each write on the condition that the
 // pool is still at the resourceVersion read. Pools the allocator does not know
 // (not yet in a valid configuration) are left alone.
-func (w *Writer) Publish(ctx context.Context) error {
+func (w *poolStatusWriter) publish(ctx context.Context) error {
 	stats := w.opts.Stats()
 	byName := make(map[string]ipam.PoolStats, len(stats))
 	for _, s := range stats {

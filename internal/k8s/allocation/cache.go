@@ -1,4 +1,4 @@
-package serviceip
+package allocation
 
 import (
 	corev1 "k8s.io/api/core/v1"

@@ -1,11 +1,10 @@
-package serviceip
+package allocation
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
-	"maps"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -29,6 +28,7 @@ import (
 	"github.com/herald-lb/herald/internal/ipam"
 	"github.com/herald-lb/herald/internal/k8s/apiretry"
 	"github.com/herald-lb/herald/internal/k8s/configload"
+	"github.com/herald-lb/herald/internal/svcstate"
 )
 
 // DefaultWorkers is the number of concurrent Service workers when
@@ -81,13 +81,14 @@ type Options struct {
 	// standby exports none of them. Nil: ConfigMetrics are registered by
 	// the caller.
 	ConfigMetricsRegisterer prometheus.Registerer
-	// Registerer receives herald_allocation_duration_seconds and
-	// herald_services_pending; nil registers nothing.
+	// Registerer receives herald_allocation_duration_seconds,
+	// herald_services_pending, herald_service_status_write_errors_total and
+	// the metallb_allocator_* pool gauges; nil registers nothing.
 	Registerer prometheus.Registerer
-	// OnStatsChange, when set, is called (from a worker, must not block)
-	// whenever pool counters may have changed: the poolstatus writer's
-	// Notify.
-	OnStatsChange func()
+	// PoolStatusDelay is the debounce delay of the pool counters' writes
+	// (IPAddressPool status, metallb_allocator_*): at most one per delay
+	// (DefaultPoolStatusDelay when 0).
+	PoolStatusDelay time.Duration
 }
 
 // Controller is the Service IP reconcile loop. Create it with New and run it
@@ -98,6 +99,8 @@ type Controller struct {
 	alloc   *ipam.Allocator
 	tracker *configload.Tracker
 	metrics *metrics
+	// pools publishes alloc's per-pool counters while the loop runs.
+	pools *poolStatusWriter
 
 	svcQueue  workqueue.TypedRateLimitingInterface[string]
 	annQueue  workqueue.TypedRateLimitingInterface[string]
@@ -111,47 +114,30 @@ type Controller struct {
 	// busy counts items being processed, across all queues.
 	busy atomic.Int64
 
-	mu      sync.Mutex
-	state   map[string]*svcState // per Service key
-	pending map[string]bool      // keys waiting for an address
-	// reassess holds the keys a configuration change took addresses from;
-	// the retry pass re-allocates them (in key order) before the pending.
-	reassess map[string]bool
-	since    map[string]time.Time // creation or request change, for the latency histogram
-	// annSince: when a key entered the low-priority queue.
-	annSince map[string]time.Time
+	// book is the per-Service state and its decisions (pending,
+	// reassess, import conflicts, clear reasons, retry order).
+	book *svcstate.Book
+
 	// lastAdd is when the last Service was created (UnixNano), to detect
 	// bursts.
 	lastAdd atomic.Int64
-	lastRej string // text of the last rejected configuration reported by event
-}
+	// svcDrained is signalled when a worker takes the last queued
+	// Service (yield waits for it).
+	svcDrained signal
 
-// svcState is what the controller remembers about one Service between
-// reconciles. Guarded by Controller.mu; only the worker owning the key
-// changes it (the workqueue never hands one key to two workers).
-type svcState struct {
-	// seen: the Service was imported at start or reconciled since; its
-	// ingress IPs are not re-imported from a possibly stale cache.
-	seen bool
-	// fp is the request fingerprint of the last reconcile.
-	fp string
-	// writeErr is the last failed status write's message, to report each
-	// distinct failure once (event).
-	writeErr string
-	// conflict is the ImportConflict the Service's existing IP met, and
-	// conflictFP the request it had then.
-	conflict   error
-	conflictFP string
-	// clearReason explains why the Service's IPs were taken back.
-	clearReason string
-	// later are events waiting for the low-priority queue.
-	later []laterEvent
+	// mu guards deferred, annSince and lastRej.
+	mu sync.Mutex
+	// deferred are Service events waiting for the low-priority queue, by key.
+	deferred map[string][]laterEvent
+	// annSince: when a key entered the low-priority queue.
+	annSince map[string]time.Time
+	lastRej  string // text of the last rejected configuration reported by event
 }
 
 // New builds a Controller. It registers its metrics on opts.Registerer.
 func New(opts Options) (*Controller, error) {
 	if opts.Client == nil || opts.Cache == nil {
-		return nil, errors.New("serviceip: Client and Cache are required")
+		return nil, errors.New("allocation: Client and Cache are required")
 	}
 	if opts.Workers <= 0 {
 		opts.Workers = DefaultWorkers
@@ -164,45 +150,40 @@ func New(opts Options) (*Controller, error) {
 	if err != nil {
 		return nil, err
 	}
-	rl := apiretry.NewWriteRateLimiter[string]
-	return &Controller{
+	c := &Controller{
 		opts:  opts,
 		log:   log.With("controller", "serviceip"),
 		alloc: ipam.New(),
-		// DropTransient: a BGPPeer or BGPAdvertisement with a transient
-		// reference (a missing password Secret) is left out and reported,
-		// never blocking allocation, which does not depend on either.
-		tracker:    configload.NewTracker(config.Options{Namespace: opts.Namespace, DropTransient: true}, false),
-		metrics:    m,
-		svcQueue:   workqueue.NewTypedRateLimitingQueueWithConfig(rl(), workqueue.TypedRateLimitingQueueConfig[string]{Name: "serviceip"}),
-		annQueue:   workqueue.NewTypedRateLimitingQueueWithConfig(rl(), workqueue.TypedRateLimitingQueueConfig[string]{Name: "serviceip_annotation"}),
-		confQueue:  workqueue.NewTypedRateLimitingQueueWithConfig(rl(), workqueue.TypedRateLimitingQueueConfig[string]{Name: "serviceip_config"}),
-		retryQueue: workqueue.NewTypedRateLimitingQueueWithConfig(rl(), workqueue.TypedRateLimitingQueueConfig[string]{Name: "serviceip_retry"}),
-		reassess:   map[string]bool{},
-		state:      map[string]*svcState{},
-		pending:    map[string]bool{},
-		since:      map[string]time.Time{},
-		annSince:   map[string]time.Time{},
-	}, nil
+	}
+	if c.pools, err = newPoolStatus(poolStatusOptions{
+		Client: opts.Client, Reader: opts.Cache, Namespace: opts.Namespace, Stats: c.alloc.Stats,
+		Delay: opts.PoolStatusDelay, Log: log, Registerer: opts.Registerer,
+	}); err != nil {
+		return nil, err
+	}
+	rl := apiretry.NewWriteRateLimiter[string]
+	// DropTransient: a BGPPeer or BGPAdvertisement with a transient
+	// reference (a missing password Secret) is left out and reported,
+	// never blocking allocation, which does not depend on either.
+	c.tracker = configload.NewTracker(config.Options{Namespace: opts.Namespace, DropTransient: true}, false)
+	c.metrics = m
+	c.svcQueue = workqueue.NewTypedRateLimitingQueueWithConfig(rl(), workqueue.TypedRateLimitingQueueConfig[string]{Name: "serviceip"})
+	c.annQueue = workqueue.NewTypedRateLimitingQueueWithConfig(rl(), workqueue.TypedRateLimitingQueueConfig[string]{Name: "serviceip_annotation"})
+	c.confQueue = workqueue.NewTypedRateLimitingQueueWithConfig(rl(), workqueue.TypedRateLimitingQueueConfig[string]{Name: "serviceip_config"})
+	c.retryQueue = workqueue.NewTypedRateLimitingQueueWithConfig(rl(), workqueue.TypedRateLimitingQueueConfig[string]{Name: "serviceip_retry"})
+	c.book = svcstate.New()
+	c.deferred = map[string][]laterEvent{}
+	c.annSince = map[string]time.Time{}
+	return c, nil
 }
-
-// Allocator returns the allocator the controller drives (for pool counters:
-// Stats). Callers must not change it.
-func (c *Controller) Allocator() *ipam.Allocator { return c.alloc }
-
-// Tracker returns the configuration tracker (the snapshot in force).
-func (c *Controller) Tracker() *configload.Tracker { return c.tracker }
-
-// Initialized reports whether the first valid configuration was loaded and
-// every existing assignment imported, i.e. allocation has started.
-func (c *Controller) Initialized() bool { return c.initialized.Load() }
 
 // NeedLeaderElection makes the manager start the loop only on the leader.
 func (c *Controller) NeedLeaderElection() bool { return true }
 
 // Start runs the loop until ctx ends: it installs the event handlers, waits
 // for the cache to sync, loads the configuration, imports every existing
-// assignment and then serves Service events. It returns nil on shutdown.
+// assignment and then serves Service events; the pool status writer runs
+// alongside. It returns nil on shutdown.
 func (c *Controller) Start(ctx context.Context) error {
 	defer c.svcQueue.ShutDown()
 	defer c.annQueue.ShutDown()
@@ -220,11 +201,12 @@ func (c *Controller) Start(ctx context.Context) error {
 		if ctx.Err() != nil {
 			return nil
 		}
-		return errors.New("serviceip: cache did not sync")
+		return errors.New("allocation: cache did not sync")
 	}
 	c.confQueue.Add(configItem)
 
 	var wg sync.WaitGroup
+	wg.Go(func() { c.pools.start(ctx) })
 	wg.Go(func() { c.run(ctx, c.confQueue, c.syncConfig, nil) })
 	wg.Go(func() { c.run(ctx, c.retryQueue, c.retryPass, nil) })
 	for range c.opts.Workers {
@@ -242,36 +224,6 @@ func (c *Controller) Start(ctx context.Context) error {
 	return nil
 }
 
-// Low-priority work (annotation, events) waits while Services are being
-// created (no creation for burstQuiet, no status work queued), but never
-// longer than maxDefer after it was queued.
-const (
-	burstQuiet = 100 * time.Millisecond
-	maxDefer   = 60 * time.Second
-)
-
-// yield makes low-priority work for key wait during a burst, so a burst of
-// new Services gets its addresses with one write each, before any annotation
-// or event is written.
-func (c *Controller) yield(ctx context.Context, key string) {
-	c.mu.Lock()
-	queued, ok := c.annSince[key]
-	c.mu.Unlock()
-	if !ok {
-		queued = time.Now()
-	}
-	for ctx.Err() == nil && time.Since(queued) < maxDefer {
-		quiet := time.Since(time.Unix(0, c.lastAdd.Load())) >= burstQuiet
-		if quiet && c.svcQueue.Len() == 0 {
-			return
-		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(10 * time.Millisecond):
-		}
-	}
-}
-
 // run processes q until it shuts down. A failed item is retried with
 // exponential backoff.
 func (c *Controller) run(ctx context.Context, q workqueue.TypedRateLimitingInterface[string],
@@ -280,6 +232,9 @@ func (c *Controller) run(ctx context.Context, q workqueue.TypedRateLimitingInter
 		key, shutdown := q.Get()
 		if shutdown {
 			return
+		}
+		if q == c.svcQueue && q.Len() == 0 {
+			c.svcDrained.broadcast() // low-priority work may go (yield)
 		}
 		c.busy.Add(1)
 		if before != nil {
@@ -314,7 +269,7 @@ func (c *Controller) idle() bool {
 func (c *Controller) installHandlers(ctx context.Context) error {
 	svcInf, err := c.opts.Cache.GetInformer(ctx, &corev1.Service{})
 	if err != nil {
-		return fmt.Errorf("serviceip: Service informer: %w", err)
+		return fmt.Errorf("allocation: Service informer: %w", err)
 	}
 	if _, err := svcInf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) {
@@ -353,12 +308,12 @@ func (c *Controller) installHandlers(ctx context.Context) error {
 			}
 		},
 	}); err != nil {
-		return fmt.Errorf("serviceip: Service handler: %w", err)
+		return fmt.Errorf("allocation: Service handler: %w", err)
 	}
 
 	nsInf, err := c.opts.Cache.GetInformer(ctx, &corev1.Namespace{})
 	if err != nil {
-		return fmt.Errorf("serviceip: Namespace informer: %w", err)
+		return fmt.Errorf("allocation: Namespace informer: %w", err)
 	}
 	if _, err := nsInf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
 		UpdateFunc: func(oldObj, newObj any) {
@@ -369,12 +324,12 @@ func (c *Controller) installHandlers(ctx context.Context) error {
 			}
 		},
 	}); err != nil {
-		return fmt.Errorf("serviceip: Namespace handler: %w", err)
+		return fmt.Errorf("allocation: Namespace handler: %w", err)
 	}
 
 	nodeInf, err := c.opts.Cache.GetInformer(ctx, &corev1.Node{})
 	if err != nil {
-		return fmt.Errorf("serviceip: Node informer: %w", err)
+		return fmt.Errorf("allocation: Node informer: %w", err)
 	}
 	// Nodes matter to the configuration only through their labels (peer
 	// node selectors); status heartbeats must not reload it (metallb#1606).
@@ -389,7 +344,7 @@ func (c *Controller) installHandlers(ctx context.Context) error {
 		},
 		DeleteFunc: func(any) { c.confQueue.Add(configItem) },
 	}); err != nil {
-		return fmt.Errorf("serviceip: Node handler: %w", err)
+		return fmt.Errorf("allocation: Node handler: %w", err)
 	}
 
 	confHandler := toolscache.ResourceEventHandlerFuncs{
@@ -403,7 +358,7 @@ func (c *Controller) installHandlers(ctx context.Context) error {
 	} {
 		inf, err := c.opts.Cache.GetInformer(ctx, obj)
 		if err != nil {
-			return fmt.Errorf("serviceip: %T informer: %w", obj, err)
+			return fmt.Errorf("allocation: %T informer: %w", obj, err)
 		}
 		h := confHandler
 		if _, ok := obj.(*v1beta1.IPAddressPool); ok {
@@ -418,7 +373,7 @@ func (c *Controller) installHandlers(ctx context.Context) error {
 			}
 		}
 		if _, err := inf.AddEventHandler(h); err != nil {
-			return fmt.Errorf("serviceip: %T handler: %w", obj, err)
+			return fmt.Errorf("allocation: %T handler: %w", obj, err)
 		}
 	}
 	return nil
@@ -440,13 +395,8 @@ func (c *Controller) enqueueNamespace(ctx context.Context, ns string) {
 // markSince records when a Service started waiting for an address (created,
 // or its request changed), unless it already waits.
 func (c *Controller) markSince(key string, waiting bool) {
-	if !waiting {
-		return
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if _, ok := c.since[key]; !ok {
-		c.since[key] = time.Now()
+	if waiting {
+		c.book.MarkWaiting(key, time.Now())
 	}
 }
 
@@ -464,18 +414,7 @@ func (c *Controller) retryPass(ctx context.Context, _ string) error {
 	if !c.initialized.Load() {
 		return nil
 	}
-	c.mu.Lock()
-	first := slices.Sorted(maps.Keys(c.reassess))
-	clear(c.reassess)
-	var then []string
-	for k := range c.pending {
-		if !slices.Contains(first, k) {
-			then = append(then, k)
-		}
-	}
-	c.mu.Unlock()
-	slices.Sort(then)
-	for _, key := range append(first, then...) {
+	for _, key := range c.book.RetryOrder() {
 		c.preallocate(ctx, key)
 		c.svcQueue.Add(key)
 	}
@@ -488,11 +427,7 @@ func (c *Controller) preallocate(ctx context.Context, key string) {
 	if asg, ok := c.alloc.Lookup(key); ok && len(asg.IPs) > 0 {
 		return
 	}
-	c.mu.Lock()
-	st := c.state[key]
-	skip := st == nil || st.conflict != nil
-	c.mu.Unlock()
-	if skip {
+	if !c.book.MayPreallocate(key) {
 		return
 	}
 	var svc corev1.Service
@@ -511,32 +446,19 @@ func (c *Controller) preallocate(ctx context.Context, key string) {
 	_, _ = c.alloc.Allocate(req) // failures are reported by the reconcile
 }
 
-// setPending records whether key waits for an address. A key that becomes
-// pending wakes a retry pass: its decision may have read the pools before a
-// configuration change whose own retry pass ran before the key was pending
-// (the Service and configuration workers run concurrently), and nothing
-// else would retry it. A key that stays pending wakes nothing, so retry
-// passes do not feed themselves.
+// setPending records whether key waits for an address and wakes a retry
+// pass when it becomes pending (svcstate.Book.SetPending says why).
 func (c *Controller) setPending(key string, p bool) {
-	c.mu.Lock()
-	was := c.pending[key]
-	if p {
-		c.pending[key] = true
-	} else {
-		delete(c.pending, key)
-	}
-	c.metrics.pending.Set(float64(len(c.pending)))
-	c.mu.Unlock()
-	if p && !was {
+	wake, n := c.book.SetPending(key, p)
+	c.metrics.pending.Set(float64(n))
+	if wake {
 		c.wakePending()
 	}
 }
 
-func (c *Controller) statsChanged() {
-	if c.opts.OnStatsChange != nil {
-		c.opts.OnStatsChange()
-	}
-}
+// statsChanged tells the pool status writer that pool counters may have
+// changed.
+func (c *Controller) statsChanged() { c.pools.notify() }
 
 // agrees reports whether s shows exactly what the allocator holds for it:
 // its ingress IPs and pool annotation (nothing when it holds nothing).

@@ -1,4 +1,4 @@
-package serviceip
+package allocation
 
 import (
 	"context"
@@ -26,16 +26,14 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/herald-lb/herald/api/v1beta1"
-	"github.com/herald-lb/herald/internal/ipam"
+	"github.com/herald-lb/herald/internal/k8s/allocation/allocationtest"
 	"github.com/herald-lb/herald/internal/k8s/configload"
-	"github.com/herald-lb/herald/internal/k8s/poolstatus"
-	"github.com/herald-lb/herald/internal/k8s/serviceip/serviceiptest"
 )
 
 // srv is the package's API server (one for all tests: starting one takes
 // seconds). Tests run one at a time: each starts its own controller, which
 // watches Services cluster-wide, and deletes its Services when done.
-var srv *serviceiptest.Server
+var srv *allocationtest.Server
 
 func TestMain(m *testing.M) {
 	flag.Parse()
@@ -43,9 +41,9 @@ func TestMain(m *testing.M) {
 		os.Exit(m.Run())
 	}
 	ctrl.SetLogger(logr.Discard())
-	s, err := serviceiptest.Start()
+	s, err := allocationtest.Start()
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "serviceip tests:", err)
+		fmt.Fprintln(os.Stderr, "allocation tests:", err)
 		os.Exit(1)
 	}
 	srv = s
@@ -110,7 +108,7 @@ type running struct {
 	stop func()
 }
 
-// start runs a controller (and the pool status writer) against srv.
+// start runs a controller (with its pool status writer) against srv.
 func (f *fixture) start(mods ...func(*Options)) *running {
 	f.t.Helper()
 	return f.startAs(srv.Config, mods...)
@@ -135,32 +133,21 @@ func (f *fixture) startAs(cfg *rest.Config, mods ...func(*Options)) *running {
 		f.t.Fatalf("manager: %v", err)
 	}
 	reg := prometheus.NewRegistry()
-	var c *Controller
-	pw, err := poolstatus.New(poolstatus.Options{
-		Client: mgr.GetClient(), Reader: mgr.GetCache(), Namespace: f.herald,
-		Stats: func() []ipam.PoolStats { return c.Allocator().Stats() }, Delay: 50 * time.Millisecond, Registerer: reg,
-	})
-	if err != nil {
-		f.t.Fatal(err)
-	}
 	opts := Options{
 		Client: mgr.GetClient(), Cache: mgr.GetCache(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("herald-controller"),
 		Namespace: f.herald, Registerer: reg, ConfigMetrics: configload.NewMetrics(reg),
 		Reporter: &configload.Reporter{Client: reporterClient, Namespace: f.herald, Name: "controller",
 			Labels: map[string]string{"metallb.io/component-type": "controller"}},
-		OnStatsChange: pw.Notify,
+		PoolStatusDelay: 50 * time.Millisecond,
 	}
 	for _, m := range mods {
 		m(&opts)
 	}
-	c, err = New(opts)
+	c, err := New(opts)
 	if err != nil {
 		f.t.Fatal(err)
 	}
 	if err := mgr.Add(c); err != nil {
-		f.t.Fatal(err)
-	}
-	if err := mgr.Add(pw); err != nil {
 		f.t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())

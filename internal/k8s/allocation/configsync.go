@@ -1,4 +1,4 @@
-package serviceip
+package allocation
 
 import (
 	"context"
@@ -70,12 +70,7 @@ func (c *Controller) syncConfig(ctx context.Context, _ string) error {
 		c.statsChanged()
 		return reportErr
 	}
-	c.mu.Lock()
-	for _, k := range keys {
-		c.stateLocked(k).clearReason = "the address is no longer in a pool that may serve the Service after a configuration change"
-		c.reassess[k] = true
-	}
-	c.mu.Unlock()
+	c.book.Reassess(keys, "the address is no longer in a pool that may serve the Service after a configuration change")
 	c.wakePending()
 	c.statsChanged()
 	return reportErr
@@ -122,10 +117,7 @@ func (c *Controller) importAll(ctx context.Context) error {
 		key := Key(svc)
 		req, err := RequestFor(svc, nsLabels[svc.Namespace])
 		fp := requestFingerprint(req)
-		c.mu.Lock()
-		st := c.stateLocked(key)
-		st.seen, st.fp = true, fp
-		c.mu.Unlock()
+		c.book.See(key, fp)
 		ips := IngressIPs(svc)
 		c.alloc.SetStatus(key, ips) // reserved for it until a write changes it
 		if err != nil || len(ips) == 0 {

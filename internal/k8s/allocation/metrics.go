@@ -1,4 +1,4 @@
-package serviceip
+package allocation
 
 import (
 	"fmt"
@@ -36,7 +36,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	if reg != nil {
 		for _, col := range []prometheus.Collector{m.duration, m.pending, m.writeErrors} {
 			if err := reg.Register(col); err != nil {
-				return nil, fmt.Errorf("serviceip: register metrics: %w", err)
+				return nil, fmt.Errorf("allocation: register metrics: %w", err)
 			}
 		}
 	}

@@ -1,6 +1,8 @@
-// Package serviceip is the controller's Service IP reconcile loop: it gives
-// every LoadBalancer Service its addresses from the IPAddressPools through
-// the pure allocator in internal/ipam and writes the result where users look.
+// Package allocation is the controller's address allocation: its Service IP
+// reconcile loop gives every LoadBalancer Service its addresses from the
+// IPAddressPools through the pure allocator in internal/ipam and writes the
+// result where users look, and its pool status writer publishes the pools'
+// counters (poolstatus.go).
 //
 // # What users see
 //
@@ -29,8 +31,9 @@
 //     request change until its IP is written), herald_services_pending
 //     (Services waiting for an address) and
 //     herald_service_status_write_errors_total (refused status writes, by
-//     API status reason). The per-pool counters are written by
-//     internal/k8s/poolstatus from Allocator().Stats().
+//     API status reason). The per-pool counters are written by the pool
+//     status writer (poolstatus.go) from the allocator's Stats, on the
+//     leader only (metallb_allocator_* and IPAddressPool status).
 //
 // # Restart safety and configuration
 //
@@ -69,6 +72,10 @@
 // Services that cannot get an address are pending: they are retried when an
 // address may have become free (a Service released or re-addressed, or a
 // sharing key, port or backend changed) and when the configuration changes.
+// What the loop remembers about each Service between reconciles, and the
+// decisions made from it (pending, reassess, import conflicts, clear
+// reasons, the retry pass's order), are in the pure internal/svcstate,
+// table-tested there.
 //
 // # Speed
 //
@@ -86,4 +93,4 @@
 //
 // Events need the events.k8s.io API (RBAC: create/patch events.k8s.io
 // events).
-package serviceip
+package allocation

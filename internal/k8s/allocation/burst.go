@@ -1,0 +1,90 @@
+package allocation
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// Low-priority work (annotation, events) waits while Services are being
+// created (no creation for burstQuiet, no status work queued), but never
+// longer than maxDefer after it was queued.
+const (
+	burstQuiet = 100 * time.Millisecond
+	maxDefer   = 60 * time.Second
+)
+
+// deferral decides whether low-priority work queued at queued may run at
+// now, given when the last Service was created (lastAdd) and how many
+// Services wait for their status work (statusQueued). When it may not, wait
+// is how long until the decision can change by time alone: until the burst
+// is quiet, else until maxDefer is reached; an emptied status queue is
+// signalled separately (Controller.svcDrained).
+func deferral(now, queued, lastAdd time.Time, statusQueued int) (run bool, wait time.Duration) {
+	deadline := queued.Add(maxDefer)
+	if !now.Before(deadline) {
+		return true, 0
+	}
+	wait = deadline.Sub(now)
+	quietAt := lastAdd.Add(burstQuiet)
+	if now.Before(quietAt) {
+		return false, min(wait, quietAt.Sub(now))
+	}
+	if statusQueued == 0 {
+		return true, 0
+	}
+	return false, wait
+}
+
+// yield makes low-priority work for key wait during a burst, so a burst of
+// new Services gets its addresses with one write each, before any annotation
+// or event is written. It sleeps until deferral's time has passed or a
+// worker took the last queued Service, and decides again.
+func (c *Controller) yield(ctx context.Context, key string) {
+	c.mu.Lock()
+	queued, ok := c.annSince[key]
+	c.mu.Unlock()
+	if !ok {
+		queued = time.Now()
+	}
+	for ctx.Err() == nil {
+		drained := c.svcDrained.wait() // before the check: no signal is missed
+		run, wait := deferral(time.Now(), queued, time.Unix(0, c.lastAdd.Load()), c.svcQueue.Len())
+		if run {
+			return
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+		case <-drained:
+		case <-t.C:
+		}
+		t.Stop()
+	}
+}
+
+// signal wakes every waiter once per broadcast. The zero value is ready.
+type signal struct {
+	mu sync.Mutex
+	ch chan struct{}
+}
+
+// wait returns a channel closed by the next broadcast.
+func (s *signal) wait() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ch == nil {
+		s.ch = make(chan struct{})
+	}
+	return s.ch
+}
+
+// broadcast wakes the current waiters.
+func (s *signal) broadcast() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ch != nil {
+		close(s.ch)
+		s.ch = nil
+	}
+}
