@@ -12,7 +12,7 @@ export KUBECTL ?= $(BIN)/k8s/kubectl
 export PATH := $(BIN)/k8s:$(PATH)
 GO_TEST_FLAGS ?=
 
-.PHONY: all build test race unit deps test-assets tools generate lab lab-down e2e bench bench-go fuzz clean
+.PHONY: all build test lint race unit deps test-assets tools generate lab lab-down e2e bench bench-go fuzz clean
 
 all: build
 
@@ -25,13 +25,24 @@ deps:
 test-assets:
 	hack/test-assets.sh
 
-tools: $(BIN)/controller-gen $(BIN)/helm
+tools: $(BIN)/controller-gen $(BIN)/helm $(BIN)/golangci-lint
 
 $(BIN)/controller-gen: hack/tools/gen/go.mod hack/tools/gen/go.sum
 	cd hack/tools/gen && go build -o $(BIN)/controller-gen sigs.k8s.io/controller-tools/cmd/controller-gen
 
 $(BIN)/helm: hack/tools/helm/go.mod hack/tools/helm/go.sum
 	cd hack/tools/helm && go build -o $(BIN)/helm helm.sh/helm/v3/cmd/helm
+
+$(BIN)/golangci-lint: hack/tools/lint/go.mod hack/tools/lint/go.sum
+	cd hack/tools/lint && go build -o $(BIN)/golangci-lint github.com/golangci/golangci-lint/v2/cmd/golangci-lint
+
+# lint is the lint gate (issue #12): gofmt, go vet, staticcheck, unused,
+# unparam, revive, godot, nolintlint, errorlint, and the depguard rules that
+# state Herald's layering (which packages may import client-go, gobgp,
+# memberlist, netlink, sockets). All in .golangci.yml; results are cached in
+# golangci-lint's default cache (~/.cache/golangci-lint).
+lint: $(BIN)/golangci-lint
+	$(BIN)/golangci-lint run ./...
 
 # generate rewrites the deepcopy code and CRD YAML from the markers in api/.
 generate: $(BIN)/controller-gen
@@ -44,9 +55,11 @@ manifests:
 	hack/render-manifests.sh
 
 # test is the README's test command and what CI runs: everything, from a fresh machine.
+# The lint gate runs first, after the build and before the tests.
 # The e2e labs use the binaries built here (HERALD_LAB_BIN_DIR) instead of
 # building their own; -timeout covers the e2e package's labs on a slow machine.
 test: deps test-assets tools build
+	$(MAKE) lint
 	go vet ./...
 	HERALD_LAB_BIN_DIR=$(BIN) go test $(GO_TEST_FLAGS) -timeout 60m -count=1 ./...
 	$(MAKE) race

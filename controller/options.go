@@ -43,13 +43,13 @@ type options struct {
 // as their default, so an explicit flag wins over the environment.
 // controller-runtime registers --kubeconfig on the default FlagSet itself.
 func (o *options) register(fs *flag.FlagSet, getenv func(string) string) {
-	str := func(p *string, name, env, def, usage string) {
-		serving.EnvString(fs, getenv, p, name, env, def, usage)
+	str := func(p *string, name, env, usage string) {
+		serving.EnvString(fs, getenv, p, name, env, "", usage)
 	}
-	str(&o.namespace, "namespace", "METALLB_NAMESPACE", "", "Herald's namespace: configuration objects and the memberlist Secret (default: the service account's).")
-	str(&o.mlSecretName, "ml-secret-name", "METALLB_ML_SECRET_NAME", "", "Name of the memberlist Secret to create when missing, also after it is deleted (empty: none).")
-	str(&o.deployment, "deployment", "METALLB_DEPLOYMENT", "", "Name of the controller Deployment; Herald removes it as owner of the memberlist Secret (MetalLB sets it), so the key outlives it.")
-	str(&o.podName, "pod-name", "METALLB_POD_NAME", "", "Name of the controller Pod, owner of the ConfigurationState \"controller\".")
+	str(&o.namespace, "namespace", "METALLB_NAMESPACE", "Herald's namespace: configuration objects and the memberlist Secret (default: the service account's).")
+	str(&o.mlSecretName, "ml-secret-name", "METALLB_ML_SECRET_NAME", "Name of the memberlist Secret to create when missing, also after it is deleted (empty: none).")
+	str(&o.deployment, "deployment", "METALLB_DEPLOYMENT", "Name of the controller Deployment; Herald removes it as owner of the memberlist Secret (MetalLB sets it), so the key outlives it.")
+	str(&o.podName, "pod-name", "METALLB_POD_NAME", "Name of the controller Pod, owner of the ConfigurationState \"controller\".")
 	fs.StringVar(&o.lbClass, "lb-class", "", "loadBalancerClass handled by this controller (empty: Services without a class).")
 	fs.StringVar(&o.logLevel, "log-level", "info", "Log level: all, debug, info, warn, error, none.")
 	fs.BoolVar(&o.leaderElect, "leader-elect", true, "Elect a leader among controller replicas (Lease herald-controller in --namespace): only the leader allocates; every replica serves the webhooks, metrics and health. false only with a single replica and a rollout that never overlaps two (Recreate).")

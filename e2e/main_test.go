@@ -237,16 +237,6 @@ func (e *env) events(ns, name string) string {
 	return b.String()
 }
 
-// getService returns the stored Service.
-func (e *env) getService(t *testing.T, ns, name string) *corev1.Service {
-	t.Helper()
-	s, err := e.k.CoreV1().Services(ns).Get(testCtx(t, time.Minute), name, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
-}
-
 // addrs parses addresses, failing t on a typo.
 func addrs(t *testing.T, ss ...string) []netip.Addr {
 	t.Helper()

@@ -41,16 +41,16 @@ func (o *options) memberlistEnabled() bool { return o.mlBindAddr != "" && o.mlLa
 // register defines the flags on fs. Flags with a METALLB_* variable take
 // it as their default, so an explicit flag wins over the environment.
 func (o *options) register(fs *flag.FlagSet, getenv func(string) string) {
-	str := func(p *string, name, env, def, usage string) {
-		serving.EnvString(fs, getenv, p, name, env, def, usage)
+	str := func(p *string, name, env, usage string) {
+		serving.EnvString(fs, getenv, p, name, env, "", usage)
 	}
-	str(&o.nodeName, "node-name", "METALLB_NODE_NAME", "", "Name of this node (spec.nodeName). Required.")
-	str(&o.podName, "pod-name", "METALLB_POD_NAME", "", "Name of the speaker Pod, owner of the objects it writes.")
-	str(&o.namespace, "namespace", "METALLB_NAMESPACE", "", "Herald's namespace (default: the service account's).")
-	str(&o.mlBindAddr, "ml-bindaddr", "METALLB_ML_BIND_ADDR", "", "Memberlist bind address (the Pod IP); memberlist runs only with --ml-labels too.")
+	str(&o.nodeName, "node-name", "METALLB_NODE_NAME", "Name of this node (spec.nodeName). Required.")
+	str(&o.podName, "pod-name", "METALLB_POD_NAME", "Name of the speaker Pod, owner of the objects it writes.")
+	str(&o.namespace, "namespace", "METALLB_NAMESPACE", "Herald's namespace (default: the service account's).")
+	str(&o.mlBindAddr, "ml-bindaddr", "METALLB_ML_BIND_ADDR", "Memberlist bind address (the Pod IP); memberlist runs only with --ml-labels too.")
 	serving.EnvInt(fs, getenv, &o.mlBindPort, "ml-bindport", "METALLB_ML_BIND_PORT", members.DefaultBindPort, "Memberlist TCP and UDP port")
-	str(&o.mlLabels, "ml-labels", "METALLB_ML_LABELS", "", "Label selector of the speaker Pods, for memberlist discovery.")
-	str(&o.mlSecretKeyPath, "ml-secret-key-path", "METALLB_ML_SECRET_KEY_PATH", "", "Directory holding the memberlist key file \"secretkey\".")
+	str(&o.mlLabels, "ml-labels", "METALLB_ML_LABELS", "Label selector of the speaker Pods, for memberlist discovery.")
+	str(&o.mlSecretKeyPath, "ml-secret-key-path", "METALLB_ML_SECRET_KEY_PATH", "Directory holding the memberlist key file \"secretkey\".")
 	o.mlTimings = members.AddTimingFlags(fs)
 	fs.StringVar(&o.lbClass, "lb-class", "", "loadBalancerClass handled by this speaker (empty: Services without a class).")
 	fs.BoolVar(&o.ignoreExcludeLB, "ignore-exclude-lb", false, "Ignore the node.kubernetes.io/exclude-from-external-load-balancers label.")

@@ -177,10 +177,10 @@ func ControllerKills(ctx context.Context, e *Env, o BurstOptions) (res Result, e
 	dups, changed := tr.duplicates(), tr.changedServices()
 	trMu.Unlock()
 	if len(dups) > 0 {
-		res.Notes = append(res.Notes, fmt.Sprintf("duplicated: %v", firstN(dups, 10)))
+		res.Notes = append(res.Notes, fmt.Sprintf("duplicated: %v", firstN(dups)))
 	}
 	if len(changed) > 0 {
-		res.Notes = append(res.Notes, fmt.Sprintf("changed: %v", firstN(changed, 10)))
+		res.Notes = append(res.Notes, fmt.Sprintf("changed: %v", firstN(changed)))
 	}
 	res.Rows = []Row{
 		countRow(ScenarioBurst, "addresses held by two Services at once (seen by a watch)", len(dups), 0),
@@ -189,7 +189,10 @@ func ControllerKills(ctx context.Context, e *Env, o BurstOptions) (res Result, e
 	return res, nil
 }
 
-func firstN(ss []string, n int) []string {
+// firstN shortens a list for a result note to its first n entries and a
+// count of the rest.
+func firstN(ss []string) []string {
+	const n = 10
 	if len(ss) > n {
 		return append(ss[:n:n], fmt.Sprintf("... (%d more)", len(ss)-n))
 	}

@@ -191,10 +191,10 @@ func ControllerRollout(ctx context.Context, e *Env, o ControllerRolloutOptions) 
 	time.Sleep(3 * time.Second)
 	dups, changed := aw.stop()
 	if len(dups) > 0 {
-		res.Notes = append(res.Notes, fmt.Sprintf("duplicated: %v", firstN(dups, 10)))
+		res.Notes = append(res.Notes, fmt.Sprintf("duplicated: %v", firstN(dups)))
 	}
 	if len(changed) > 0 {
-		res.Notes = append(res.Notes, fmt.Sprintf("flapped: %v", firstN(changed, 10)))
+		res.Notes = append(res.Notes, fmt.Sprintf("flapped: %v", firstN(changed)))
 	}
 	res.Rows = []Row{
 		countRow(ScenarioControllerRollout, "addresses held by two Services at once (seen by a watch)", len(dups), 0),

@@ -193,9 +193,11 @@ func (h *Herald) applyManifests(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if st, err := os.Stat(manifests); err != nil {
+	st, err := os.Stat(manifests)
+	if err != nil {
 		return err
-	} else if st.IsDir() {
+	}
+	if st.IsDir() {
 		_, err = h.lab.ApplyKustomize(ctx, manifests)
 	} else {
 		_, err = h.lab.Apply(ctx, manifests)

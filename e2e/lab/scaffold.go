@@ -271,7 +271,7 @@ func (l *Lab) SetEndpoints(ctx context.Context, namespace, service string, eps [
 			if !ok {
 				return fmt.Errorf("set endpoints of %s/%s: no lab node %q", namespace, service, ep.Node)
 			}
-			var a netip.Addr = n.IPv4
+			a := n.IPv4
 			if at == discoveryv1.AddressTypeIPv6 {
 				a = n.IPv6
 			}

@@ -117,8 +117,7 @@ func (a *BGPAdvertisement) Prefix(ip netip.Addr) netip.Prefix {
 // selectPools resolves spec.ipAddressPools and spec.ipAddressPoolSelectors
 // against the parsed pools. Neither set selects every pool. Unknown pool
 // names select nothing and raise a warning (the pool may be created later).
-func selectPools(ref objRef, names []string, sels []metav1.LabelSelector, pools []*Pool, p *problems) ([]string, bool) {
-	n := len(p.invalid)
+func selectPools(ref objRef, names []string, sels []metav1.LabelSelector, pools []*Pool, p *problems) []string {
 	selectors := convertSelectors(ref, "spec.ipAddressPoolSelectors", sels, p)
 	exists := map[string]bool{}
 	for _, pl := range pools {
@@ -150,14 +149,14 @@ func selectPools(ref objRef, names []string, sels []metav1.LabelSelector, pools 
 		out = append(out, name)
 	}
 	slices.Sort(out)
-	return out, len(p.invalid) == n
+	return out
 }
 
 func buildL2Advertisement(obj *v1beta1.L2Advertisement, pools []*Pool, p *problems) *L2Advertisement {
 	ref := objRef{KindL2Advertisement, obj.Namespace, obj.Name}
 	n := len(p.invalid)
 	ad := &L2Advertisement{Name: obj.Name}
-	ad.Pools, _ = selectPools(ref, obj.Spec.IPAddressPools, obj.Spec.IPAddressPoolSelectors, pools, p)
+	ad.Pools = selectPools(ref, obj.Spec.IPAddressPools, obj.Spec.IPAddressPoolSelectors, pools, p)
 	ad.NodeSelectors = convertSelectors(ref, "spec.nodeSelectors", obj.Spec.NodeSelectors, p)
 	ad.ServiceSelectors = convertSelectors(ref, "spec.serviceSelectors", obj.Spec.ServiceSelectors, p)
 	for i := range obj.Spec.PreferredNodeSelectors {
@@ -189,7 +188,7 @@ func buildBGPAdvertisement(obj *v1beta1.BGPAdvertisement, pools []*Pool, peerNam
 	ref := objRef{KindBGPAdvertisement, obj.Namespace, obj.Name}
 	n := len(p.invalid)
 	ad := &BGPAdvertisement{Name: obj.Name, AggregationLength: 32, AggregationLengthV6: 128, LocalPref: obj.Spec.LocalPref}
-	ad.Pools, _ = selectPools(ref, obj.Spec.IPAddressPools, obj.Spec.IPAddressPoolSelectors, pools, p)
+	ad.Pools = selectPools(ref, obj.Spec.IPAddressPools, obj.Spec.IPAddressPoolSelectors, pools, p)
 	if l := obj.Spec.AggregationLength; l != nil {
 		if *l < 1 || *l > 32 {
 			p.add(ref.invalid("spec.aggregationLength", fmt.Sprint(*l), "must be between 1 and 32"))

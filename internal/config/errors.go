@@ -91,7 +91,8 @@ func IsTransient(err error) bool {
 	}
 	all := true
 	walk(err, func(e error) {
-		if _, ok := e.(*TransientError); !ok {
+		var t *TransientError
+		if !errors.As(e, &t) {
 			all = false
 		}
 	})
@@ -102,11 +103,15 @@ func IsTransient(err error) bool {
 // transient parts. Errors of other types are ignored.
 func Split(err error) (invalid []*ValidationError, transient []*TransientError) {
 	walk(err, func(e error) {
-		switch e := e.(type) {
-		case *ValidationError:
-			invalid = append(invalid, e)
-		case *TransientError:
-			transient = append(transient, e)
+		var (
+			v *ValidationError
+			t *TransientError
+		)
+		switch {
+		case errors.As(e, &v):
+			invalid = append(invalid, v)
+		case errors.As(e, &t):
+			transient = append(transient, t)
 		}
 	})
 	return invalid, transient
@@ -116,7 +121,7 @@ func Split(err error) (invalid []*ValidationError, transient []*TransientError) 
 // errors.Join (Unwrap() []error) and through wrapping (fmt.Errorf with %w),
 // so that a caller may wrap Build's error and still use IsTransient/Split.
 func walk(err error, fn func(error)) {
-	switch u := err.(type) {
+	switch u := err.(type) { //nolint:errorlint // walk is the unwrapping: it needs this level's own type
 	case nil:
 		return
 	case interface{ Unwrap() []error }:

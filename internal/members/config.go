@@ -256,9 +256,9 @@ func (t Timings) validate() []error {
 	if t.ProbeTimeout >= t.ProbeInterval {
 		errs = append(errs, fmt.Errorf("ProbeTimeout %v must be < ProbeInterval %v", t.ProbeTimeout, t.ProbeInterval))
 	}
-	atLeast := func(name string, v, min int) {
-		if v < min {
-			errs = append(errs, fmt.Errorf("%s %d must be >= %d", name, v, min))
+	atLeast := func(name string, v, least int) {
+		if v < least {
+			errs = append(errs, fmt.Errorf("%s %d must be >= %d", name, v, least))
 		}
 	}
 	atLeast("SuspicionMult", t.SuspicionMult, 1)

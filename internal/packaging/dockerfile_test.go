@@ -1,7 +1,6 @@
 package packaging
 
 import (
-	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -109,7 +108,7 @@ func importedTopDirs(t *testing.T, root, binary string) []string {
 	}
 	sort.Strings(dirs)
 	if len(dirs) == 0 {
-		t.Fatal(fmt.Sprintf("go list found no package of %s for ./%s", mod, binary))
+		t.Fatalf("go list found no package of %s for ./%s", mod, binary)
 	}
 	return dirs
 }

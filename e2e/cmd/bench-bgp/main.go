@@ -133,7 +133,7 @@ func run(services, bulk, workers int, bulkSetup time.Duration, stateDir string, 
 	}
 
 	// Announce and withdraw latency, one Service at a time.
-	routes, err := watchRoutes(ctx, l.RouterNamespace())
+	routes, err := watchRoutes(l.RouterNamespace())
 	if err != nil {
 		return err
 	}
@@ -429,7 +429,7 @@ type routeEvent struct {
 	at  time.Time
 }
 
-func watchRoutes(ctx context.Context, ns string) (*routeWatch, error) {
+func watchRoutes(ns string) (*routeWatch, error) {
 	h, err := netns.GetFromPath(filepath.Join("/var/run/netns", ns))
 	if err != nil {
 		return nil, fmt.Errorf("router namespace: %w", err)

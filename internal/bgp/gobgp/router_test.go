@@ -8,7 +8,6 @@ import (
 	"net"
 	"net/netip"
 	"os"
-	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -320,22 +319,4 @@ func (p *tcpProxy) cut() {
 	}
 	p.mu.Unlock()
 	p.wg.Wait()
-}
-
-func sortedLarge(l [][3]uint32) [][3]uint32 {
-	l = slices.Clone(l)
-	slices.SortFunc(l, compareLargeTest)
-	return l
-}
-
-func compareLargeTest(a, b [3]uint32) int {
-	for i := range 3 {
-		if a[i] != b[i] {
-			if a[i] < b[i] {
-				return -1
-			}
-			return 1
-		}
-	}
-	return 0
 }

@@ -87,7 +87,7 @@ func TestRequestFor(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := RequestFor(tc.svc, nil)
 			switch {
-			case tc.wantErr == errAny:
+			case errors.Is(tc.wantErr, errAny):
 				if err == nil {
 					t.Fatalf("no error, want one")
 				}

@@ -128,7 +128,7 @@ func TestRetry(t *testing.T) {
 			} else {
 				_, err = lw.ListWithContext(context.Background(), metav1.ListOptions{})
 			}
-			if !errors.Is(err, tc.wantErr) && err != tc.wantErr {
+			if !errors.Is(err, tc.wantErr) {
 				t.Errorf("error %v, want %v", err, tc.wantErr)
 			}
 			if s.calls != tc.wantCalls {

@@ -225,8 +225,12 @@ func secretLifecycle(t *testing.T, env *testenv.Env) {
 		t.Fatal(err)
 	}
 	eventually(t, "Deployment deleted", func() error {
-		if err := c.Get(ctx, client.ObjectKeyFromObject(dep), &appsv1.Deployment{}); !apierrors.IsNotFound(err) {
-			return fmt.Errorf("get Deployment: %v", err)
+		err := c.Get(ctx, client.ObjectKeyFromObject(dep), &appsv1.Deployment{})
+		if err == nil {
+			return errors.New("get Deployment: still there")
+		}
+		if !apierrors.IsNotFound(err) {
+			return fmt.Errorf("get Deployment: %w", err)
 		}
 		return nil
 	})

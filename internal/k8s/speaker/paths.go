@@ -13,8 +13,8 @@ import (
 
 // Retry bounds of pathApplier after a failed SetPaths.
 const (
-	pathRetryMin = 100 * time.Millisecond
-	pathRetryMax = 10 * time.Second
+	minPathRetry = 100 * time.Millisecond
+	maxPathRetry = 10 * time.Second
 )
 
 // pathApplier owns the BGP paths this speaker announces and applies them in
@@ -89,7 +89,7 @@ func (a *pathApplier) kick() {
 // that an empty set is applied too.
 func (a *pathApplier) run(ctx context.Context) error {
 	a.kick()
-	backoff := pathRetryMin
+	backoff := minPathRetry
 	var retry <-chan time.Time
 	for {
 		select {
@@ -105,10 +105,10 @@ func (a *pathApplier) run(ctx context.Context) error {
 			}
 			a.log.Error("applying BGP paths failed, retrying", "error", err, "retryIn", backoff)
 			retry = time.After(backoff)
-			backoff = min(2*backoff, pathRetryMax)
+			backoff = min(2*backoff, maxPathRetry)
 			continue
 		}
-		backoff = pathRetryMin
+		backoff = minPathRetry
 	}
 }
 

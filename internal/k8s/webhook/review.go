@@ -104,7 +104,7 @@ func (r *Reviewer) Review(ctx context.Context, c Change) (admission.Warnings, er
 	if errAfter != nil && len(invAfter) == 0 {
 		// Not a validation error (Build returns none other today): refuse
 		// rather than admit something Build could not judge.
-		return nil, fmt.Errorf("%w: %s: %v", ErrInvalid, self, errAfter)
+		return nil, fmt.Errorf("%w: %s: %w", ErrInvalid, self, errAfter)
 	}
 
 	old := map[string]bool{}

@@ -90,8 +90,11 @@ func (s *Server) Stop() error { return s.env.Stop() }
 // readCRDs reads the CRDs of dir (manifests/crds) as they are installed.
 func readCRDs(dir string) ([]*apiextensionsv1.CustomResourceDefinition, error) {
 	files, err := filepath.Glob(filepath.Join(dir, "metallb.io_*.yaml"))
-	if err != nil || len(files) == 0 {
-		return nil, fmt.Errorf("no CRDs in %s: %v", dir, err)
+	if err != nil {
+		return nil, fmt.Errorf("no CRDs in %s: %w", dir, err)
+	}
+	if len(files) == 0 {
+		return nil, fmt.Errorf("no CRDs in %s", dir)
 	}
 	var out []*apiextensionsv1.CustomResourceDefinition
 	for _, f := range files {
