@@ -11,9 +11,9 @@ import (
 	"github.com/herald-lb/herald/internal/ipam"
 )
 
-// conflictErr is what ipam.Allocator.Import returns when another Service
+// errConflict is what ipam.Allocator.Import returns when another Service
 // holds the address.
-var conflictErr = fmt.Errorf("import: %w", &ipam.ConflictError{
+var errConflict = fmt.Errorf("import: %w", &ipam.ConflictError{
 	Kind: ipam.ErrIPInUse, IP: netip.MustParseAddr("198.51.100.7"), Other: "ns/other",
 })
 
@@ -105,11 +105,11 @@ func TestConflictDecisions(t *testing.T) {
 	}{
 		{name: "import kept", fp: "fp1", wantPreallocate: true},
 		{
-			name: "held by another, same request: re-checked, no preallocation", importErr: conflictErr, fp: "fp1",
+			name: "held by another, same request: re-checked, no preallocation", importErr: errConflict, fp: "fp1",
 			wantConflict: true, wantRecheck: true,
 		},
 		{
-			name: "held by another, request changed: dropped, allocated afresh", importErr: conflictErr, fp: "fp2",
+			name: "held by another, request changed: dropped, allocated afresh", importErr: errConflict, fp: "fp2",
 			wantConflict: true, wantPreallocate: true,
 		},
 		{
