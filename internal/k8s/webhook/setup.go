@@ -21,7 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/conversion"
 )
 
-// Defaults of Options (the names of manifests/webhook and /tmp/herald-names.md).
+// Defaults of Options (the names of manifests/webhook, listed in docs/install.md).
 const (
 	DefaultPort              = 9443
 	DefaultCertDir           = "/tmp/k8s-webhook-server/serving-certs"
