@@ -16,6 +16,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/herald-lb/herald/internal/poll"
 )
 
 func TestPlanKeys(t *testing.T) {
@@ -186,7 +188,7 @@ func TestKeyRotationNeverSplits(t *testing.T) {
 		nd.SetPeers(addrs)
 	}
 	for _, nd := range nodes {
-		waitFor(t, nd.cfg.NodeName+" sees all", sees(nd.List, names...))
+		poll.Until(t, sanityLimit, nd.cfg.NodeName+" sees all", sees(nd.List, names...))
 	}
 
 	var observations atomic.Int64
@@ -209,17 +211,10 @@ func TestKeyRotationNeverSplits(t *testing.T) {
 	// observe waits for cond, checking intact on every observation.
 	observe := func(stage string, cond func() bool) {
 		t.Helper()
-		deadline := time.Now().Add(sanityLimit)
-		for {
+		poll.Until(t, sanityLimit, stage, func() bool {
 			intact(stage)
-			if cond() {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: not within %v", stage, sanityLimit)
-			}
-			time.Sleep(2 * time.Millisecond)
-		}
+			return cond()
+		})
 	}
 	// pingAll: every member pings every other one directly (encrypted with
 	// its primary key; the ack with the other's). A member that cannot
@@ -319,7 +314,7 @@ herald_memberlist_keys 1
 	// secret) joins at once.
 	late := start(t, testConfig("rot-late", newSecret))
 	late.SetPeers(addrs[:1])
-	waitFor(t, "restarted speaker with the new secret joins", sees(late.List, append(slices.Clone(names), "rot-late")...))
+	poll.Until(t, sanityLimit, "restarted speaker with the new secret joins", sees(late.List, append(slices.Clone(names), "rot-late")...))
 }
 
 // The key ID is the documented SHA-256(SHA-256(secret)) prefix
