@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/herald-lb/herald/api/v1beta1"
+	"github.com/herald-lb/herald/internal/poll"
 	"github.com/herald-lb/herald/internal/testenv"
 )
 
@@ -67,17 +68,14 @@ func TestProcessStartsDuringAPIOutage(t *testing.T) {
 	})
 	waitFor := func(what string, cond func() bool) {
 		t.Helper()
-		deadline := time.Now().Add(60 * time.Second)
-		for !cond() {
-			if time.Now().After(deadline) {
-				t.Fatalf("timed out waiting for %s", what)
-			}
+		poll.Until(t, 60*time.Second, what, func() bool {
 			select {
 			case err := <-exited:
 				t.Fatalf("speaker exited while waiting for %s: %v", what, err)
-			case <-time.After(100 * time.Millisecond):
+			default:
 			}
-		}
+			return cond()
+		})
 	}
 	waitFor("the speaker to wait for the API server", func() bool {
 		return strings.Contains(logs.String(), "waiting for the API server")
