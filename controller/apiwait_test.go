@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -12,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/herald-lb/herald/internal/poll"
 	"github.com/herald-lb/herald/internal/testenv"
 )
 
@@ -47,25 +49,28 @@ func TestStartsDuringAPIOutage(t *testing.T) {
 			return false
 		}
 	}
-	eventually(t, 60*time.Second, "the controller waits for the API server", func() (bool, string) {
+	poll.Until(t, 60*time.Second, "the controller waits for the API server", func() bool {
 		if exited() {
 			b, _ := os.ReadFile(p.log)
 			t.Fatalf("the controller exited while the API server was unreachable:\n%s", b)
 		}
 		b, _ := os.ReadFile(p.log)
-		return strings.Contains(string(b), "waiting for the API server") && p.alive(), ""
+		return strings.Contains(string(b), "waiting for the API server") && p.alive()
 	})
 	// The API server is back.
 	proxy.Open(t)
 	if err := env.Client.Create(ctx, lbService(app, "after")); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 60*time.Second, "Service after addressed", func() (bool, string) {
+	poll.Until(t, 60*time.Second, "Service after addressed", func() error {
 		var s corev1.Service
 		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: app, Name: "after"}, &s); err != nil {
-			return false, err.Error()
+			return err
 		}
-		return ingress(&s) != "", ""
+		if ingress(&s) == "" {
+			return errors.New("no ingress address")
+		}
+		return nil
 	})
 	if exited() {
 		t.Errorf("the controller exited")

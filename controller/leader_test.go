@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"testing"
@@ -12,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/herald-lb/herald/internal/k8s/serviceip/serviceiptest"
+	"github.com/herald-lb/herald/internal/poll"
 )
 
 // A controller container that dies holding the Lease (SIGKILL: nothing
@@ -55,12 +57,15 @@ func TestRestartedContainerLeadsAtOnce(t *testing.T) {
 		if err := env.Client.Create(ctx, lbService(app, name)); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, 60*time.Second, "Service "+name+" addressed", func() (bool, string) {
+		poll.Until(t, 60*time.Second, "Service "+name+" addressed", func() error {
 			var s corev1.Service
 			if err := env.Client.Get(ctx, client.ObjectKey{Namespace: app, Name: name}, &s); err != nil {
-				return false, err.Error()
+				return err
 			}
-			return ingress(&s) != "", ""
+			if ingress(&s) == "" {
+				return errors.New("no ingress address")
+			}
+			return nil
 		})
 	}
 
@@ -77,13 +82,13 @@ func TestRestartedContainerLeadsAtOnce(t *testing.T) {
 
 	startController(t, bin, kc, herald, vwc.Name, "second", "--pod-name="+pod)
 	var taken *coordinationv1.Lease
-	eventually(t, 60*time.Second, "the restarted controller renews the Lease", func() (bool, string) {
+	poll.Until(t, 60*time.Second, "the restarted controller renews the Lease", func() bool {
 		l := lease()
 		if l == nil || l.Spec.RenewTime == nil || l.Spec.RenewTime.Equal(held.Spec.RenewTime) {
-			return false, ""
+			return false
 		}
 		taken = l
-		return true, ""
+		return true
 	})
 	if h := *taken.Spec.HolderIdentity; h != pod {
 		t.Errorf("Lease taken by %q, want the Pod's identity %q", h, pod)
