@@ -24,6 +24,7 @@ import (
 	"github.com/herald-lb/herald/api/v1beta1"
 	"github.com/herald-lb/herald/api/v1beta2"
 	"github.com/herald-lb/herald/e2e/lab"
+	"github.com/herald-lb/herald/internal/poll"
 )
 
 // Node roles in the BGP lab (5 nodes). A node opens all its sessions from
@@ -434,7 +435,7 @@ func (e *bgpEnv) testETPLocal(t *testing.T) {
 		}
 		// FRR's BGP table has the path; the router's kernel gets the route
 		// from zebra a moment later ("network is unreachable" until then).
-		eventually(t, 30*time.Second, "endpoint on "+step.node+": the client reaches it", func() error {
+		poll.Until(t, 30*time.Second, "endpoint on "+step.node+": the client reaches it", func() error {
 			r, err := e.l.Get(ctx, e.l.ClientNamespace(), addrs[0], lab.BackendPort)
 			if err != nil {
 				return err

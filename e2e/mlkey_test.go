@@ -17,6 +17,7 @@ import (
 
 	"github.com/herald-lb/herald/e2e/lab"
 	"github.com/herald-lb/herald/internal/members"
+	"github.com/herald-lb/herald/internal/poll"
 )
 
 // TestMemberlistKeyRotation deletes the memberlist Secret under running
@@ -44,7 +45,7 @@ func TestMemberlistKeyRotation(t *testing.T) {
 	}
 	owner := map[netip.Addr]string{}
 	for _, ip := range ips {
-		eventually(t, 30*time.Second, fmt.Sprintf("one node answers for %s", ip), func() error {
+		poll.Until(t, 30*time.Second, fmt.Sprintf("one node answers for %s", ip), func() error {
 			who, err := e.l.ARPAnswerers(testCtx(t, 10*time.Second), ip, 2)
 			if err != nil {
 				return err
@@ -158,7 +159,7 @@ func TestMemberlistKeyRotation(t *testing.T) {
 	if err := e.h.StartSpeaker(ctx, nodes[0]); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, time.Minute, "owners back after a restart with the new key", func() error {
+	poll.Until(t, time.Minute, "owners back after a restart with the new key", func() error {
 		for _, ip := range ips {
 			who, err := e.l.ARPAnswerers(context.Background(), ip, 2)
 			if err != nil {
