@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/herald-lb/herald/api/v1beta1"
+	"github.com/herald-lb/herald/internal/k8s/fieldmanager"
 	"github.com/herald-lb/herald/internal/poll"
 	"github.com/herald-lb/herald/internal/testenv"
 )
@@ -86,4 +87,12 @@ func TestProcessStartsDuringAPIOutage(t *testing.T) {
 		err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "speaker-n1"}, &cs)
 		return err == nil && cs.Status.Result == v1beta1.ConfigurationResultValid
 	})
+	var cs v1beta1.ConfigurationState
+	must(t, env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "speaker-n1"}, &cs))
+	for _, m := range cs.ManagedFields {
+		if m.Manager != fieldmanager.Speaker {
+			t.Errorf("ConfigurationState speaker-n1: %s by field manager %q, want %q", m.Operation, m.Manager, fieldmanager.Speaker)
+		}
+	}
+	checkLogs(t, logs.String(), "n1")
 }

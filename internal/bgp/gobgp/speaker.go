@@ -31,6 +31,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/herald-lb/herald/internal/bgp"
+	"github.com/herald-lb/herald/internal/logging"
 )
 
 // Options configures a Speaker.
@@ -111,7 +112,7 @@ func New(opts Options) (*Speaker, error) {
 	if opts.RouterID.IsValid() && !opts.RouterID.Is4() {
 		return nil, fmt.Errorf("gobgp.New: RouterID %s is not IPv4", opts.RouterID)
 	}
-	adapter := newSlogAdapter(opts.Logger.With("source", "gobgp"))
+	adapter := newSlogAdapter(opts.Logger.With(logging.KeyLibrary, "gobgp"))
 	s := &Speaker{
 		log:     opts.Logger,
 		opts:    opts,

@@ -29,6 +29,7 @@ import (
 	"github.com/herald-lb/herald/api/v1beta2"
 	"github.com/herald-lb/herald/internal/announce"
 	"github.com/herald-lb/herald/internal/bgp"
+	"github.com/herald-lb/herald/internal/k8s/fieldmanager"
 	"github.com/herald-lb/herald/internal/poll"
 	"github.com/herald-lb/herald/internal/testenv"
 )
@@ -374,6 +375,37 @@ func TestSpeakerThroughAPIServer(t *testing.T) {
 			}
 			return nil
 		})
+	})
+
+	t.Run("field manager", func(t *testing.T) {
+		// Every object the speakers wrote names them in managedFields (the
+		// test's own writes are not among these kinds).
+		var l2 v1beta1.ServiceL2StatusList
+		var bgp v1beta1.ServiceBGPStatusList
+		var cs v1beta1.ConfigurationStateList
+		for _, l := range []client.ObjectList{&l2, &bgp, &cs} {
+			must(t, c.List(ctx, l, client.InNamespace(ns)))
+		}
+		var objs []client.Object
+		for i := range l2.Items {
+			objs = append(objs, &l2.Items[i])
+		}
+		for i := range bgp.Items {
+			objs = append(objs, &bgp.Items[i])
+		}
+		for i := range cs.Items {
+			objs = append(objs, &cs.Items[i])
+		}
+		if len(objs) < 5 { // one L2 status, two BGP statuses, two ConfigurationStates
+			t.Fatalf("%d speaker objects, want at least 5", len(objs))
+		}
+		for _, o := range objs {
+			for _, m := range o.GetManagedFields() {
+				if m.Manager != fieldmanager.Speaker {
+					t.Errorf("%T %s: %s by field manager %q, want %q", o, o.GetName(), m.Operation, m.Manager, fieldmanager.Speaker)
+				}
+			}
+		}
 	})
 
 	t.Run("BGP peer events", func(t *testing.T) {
