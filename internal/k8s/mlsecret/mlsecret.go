@@ -38,6 +38,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	"github.com/herald-lb/herald/internal/k8s/fieldmanager"
 )
 
 // Key is the data key holding the memberlist secret.
@@ -134,7 +136,7 @@ func Ensure(ctx context.Context, o Options) (Result, error) {
 		Type: corev1.SecretTypeOpaque,
 		Data: map[string][]byte{Key: val},
 	}
-	if err := o.Client.Create(ctx, &s); apierrors.IsAlreadyExists(err) {
+	if err := o.Client.Create(ctx, &s, client.FieldOwner(fieldmanager.Controller)); apierrors.IsAlreadyExists(err) {
 		return Unchanged, nil // another replica was faster
 	} else if err != nil {
 		return Unchanged, fmt.Errorf("create memberlist Secret %s: %w", key, err)
@@ -155,7 +157,7 @@ func removeDeploymentOwners(ctx context.Context, o Options, s *corev1.Secret) (R
 	s.OwnerReferences = slices.DeleteFunc(s.OwnerReferences, isDeploymentOwner(o))
 	// Update carries the resourceVersion just read: a concurrent change
 	// fails it and the reconcile runs again.
-	if err := o.Client.Update(ctx, s); err != nil {
+	if err := o.Client.Update(ctx, s, client.FieldOwner(fieldmanager.Controller)); err != nil {
 		return Unchanged, fmt.Errorf("remove the Deployment owner of memberlist Secret %s/%s: %w", s.Namespace, s.Name, err)
 	}
 	return OwnerRemoved, nil

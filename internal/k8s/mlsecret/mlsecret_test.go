@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	"github.com/herald-lb/herald/internal/k8s/fieldmanager"
 	"github.com/herald-lb/herald/internal/poll"
 	"github.com/herald-lb/herald/internal/testenv"
 )
@@ -138,6 +139,11 @@ func secretLifecycle(t *testing.T, env *testenv.Env) {
 	})
 	if string(second.Data[Key]) == string(first.Data[Key]) {
 		t.Error("re-created Secret has the deleted Secret's key")
+	}
+	for _, m := range second.ManagedFields {
+		if m.Manager != fieldmanager.Controller {
+			t.Errorf("Secret: %s by field manager %q, want %q", m.Operation, m.Manager, fieldmanager.Controller)
+		}
 	}
 	poll.Until(t, 30*time.Second, "re-creation event on the Secret", func() error {
 		var evs eventsv1.EventList
