@@ -16,6 +16,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -29,6 +30,7 @@ import (
 
 	"github.com/herald-lb/herald/api/v1beta1"
 	"github.com/herald-lb/herald/api/v1beta2"
+	"github.com/herald-lb/herald/internal/k8s/fieldmanager"
 	"github.com/herald-lb/herald/internal/k8s/webhook"
 	"github.com/herald-lb/herald/internal/poll"
 	"github.com/herald-lb/herald/internal/testenv"
@@ -120,6 +122,12 @@ func TestCertRotation(t *testing.T) {
 		}
 		return nil
 	})
+
+	// Setup created the Secret as the controller. (The rotator writes with
+	// the manager's client: the controller's user agent names it.)
+	if !slices.ContainsFunc(secret.ManagedFields, func(m metav1.ManagedFieldsEntry) bool { return m.Manager == fieldmanager.Controller }) {
+		t.Errorf("certificate Secret: no field manager %q in %+v", fieldmanager.Controller, secret.ManagedFields)
+	}
 
 	// The caBundle injected into the webhook configuration is the Secret's CA.
 	var caBundle []byte
