@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -13,6 +14,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/herald-lb/herald/api/v1beta1"
+	"github.com/herald-lb/herald/internal/k8s/fieldmanager"
 	"github.com/herald-lb/herald/internal/poll"
 	"github.com/herald-lb/herald/internal/testenv"
 )
@@ -69,6 +72,34 @@ func TestStartsDuringAPIOutage(t *testing.T) {
 		}
 		if ingress(&s) == "" {
 			return errors.New("no ingress address")
+		}
+		return nil
+	})
+	// The controller's writes name it in managedFields: the Service's and
+	// the pool's status, its ConfigurationState.
+	poll.Until(t, 60*time.Second, "the controller's field manager on its writes", func() error {
+		var svc corev1.Service
+		var pool v1beta1.IPAddressPool
+		var cs v1beta1.ConfigurationState
+		for _, g := range []struct {
+			key client.ObjectKey
+			obj client.Object
+		}{{client.ObjectKey{Namespace: app, Name: "after"}, &svc}, {client.ObjectKey{Namespace: herald, Name: "pool"}, &pool}, {client.ObjectKey{Namespace: herald, Name: "controller"}, &cs}} {
+			if err := env.Client.Get(ctx, g.key, g.obj); err != nil {
+				return err
+			}
+			status := false
+			for _, m := range g.obj.GetManagedFields() {
+				if m.Subresource == "status" {
+					status = true
+				}
+				if (m.Subresource == "status" || g.obj == &cs) && m.Manager != fieldmanager.Controller {
+					return fmt.Errorf("%T %s: %s of %q by field manager %q, want %q", g.obj, g.key, m.Operation, m.Subresource, m.Manager, fieldmanager.Controller)
+				}
+			}
+			if !status {
+				return fmt.Errorf("%T %s: no status written yet", g.obj, g.key)
+			}
 		}
 		return nil
 	})
