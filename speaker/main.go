@@ -28,21 +28,18 @@ import (
 	"syscall"
 
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrlconfig "sigs.k8s.io/controller-runtime/pkg/client/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
-	"github.com/herald-lb/herald/api/v1beta1"
-	"github.com/herald-lb/herald/api/v1beta2"
 	"github.com/herald-lb/herald/internal/announce"
 	"github.com/herald-lb/herald/internal/bgp"
 	"github.com/herald-lb/herald/internal/bgp/gobgp"
 	"github.com/herald-lb/herald/internal/k8s/apiretry"
 	"github.com/herald-lb/herald/internal/k8s/fieldmanager"
+	"github.com/herald-lb/herald/internal/k8s/scheme"
 	"github.com/herald-lb/herald/internal/k8s/speaker"
 	"github.com/herald-lb/herald/internal/layer2"
 	"github.com/herald-lb/herald/internal/logging"
@@ -78,11 +75,9 @@ func run(args []string) error {
 		"layer2", o.enableL2, "bgp", o.enableBGP, "memberlist", o.memberlistEnabled())
 	reg := ctrlmetrics.Registry
 
-	scheme := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, v1beta1.AddToScheme, v1beta2.AddToScheme} {
-		if err := add(scheme); err != nil {
-			return fmt.Errorf("build scheme: %w", err)
-		}
+	sch, err := scheme.New()
+	if err != nil {
+		return err
 	}
 
 	sopts := speaker.Options{
@@ -186,7 +181,7 @@ func run(args []string) error {
 		return err
 	}
 	mgr, err := manager.New(restCfg, manager.Options{
-		Scheme:                 scheme,
+		Scheme:                 sch,
 		Metrics:                metricsOpts,
 		HealthProbeBindAddress: o.serving.HealthProbeAddress(),
 		Cache:                  speaker.CacheOptions(o.namespace, podSelector),

@@ -32,13 +32,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
-	"github.com/herald-lb/herald/api/v1beta1"
-	"github.com/herald-lb/herald/api/v1beta2"
+	"github.com/herald-lb/herald/internal/k8s/scheme"
 )
 
 // modulePath identifies Herald's go.mod when looking for the repository root.
@@ -83,16 +81,9 @@ type WebhookServing struct {
 
 // NewScheme returns a scheme with the Kubernetes built-in types and every
 // kind of api/v1beta1 and api/v1beta2.
+// It is internal/k8s/scheme.New, the scheme the binaries use.
 func NewScheme() (*runtime.Scheme, error) {
-	s := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{
-		clientgoscheme.AddToScheme, v1beta1.AddToScheme, v1beta2.AddToScheme,
-	} {
-		if err := add(s); err != nil {
-			return nil, fmt.Errorf("build scheme: %w", err)
-		}
-	}
-	return s, nil
+	return scheme.New()
 }
 
 // RepoRoot returns the root of the Herald repository (the directory of its
