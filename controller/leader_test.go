@@ -10,6 +10,7 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/herald-lb/herald/internal/k8s/serviceip/serviceiptest"
@@ -97,15 +98,8 @@ func TestRestartedContainerLeadsAtOnce(t *testing.T) {
 		t.Errorf("Lease taken at %s, not before the dead holder's record expired (%s): the restarted container waited for its own predecessor",
 			taken.Spec.RenewTime.Format(time.RFC3339Nano), expires.Format(time.RFC3339Nano))
 	}
-	if a, b := ptrValue(held.Spec.LeaseTransitions), ptrValue(taken.Spec.LeaseTransitions); a != b {
+	if a, b := ptr.Deref(held.Spec.LeaseTransitions, 0), ptr.Deref(taken.Spec.LeaseTransitions, 0); a != b {
 		t.Errorf("leaseTransitions %d -> %d: the restarted container counted as a new leader", a, b)
 	}
 	addressed("after")
-}
-
-func ptrValue(p *int32) int32 {
-	if p == nil {
-		return 0
-	}
-	return *p
 }

@@ -21,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/utils/ptr"
 
 	"github.com/herald-lb/herald/e2e/lab"
 	"github.com/herald-lb/herald/internal/poll"
@@ -113,7 +114,7 @@ func TestLabInfra(t *testing.T) {
 			Spec: corev1.ServiceSpec{
 				Type:                          corev1.ServiceTypeLoadBalancer,
 				AllocateLoadBalancerNodePorts: new(bool),
-				IPFamilyPolicy:                ptrTo(corev1.IPFamilyPolicyPreferDualStack),
+				IPFamilyPolicy:                ptr.To(corev1.IPFamilyPolicyPreferDualStack),
 				Ports:                         []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromInt32(80), Protocol: corev1.ProtocolTCP}},
 			},
 		}
@@ -502,8 +503,6 @@ func nodeReady(n corev1.Node) bool {
 	}
 	return false
 }
-
-func ptrTo[T any](v T) *T { return &v }
 
 // announcerFRR is the FRR configuration of a node that announces svc/32 to
 // the lab router from AS asn: a reference BGP speaker that is not Herald.
