@@ -10,11 +10,14 @@
 //	})
 //	poll.Until(t, 10*time.Second, "bursts to end", a.idle) // a func() bool
 //
-// It imports only the standard library, so any package's tests may use it.
+// It imports only the standard library, so any package's tests may use it;
+// [Wait] is the same loop for code without a test.
 package poll
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 )
@@ -37,6 +40,17 @@ var errFalse = errors.New("condition false")
 // so only from the test's goroutine) with what and cond's last error.
 func Until[C Cond](t testing.TB, timeout time.Duration, what string, cond C) time.Duration {
 	t.Helper()
+	took, err := Wait(context.Background(), timeout, what, cond)
+	if err != nil {
+		t.Fatalf("%v", err)
+	}
+	return took
+}
+
+// Wait is Until for code without a test (the chaos scenarios): it returns
+// how long cond took to hold, or an error naming what and cond's last
+// error once timeout passed or ctx ended.
+func Wait[C Cond](ctx context.Context, timeout time.Duration, what string, cond C) (time.Duration, error) {
 	check := func() error { return nil }
 	switch c := any(cond).(type) {
 	case func() error:
@@ -54,13 +68,15 @@ func Until[C Cond](t testing.TB, timeout time.Duration, what string, cond C) tim
 	for {
 		err := check()
 		if err == nil {
-			return time.Since(start)
+			return time.Since(start), nil
 		}
-		if time.Since(start) > timeout {
-			t.Fatalf("%s: not within %s: %v", what, timeout, err)
-			return time.Since(start)
+		if time.Since(start) > timeout || ctx.Err() != nil {
+			return time.Since(start), fmt.Errorf("%s: not within %s: %w", what, timeout, err)
 		}
-		time.Sleep(interval)
+		select {
+		case <-ctx.Done():
+		case <-time.After(interval):
+		}
 		interval = min(2*interval, maxInterval)
 	}
 }

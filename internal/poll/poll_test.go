@@ -1,6 +1,7 @@
 package poll
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -54,4 +55,14 @@ func TestUntil(t *testing.T) {
 			t.Errorf("failure %q does not name what was awaited", r.failed)
 		}
 	})
+}
+
+func TestWaitStopsWithContext(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	last := errors.New("not yet")
+	_, err := Wait(ctx, time.Hour, "cancelled", func() error { return last })
+	if !errors.Is(err, last) || !strings.Contains(err.Error(), "cancelled") {
+		t.Errorf("Wait after cancel = %v, want an error naming what, wrapping the last error", err)
+	}
 }
