@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -12,6 +14,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/herald-lb/herald/api/v1beta1"
+	"github.com/herald-lb/herald/internal/k8s/fieldmanager"
+	"github.com/herald-lb/herald/internal/poll"
 	"github.com/herald-lb/herald/internal/testenv"
 )
 
@@ -47,25 +52,56 @@ func TestStartsDuringAPIOutage(t *testing.T) {
 			return false
 		}
 	}
-	eventually(t, 60*time.Second, "the controller waits for the API server", func() (bool, string) {
+	poll.Until(t, 60*time.Second, "the controller waits for the API server", func() bool {
 		if exited() {
 			b, _ := os.ReadFile(p.log)
 			t.Fatalf("the controller exited while the API server was unreachable:\n%s", b)
 		}
 		b, _ := os.ReadFile(p.log)
-		return strings.Contains(string(b), "waiting for the API server") && p.alive(), ""
+		return strings.Contains(string(b), "waiting for the API server") && p.alive()
 	})
 	// The API server is back.
 	proxy.Open(t)
 	if err := env.Client.Create(ctx, lbService(app, "after")); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 60*time.Second, "Service after addressed", func() (bool, string) {
+	poll.Until(t, 60*time.Second, "Service after addressed", func() error {
 		var s corev1.Service
 		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: app, Name: "after"}, &s); err != nil {
-			return false, err.Error()
+			return err
 		}
-		return ingress(&s) != "", ""
+		if ingress(&s) == "" {
+			return errors.New("no ingress address")
+		}
+		return nil
+	})
+	// The controller's writes name it in managedFields: the Service's and
+	// the pool's status, its ConfigurationState.
+	poll.Until(t, 60*time.Second, "the controller's field manager on its writes", func() error {
+		var svc corev1.Service
+		var pool v1beta1.IPAddressPool
+		var cs v1beta1.ConfigurationState
+		for _, g := range []struct {
+			key client.ObjectKey
+			obj client.Object
+		}{{client.ObjectKey{Namespace: app, Name: "after"}, &svc}, {client.ObjectKey{Namespace: herald, Name: "pool"}, &pool}, {client.ObjectKey{Namespace: herald, Name: "controller"}, &cs}} {
+			if err := env.Client.Get(ctx, g.key, g.obj); err != nil {
+				return err
+			}
+			status := false
+			for _, m := range g.obj.GetManagedFields() {
+				if m.Subresource == "status" {
+					status = true
+				}
+				if (m.Subresource == "status" || g.obj == &cs) && m.Manager != fieldmanager.Controller {
+					return fmt.Errorf("%T %s: %s of %q by field manager %q, want %q", g.obj, g.key, m.Operation, m.Subresource, m.Manager, fieldmanager.Controller)
+				}
+			}
+			if !status {
+				return fmt.Errorf("%T %s: no status written yet", g.obj, g.key)
+			}
+		}
+		return nil
 	})
 	if exited() {
 		t.Errorf("the controller exited")

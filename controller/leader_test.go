@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"testing"
@@ -9,9 +10,11 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/herald-lb/herald/internal/k8s/allocation/allocationtest"
+	"github.com/herald-lb/herald/internal/poll"
 )
 
 // A controller container that dies holding the Lease (SIGKILL: nothing
@@ -55,12 +58,15 @@ func TestRestartedContainerLeadsAtOnce(t *testing.T) {
 		if err := env.Client.Create(ctx, lbService(app, name)); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, 60*time.Second, "Service "+name+" addressed", func() (bool, string) {
+		poll.Until(t, 60*time.Second, "Service "+name+" addressed", func() error {
 			var s corev1.Service
 			if err := env.Client.Get(ctx, client.ObjectKey{Namespace: app, Name: name}, &s); err != nil {
-				return false, err.Error()
+				return err
 			}
-			return ingress(&s) != "", ""
+			if ingress(&s) == "" {
+				return errors.New("no ingress address")
+			}
+			return nil
 		})
 	}
 
@@ -77,13 +83,13 @@ func TestRestartedContainerLeadsAtOnce(t *testing.T) {
 
 	startController(t, bin, kc, herald, vwc.Name, "second", "--pod-name="+pod)
 	var taken *coordinationv1.Lease
-	eventually(t, 60*time.Second, "the restarted controller renews the Lease", func() (bool, string) {
+	poll.Until(t, 60*time.Second, "the restarted controller renews the Lease", func() bool {
 		l := lease()
 		if l == nil || l.Spec.RenewTime == nil || l.Spec.RenewTime.Equal(held.Spec.RenewTime) {
-			return false, ""
+			return false
 		}
 		taken = l
-		return true, ""
+		return true
 	})
 	if h := *taken.Spec.HolderIdentity; h != pod {
 		t.Errorf("Lease taken by %q, want the Pod's identity %q", h, pod)
@@ -92,15 +98,8 @@ func TestRestartedContainerLeadsAtOnce(t *testing.T) {
 		t.Errorf("Lease taken at %s, not before the dead holder's record expired (%s): the restarted container waited for its own predecessor",
 			taken.Spec.RenewTime.Format(time.RFC3339Nano), expires.Format(time.RFC3339Nano))
 	}
-	if a, b := ptrValue(held.Spec.LeaseTransitions), ptrValue(taken.Spec.LeaseTransitions); a != b {
+	if a, b := ptr.Deref(held.Spec.LeaseTransitions, 0), ptr.Deref(taken.Spec.LeaseTransitions, 0); a != b {
 		t.Errorf("leaseTransitions %d -> %d: the restarted container counted as a new leader", a, b)
 	}
 	addressed("after")
-}
-
-func ptrValue(p *int32) int32 {
-	if p == nil {
-		return 0
-	}
-	return *p
 }

@@ -24,6 +24,7 @@ import (
 
 	"github.com/herald-lb/herald/api/v1beta1"
 	"github.com/herald-lb/herald/internal/k8s/allocation/allocationtest"
+	"github.com/herald-lb/herald/internal/poll"
 )
 
 // process is one controller binary run against the test API server.
@@ -167,21 +168,6 @@ func (p *process) ready() bool {
 	}
 	resp.Body.Close()
 	return resp.StatusCode == http.StatusOK
-}
-
-func eventually(t *testing.T, timeout time.Duration, what string, cond func() (bool, string)) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		ok, seen := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s; last seen: %s", timeout, what, seen)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
 }
 
 func lbService(ns, name string) *corev1.Service {
@@ -363,9 +349,11 @@ func TestRolloutDuringBurst(t *testing.T) {
 	if err := env.Client.Create(ctx, lbService(app, "warm")); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 60*time.Second, "the old controller addresses a Service", func() (bool, string) {
-		ips := listIPs()
-		return ips["warm"] != "", fmt.Sprint(ips)
+	poll.Until(t, 60*time.Second, "the old controller addresses a Service", func() error {
+		if ips := listIPs(); ips["warm"] == "" {
+			return fmt.Errorf("addresses %v", ips)
+		}
+		return nil
 	})
 
 	// The burst runs before, during and after the overlap of the two
@@ -408,7 +396,7 @@ func TestRolloutDuringBurst(t *testing.T) {
 	surge := startController(t, bin, kc, herald, vwc.Name, "new", extra...)
 	// Ready while not the leader (its webhook server runs): it stays in
 	// the webhook Service's endpoints.
-	eventually(t, 60*time.Second, "the new controller ready", func() (bool, string) { return surge.ready(), "" })
+	poll.Until(t, 60*time.Second, "the new controller ready", surge.ready)
 	if !old.ready() {
 		t.Errorf("the old controller (leader) is not ready")
 	}
@@ -446,17 +434,21 @@ func TestRolloutDuringBurst(t *testing.T) {
 	old.stop(t)
 	burst(40)
 	const n = 240 - 20
-	eventually(t, 120*time.Second, "every Service addressed", func() (bool, string) {
-		got := len(listIPs())
-		return got == n+1, fmt.Sprint(got)
+	poll.Until(t, 120*time.Second, "every Service addressed", func() error {
+		if got := len(listIPs()); got != n+1 {
+			return fmt.Errorf("%d addressed, want %d", got, n+1)
+		}
+		return nil
 	})
 	// One more change after the handover: the new leader serves it.
 	if err := env.Client.Create(ctx, lbService(app, "after")); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 60*time.Second, "a Service created after the rollout addressed", func() (bool, string) {
-		ips := listIPs()
-		return ips["after"] != "", fmt.Sprint(len(ips))
+	poll.Until(t, 60*time.Second, "a Service created after the rollout addressed", func() error {
+		if ips := listIPs(); ips["after"] == "" {
+			return fmt.Errorf("not addressed (%d addressed)", len(ips))
+		}
+		return nil
 	})
 
 	hist.mu.Lock()

@@ -16,6 +16,7 @@ import (
 
 	"github.com/herald-lb/herald/api/v1beta1"
 	"github.com/herald-lb/herald/e2e/lab"
+	"github.com/herald-lb/herald/internal/poll"
 )
 
 // TestAllocation proves, through the real API server and Herald's
@@ -244,7 +245,7 @@ func (e *env) testPoolEdits(t *testing.T) {
 		t.Errorf("first has %v after the pool grew, want still 203.0.113.80", ips)
 	}
 	e.put(t, reserved("edit", 0, []string{ns}, "203.0.113.81-203.0.113.83"))
-	eventually(t, 30*time.Second, "first re-addressed after its address left the pool", func() error {
+	poll.Until(t, 30*time.Second, "first re-addressed after its address left the pool", func() error {
 		ips, err := e.h.ServiceIPs(context.Background(), ns, "first")
 		if err != nil {
 			return err
@@ -310,7 +311,7 @@ func (e *env) testRestartMidBurst(t *testing.T) {
 		t.Fatal(err)
 	}
 	var after map[string]netip.Addr
-	eventually(t, 2*time.Minute, "every Service has an address", func() error {
+	poll.Until(t, 2*time.Minute, "every Service has an address", func() error {
 		after = e.snapshot(t, ns)
 		if len(after) < n {
 			return fmt.Errorf("%d of %d have an address", len(after), n)

@@ -19,11 +19,13 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/herald-lb/herald/api/v1beta1"
 	"github.com/herald-lb/herald/api/v1beta2"
 	"github.com/herald-lb/herald/e2e/lab"
+	"github.com/herald-lb/herald/internal/poll"
 )
 
 // Node roles in the BGP lab (5 nodes). A node opens all its sessions from
@@ -143,7 +145,7 @@ func (e *bgpEnv) applyPoolAdv(ctx context.Context, t testing.TB, name string, ad
 	t.Helper()
 	bgpApply(ctx, t, e.c, &v1beta1.IPAddressPool{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: lab.HeraldNamespace},
-		Spec:       v1beta1.IPAddressPoolSpec{Addresses: addrs, AutoAssign: ptrTo(false)},
+		Spec:       v1beta1.IPAddressPoolSpec{Addresses: addrs, AutoAssign: ptr.To(false)},
 	})
 	adv := &v1beta1.BGPAdvertisement{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: lab.HeraldNamespace},
@@ -308,7 +310,7 @@ func (e *bgpEnv) testAggregation(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	e.applyPoolAdv(ctx, t, "agg", []string{"203.0.113.64/28"}, func(s *v1beta1.BGPAdvertisementSpec) {
-		s.AggregationLength = ptrTo[int32](28)
+		s.AggregationLength = ptr.To[int32](28)
 	})
 	a1 := e.service(ctx, t, "agg1", "agg", false, false, "n1", "n2", "n3")
 	a2 := e.service(ctx, t, "agg2", "agg", false, false, "n1", "n2", "n3")
@@ -434,7 +436,7 @@ func (e *bgpEnv) testETPLocal(t *testing.T) {
 		}
 		// FRR's BGP table has the path; the router's kernel gets the route
 		// from zebra a moment later ("network is unreachable" until then).
-		eventually(t, 30*time.Second, "endpoint on "+step.node+": the client reaches it", func() error {
+		poll.Until(t, 30*time.Second, "endpoint on "+step.node+": the client reaches it", func() error {
 			r, err := e.l.Get(ctx, e.l.ClientNamespace(), addrs[0], lab.BackendPort)
 			if err != nil {
 				return err
@@ -991,14 +993,14 @@ func bgpCreateService(ctx context.Context, t testing.TB, l *lab.Lab, s bgpSvcSpe
 			Annotations: map[string]string{bgpPoolAnnotation: s.Pool}},
 		Spec: corev1.ServiceSpec{
 			Type:                          corev1.ServiceTypeLoadBalancer,
-			AllocateLoadBalancerNodePorts: ptrTo(false),
+			AllocateLoadBalancerNodePorts: ptr.To(false),
 			Ports: []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromInt32(80),
 				Protocol: corev1.ProtocolTCP}},
 		},
 	}
 	want := 1
 	if s.DualStack {
-		svc.Spec.IPFamilyPolicy = ptrTo(corev1.IPFamilyPolicyRequireDualStack)
+		svc.Spec.IPFamilyPolicy = ptr.To(corev1.IPFamilyPolicyRequireDualStack)
 		svc.Spec.IPFamilies = []corev1.IPFamily{corev1.IPv4Protocol, corev1.IPv6Protocol}
 		want = 2
 	}

@@ -11,6 +11,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/herald-lb/herald/internal/poll"
 )
 
 // testConflict: another host on the segment (the control-plane namespace,
@@ -44,7 +46,7 @@ func (e l2Env) testConflict(t *testing.T) {
 	_, _ = e.l.Exec(ctx, rogue, "arping", "-U", "-c", "1", "-w", "1", "-i", "eth0", "-S", ip.String(), ip.String())
 
 	want := fmt.Sprintf("another host (MAC %s) answered for %s on interface eth0 of node %s", rogueMAC, ip, owner)
-	eventually(t, 20*time.Second, "l2Conflict event on the Service", func() error {
+	poll.Until(t, 20*time.Second, "l2Conflict event on the Service", func() error {
 		evs, err := e.k.CoreV1().Events(l2NS).List(context.Background(), metav1.ListOptions{FieldSelector: "involvedObject.name=conflict"})
 		if err != nil {
 			return err
@@ -56,7 +58,7 @@ func (e l2Env) testConflict(t *testing.T) {
 		}
 		return fmt.Errorf("no Warning l2Conflict %q in:%s", want, e.events(l2NS, "conflict"))
 	})
-	eventually(t, 20*time.Second, "client's neighbour entry back on "+owner, func() error {
+	poll.Until(t, 20*time.Second, "client's neighbour entry back on "+owner, func() error {
 		mac, err := e.l.Neighbor(context.Background(), e.l.ClientNamespace(), ip)
 		if err != nil {
 			return err

@@ -15,6 +15,7 @@ import (
 
 	"github.com/herald-lb/herald/api/v1beta1"
 	"github.com/herald-lb/herald/e2e/lab"
+	"github.com/herald-lb/herald/internal/poll"
 )
 
 // l2Env is the layer 2 lab: three nodes, a speaker on each, pool "l2"
@@ -110,7 +111,7 @@ func (e l2Env) testRestartClaimsNothingForeign(t *testing.T) {
 			continue
 		}
 		var next string
-		eventually(t, 20*time.Second, a.ip.String()+" taken over while "+restarted+" is down", func() error {
+		poll.Until(t, 20*time.Second, a.ip.String()+" taken over while "+restarted+" is down", func() error {
 			n, err := e.resolve(a.ip)
 			if err != nil {
 				return err
@@ -186,7 +187,7 @@ func (e l2Env) resolve(ip netip.Addr) (string, error) {
 func (e l2Env) waitAnnouncer(t *testing.T, svc types.NamespacedName, ip netip.Addr, what string, ok func(node string) bool) string {
 	t.Helper()
 	var node string
-	eventually(t, 20*time.Second, what, func() error {
+	poll.Until(t, 20*time.Second, what, func() error {
 		n, err := e.resolve(ip)
 		if err != nil {
 			return err
@@ -212,7 +213,7 @@ func (e l2Env) waitAnnouncer(t *testing.T, svc types.NamespacedName, ip netip.Ad
 // node (the client's neighbour cache follows the gratuitous ARP/NA).
 func (e l2Env) waitServedBy(t *testing.T, ip netip.Addr, node string) {
 	t.Helper()
-	eventually(t, 20*time.Second, fmt.Sprintf("client's curl of %s served by %s", ip, node), func() error {
+	poll.Until(t, 20*time.Second, fmt.Sprintf("client's curl of %s served by %s", ip, node), func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		r, err := e.l.Get(ctx, e.l.ClientNamespace(), ip, 80)
@@ -230,7 +231,7 @@ func (e l2Env) waitServedBy(t *testing.T, ip netip.Addr, node string) {
 // ServiceL2Status exists for svc.
 func (e l2Env) waitSilent(t *testing.T, svc types.NamespacedName, ip netip.Addr) {
 	t.Helper()
-	eventually(t, 20*time.Second, fmt.Sprintf("%s not announced", ip), func() error {
+	poll.Until(t, 20*time.Second, fmt.Sprintf("%s not announced", ip), func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		who, err := e.l.ARPAnswerers(ctx, ip, 1)
@@ -461,7 +462,7 @@ func (e l2Env) testFailover(t *testing.T, how string) {
 	// The ServiceL2Status of a cut node cannot be updated by it; only the
 	// wire and the new node's status count here.
 	var next string
-	eventually(t, 20*time.Second, "another node answers ARP", func() error {
+	poll.Until(t, 20*time.Second, "another node answers ARP", func() error {
 		n, err := e.resolve(ip)
 		if err != nil {
 			return err

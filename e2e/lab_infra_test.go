@@ -21,8 +21,10 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/utils/ptr"
 
 	"github.com/herald-lb/herald/e2e/lab"
+	"github.com/herald-lb/herald/internal/poll"
 )
 
 // TestLabInfra brings up a lab with a unique prefix and checks each of its
@@ -112,7 +114,7 @@ func TestLabInfra(t *testing.T) {
 			Spec: corev1.ServiceSpec{
 				Type:                          corev1.ServiceTypeLoadBalancer,
 				AllocateLoadBalancerNodePorts: new(bool),
-				IPFamilyPolicy:                ptrTo(corev1.IPFamilyPolicyPreferDualStack),
+				IPFamilyPolicy:                ptr.To(corev1.IPFamilyPolicyPreferDualStack),
 				Ports:                         []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromInt32(80), Protocol: corev1.ProtocolTCP}},
 			},
 		}
@@ -235,7 +237,7 @@ func TestLabInfra(t *testing.T) {
 		}
 		want := []string{"node=n2 ip=" + n2.IPv4.String(), "inet " + n2.IPv4.String() + "/24",
 			"hello-from-configmap", "system:serviceaccount:herald-system:speaker"}
-		err = waitFor(ctx, 20*time.Second, func() error {
+		poll.Until(t, 20*time.Second, "the speaker's log", func() error {
 			b, err := os.ReadFile(p.Log)
 			if err != nil {
 				return err
@@ -247,9 +249,6 @@ func TestLabInfra(t *testing.T) {
 			}
 			return nil
 		})
-		if err != nil {
-			t.Error(err)
-		}
 		// A Service selecting the pods by a named port gets slices with the
 		// pods' addresses and the resolved port.
 		if _, err := c.CoreV1().Services("herald-system").Create(ctx, &corev1.Service{
@@ -291,7 +290,7 @@ func TestLabInfra(t *testing.T) {
 			t.Fatal(err)
 		}
 		var peer lab.BGPPeer
-		err = waitFor(ctx, 30*time.Second, func() error {
+		poll.Until(t, 30*time.Second, "BGP session from n1", func() error {
 			s, err := l.BGPSummary(ctx)
 			if err != nil {
 				return err
@@ -302,9 +301,6 @@ func TestLabInfra(t *testing.T) {
 			}
 			return nil
 		})
-		if err != nil {
-			t.Fatal(err)
-		}
 		if peer.RemoteAS != 64512 || !peer.DynamicPeer {
 			t.Errorf("peer n1: remote AS %d dynamic %v, want 64512 and a dynamic neighbor", peer.RemoteAS, peer.DynamicPeer)
 		}
@@ -319,15 +315,14 @@ func TestLabInfra(t *testing.T) {
 		// The client reaches the Service IP through the router, which
 		// installed the BGP route; n1's backend answers.
 		var reply lab.BackendReply
-		err = waitFor(ctx, 10*time.Second, func() error {
+		poll.Until(t, 10*time.Second, "client to "+svcIP.String(), func() error {
 			var err error
-			reply, err = l.Get(ctx, l.ClientNamespace(), svcIP, lab.BackendPort)
-			return err
+			if reply, err = l.Get(ctx, l.ClientNamespace(), svcIP, lab.BackendPort); err != nil {
+				kr, _ := l.KernelRoutes(ctx, "-4")
+				return fmt.Errorf("%w\nrouter kernel routes:\n%s", err, kr)
+			}
+			return nil
 		})
-		if err != nil {
-			kr, _ := l.KernelRoutes(ctx, "-4")
-			t.Fatalf("client to %s: %v\nrouter kernel routes:\n%s", svcIP, err, kr)
-		}
 		if reply.Node != "n1" || reply.Client != lab.ClientAddr.String() {
 			t.Errorf("reply from %s = %+v, want node n1 seeing client %s", svcIP, reply, lab.ClientAddr)
 		}
@@ -339,7 +334,7 @@ func TestLabInfra(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		err = waitFor(ctx, 30*time.Second, func() error {
+		poll.Until(t, 30*time.Second, "ECMP route", func() error {
 			kr, err := l.KernelRoutes(ctx, "-4")
 			if err != nil {
 				return err
@@ -349,9 +344,6 @@ func TestLabInfra(t *testing.T) {
 			}
 			return nil
 		})
-		if err != nil {
-			t.Fatal(err)
-		}
 		seen := map[string]int{}
 		for range 40 {
 			r, err := l.Get(ctx, l.ClientNamespace(), svcIP, lab.BackendPort)
@@ -510,25 +502,6 @@ func nodeReady(n corev1.Node) bool {
 		}
 	}
 	return false
-}
-
-func ptrTo[T any](v T) *T { return &v }
-
-// waitFor calls fn every 200 ms until it succeeds or timeout passes.
-func waitFor(ctx context.Context, timeout time.Duration, fn func() error) error {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	for {
-		err := fn()
-		if err == nil {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return err
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
 }
 
 // announcerFRR is the FRR configuration of a node that announces svc/32 to

@@ -80,23 +80,6 @@ func testCtx(t *testing.T, d time.Duration) context.Context {
 	return ctx
 }
 
-// eventually retries fn every 100 ms until it returns nil or timeout
-// passes, then fails t with fn's last error.
-func eventually(t *testing.T, timeout time.Duration, what string, fn func() error) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := fn()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %s: %v", what, timeout, err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-}
-
 // namespace creates Kubernetes namespace name with labels.
 func (e *env) namespace(t *testing.T, name string, labels map[string]string) {
 	t.Helper()

@@ -17,6 +17,7 @@ import (
 
 	"github.com/herald-lb/herald/e2e/lab"
 	"github.com/herald-lb/herald/internal/members"
+	"github.com/herald-lb/herald/internal/poll"
 )
 
 // TestMemberlistKeyRotation deletes the memberlist Secret under running
@@ -54,7 +55,7 @@ func TestMemberlistKeyRotation(t *testing.T) {
 	}
 	owner := map[netip.Addr]string{}
 	for _, ip := range ips {
-		eventually(t, 30*time.Second, fmt.Sprintf("one node answers for %s", ip), func() error {
+		poll.Until(t, 30*time.Second, fmt.Sprintf("one node answers for %s", ip), func() error {
 			who, err := e.l.ARPAnswerers(testCtx(t, 10*time.Second), ip, 2)
 			if err != nil {
 				return err
@@ -186,7 +187,7 @@ func TestMemberlistKeyRotation(t *testing.T) {
 			t.Fatalf("speaker on %s restarted mid-rotation: joined the others %v within a minute", restarted, joined)
 		}
 	}
-	eventually(t, 30*time.Second, "owners back after the restart mid-rotation", func() error {
+	poll.Until(t, 30*time.Second, "owners back after the restart mid-rotation", func() error {
 		for _, ip := range ips {
 			who, err := e.l.ARPAnswerers(context.Background(), ip, 2)
 			if err != nil {
@@ -224,7 +225,7 @@ func TestMemberlistKeyRotation(t *testing.T) {
 	if err := e.h.StartSpeaker(ctx, nodes[0]); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, time.Minute, "owners back after a restart with the new key", func() error {
+	poll.Until(t, time.Minute, "owners back after a restart with the new key", func() error {
 		for _, ip := range ips {
 			who, err := e.l.ARPAnswerers(context.Background(), ip, 2)
 			if err != nil {

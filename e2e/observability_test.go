@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/herald-lb/herald/api/v1beta1"
@@ -64,7 +65,7 @@ func TestObservability(t *testing.T) {
 	})
 	bgpApply(ctx, t, c, &v1beta1.IPAddressPool{
 		ObjectMeta: metav1.ObjectMeta{Name: "obs-bgp", Namespace: lab.HeraldNamespace},
-		Spec:       v1beta1.IPAddressPoolSpec{Addresses: []string{"203.0.113.0/28"}, AutoAssign: ptrTo(false)},
+		Spec:       v1beta1.IPAddressPoolSpec{Addresses: []string{"203.0.113.0/28"}, AutoAssign: ptr.To(false)},
 	})
 	bgpApply(ctx, t, c, &v1beta1.BGPAdvertisement{
 		ObjectMeta: metav1.ObjectMeta{Name: "obs-bgp", Namespace: lab.HeraldNamespace},
@@ -72,7 +73,7 @@ func TestObservability(t *testing.T) {
 	})
 	bgpApply(ctx, t, c, &v1beta1.IPAddressPool{
 		ObjectMeta: metav1.ObjectMeta{Name: "obs-l2", Namespace: lab.HeraldNamespace},
-		Spec:       v1beta1.IPAddressPoolSpec{Addresses: []string{"198.51.100.200-198.51.100.209"}, AutoAssign: ptrTo(false)},
+		Spec:       v1beta1.IPAddressPoolSpec{Addresses: []string{"198.51.100.200-198.51.100.209"}, AutoAssign: ptr.To(false)},
 	})
 	bgpApply(ctx, t, c, &v1beta1.L2Advertisement{
 		ObjectMeta: metav1.ObjectMeta{Name: "obs-l2", Namespace: lab.HeraldNamespace},

@@ -15,6 +15,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/herald-lb/herald/api/v1beta1"
+	"github.com/herald-lb/herald/internal/k8s/fieldmanager"
+	"github.com/herald-lb/herald/internal/poll"
 	"github.com/herald-lb/herald/internal/testenv"
 )
 
@@ -67,17 +69,14 @@ func TestProcessStartsDuringAPIOutage(t *testing.T) {
 	})
 	waitFor := func(what string, cond func() bool) {
 		t.Helper()
-		deadline := time.Now().Add(60 * time.Second)
-		for !cond() {
-			if time.Now().After(deadline) {
-				t.Fatalf("timed out waiting for %s", what)
-			}
+		poll.Until(t, 60*time.Second, what, func() bool {
 			select {
 			case err := <-exited:
 				t.Fatalf("speaker exited while waiting for %s: %v", what, err)
-			case <-time.After(100 * time.Millisecond):
+			default:
 			}
-		}
+			return cond()
+		})
 	}
 	waitFor("the speaker to wait for the API server", func() bool {
 		return strings.Contains(logs.String(), "waiting for the API server")
@@ -88,4 +87,12 @@ func TestProcessStartsDuringAPIOutage(t *testing.T) {
 		err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "speaker-n1"}, &cs)
 		return err == nil && cs.Status.Result == v1beta1.ConfigurationResultValid
 	})
+	var cs v1beta1.ConfigurationState
+	must(t, env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "speaker-n1"}, &cs))
+	for _, m := range cs.ManagedFields {
+		if m.Manager != fieldmanager.Speaker {
+			t.Errorf("ConfigurationState speaker-n1: %s by field manager %q, want %q", m.Operation, m.Manager, fieldmanager.Speaker)
+		}
+	}
+	checkLogs(t, logs.String(), "n1")
 }

@@ -19,6 +19,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"log/slog"
 	"math"
 	"net"
 	"net/netip"
@@ -27,24 +28,23 @@ import (
 	"syscall"
 
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrlconfig "sigs.k8s.io/controller-runtime/pkg/client/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
-	"github.com/herald-lb/herald/api/v1beta1"
-	"github.com/herald-lb/herald/api/v1beta2"
 	"github.com/herald-lb/herald/internal/announce"
 	"github.com/herald-lb/herald/internal/bgp"
 	"github.com/herald-lb/herald/internal/bgp/gobgp"
 	"github.com/herald-lb/herald/internal/k8s/apiretry"
+	"github.com/herald-lb/herald/internal/k8s/fieldmanager"
+	"github.com/herald-lb/herald/internal/k8s/scheme"
 	"github.com/herald-lb/herald/internal/k8s/speaker"
 	"github.com/herald-lb/herald/internal/layer2"
 	"github.com/herald-lb/herald/internal/logging"
 	"github.com/herald-lb/herald/internal/members"
+	"github.com/herald-lb/herald/internal/version"
 )
 
 func main() {
@@ -67,18 +67,17 @@ func run(args []string) error {
 	if err := o.complete(os.ReadFile); err != nil {
 		return err
 	}
-	log, err := logging.New(os.Stdout, o.logLevel, "speaker")
+	log, err := logging.New(os.Stdout, o.logLevel, "speaker", slog.String(logging.KeyNode, o.nodeName))
 	if err != nil {
 		return err
 	}
-	log = log.With("node", o.nodeName)
+	log.Info("starting", "version", version.String(), "namespace", o.namespace,
+		"layer2", o.enableL2, "bgp", o.enableBGP, "memberlist", o.memberlistEnabled())
 	reg := ctrlmetrics.Registry
 
-	scheme := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, v1beta1.AddToScheme, v1beta2.AddToScheme} {
-		if err := add(scheme); err != nil {
-			return fmt.Errorf("build scheme: %w", err)
-		}
+	sch, err := scheme.New()
+	if err != nil {
+		return err
 	}
 
 	sopts := speaker.Options{
@@ -110,7 +109,7 @@ func run(args []string) error {
 			NodeName: o.nodeName, BindAddr: bind, BindPort: o.mlBindPort,
 			Secret: secret, SecretFile: o.memberlistSecretFile(), PreviousSecret: previous,
 			Timings: o.mlTimings.Timings(), Registerer: reg,
-		}, log.With("subsystem", "memberlist"))
+		}, log.With(logging.KeySubsystem, "memberlist"))
 		if err != nil {
 			return err
 		}
@@ -129,7 +128,7 @@ func run(args []string) error {
 		if err != nil {
 			return err
 		}
-		l2, err = layer2.New(log.With("subsystem", "layer2"), reg, layer2.Options{
+		l2, err = layer2.New(log.With(logging.KeySubsystem, "layer2"), reg, layer2.Options{
 			GratuitousCount: o.gratuitousCount, GratuitousInterval: o.gratuitousInterval, ExcludeInterfaces: exclude,
 			OnConflict: func(ip netip.Addr, mac net.HardwareAddr, iface string) { spk.L2Conflict(ip, mac, iface) },
 		})
@@ -147,7 +146,7 @@ func run(args []string) error {
 			return fmt.Errorf("--bgp-max-received-prefixes %d: must be at most %d", o.bgpMaxReceivedPrefixes, uint32(math.MaxUint32))
 		}
 		bgpSpeaker, err = gobgp.New(gobgp.Options{
-			Logger: log.With("subsystem", "bgp"), Registerer: reg,
+			Logger: log.With(logging.KeySubsystem, "bgp"), Registerer: reg,
 			MaxReceivedPrefixes: uint32(o.bgpMaxReceivedPrefixes),
 			OnPeerState: func(st bgp.PeerState) {
 				select {
@@ -167,6 +166,9 @@ func run(args []string) error {
 	if err != nil {
 		return fmt.Errorf("kubeconfig: %w", err)
 	}
+	// Names the speaker in the API server's audit log, and in managedFields
+	// for writes without their own field manager (internal/k8s/speaker sets it).
+	restCfg.UserAgent = fieldmanager.Speaker + "/" + version.Version
 	metricsOpts, err := o.serving.MetricsOptions()
 	if err != nil {
 		return err
@@ -183,7 +185,7 @@ func run(args []string) error {
 		return err
 	}
 	mgr, err := manager.New(restCfg, manager.Options{
-		Scheme:                 scheme,
+		Scheme:                 sch,
 		Metrics:                metricsOpts,
 		HealthProbeBindAddress: o.serving.HealthProbeAddress(),
 		Cache:                  speaker.CacheOptions(o.namespace, podSelector),

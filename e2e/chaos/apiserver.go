@@ -11,6 +11,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/herald-lb/herald/api/v1beta1"
@@ -85,7 +86,7 @@ func APIOutage(ctx context.Context, e *Env, o APIOutageOptions) (res Result, err
 	}
 	objs := []client.Object{
 		&v1beta1.IPAddressPool{ObjectMeta: metav1.ObjectMeta{Name: bgpPool, Namespace: lab.HeraldNamespace},
-			Spec: v1beta1.IPAddressPoolSpec{Addresses: []string{o.FirstBGP.String() + "-" + lastBGP.String()}, AutoAssign: ptrTo(false)}},
+			Spec: v1beta1.IPAddressPoolSpec{Addresses: []string{o.FirstBGP.String() + "-" + lastBGP.String()}, AutoAssign: ptr.To(false)}},
 		&v1beta1.BGPAdvertisement{ObjectMeta: metav1.ObjectMeta{Name: bgpPool, Namespace: lab.HeraldNamespace},
 			Spec: v1beta1.BGPAdvertisementSpec{IPAddressPools: []string{bgpPool}}},
 		&v1beta2.BGPPeer{ObjectMeta: metav1.ObjectMeta{Name: "chaos-router", Namespace: lab.HeraldNamespace},

@@ -15,6 +15,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/herald-lb/herald/api/v1beta1"
@@ -167,7 +168,7 @@ func newL2FixtureSpare(ctx context.Context, e *Env, name string, first netip.Add
 	}
 	c := e.Herald.Client()
 	pool := &v1beta1.IPAddressPool{ObjectMeta: metav1.ObjectMeta{Name: "chaos-" + name, Namespace: lab.HeraldNamespace},
-		Spec: v1beta1.IPAddressPoolSpec{Addresses: []string{first.String() + "-" + last.String()}, AutoAssign: ptrTo(false)}}
+		Spec: v1beta1.IPAddressPoolSpec{Addresses: []string{first.String() + "-" + last.String()}, AutoAssign: ptr.To(false)}}
 	adv := &v1beta1.L2Advertisement{ObjectMeta: metav1.ObjectMeta{Name: "chaos-" + name, Namespace: lab.HeraldNamespace},
 		Spec: v1beta1.L2AdvertisementSpec{IPAddressPools: []string{"chaos-" + name}}}
 	for _, o := range []client.Object{pool, adv} {
@@ -236,8 +237,6 @@ func lbService(ns, name, pool string) *corev1.Service {
 				TargetPort: intstr.FromInt32(int32(lab.BackendPort))}}},
 	}
 }
-
-func ptrTo[T any](v T) *T { return &v }
 
 // owners is the node answering each address.
 type owners map[netip.Addr]string

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
 	watchtools "k8s.io/client-go/tools/watch"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/herald-lb/herald/api/v1beta1"
@@ -77,7 +78,7 @@ func ControllerKills(ctx context.Context, e *Env, o BurstOptions) (res Result, e
 	c := e.Herald.Client()
 	k := e.Lab.Client()
 	pool := &v1beta1.IPAddressPool{ObjectMeta: metav1.ObjectMeta{Name: burstNS, Namespace: lab.HeraldNamespace},
-		Spec: v1beta1.IPAddressPoolSpec{Addresses: []string{o.Pool}, AutoAssign: ptrTo(false)}}
+		Spec: v1beta1.IPAddressPoolSpec{Addresses: []string{o.Pool}, AutoAssign: ptr.To(false)}}
 	if err := c.Create(ctx, pool); err != nil && !apierrors.IsAlreadyExists(err) {
 		return res, fmt.Errorf("%s: create pool: %w", ScenarioBurst, err)
 	}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/herald-lb/herald/api/v1beta1"
 	"github.com/herald-lb/herald/e2e/lab"
+	"github.com/herald-lb/herald/internal/k8s/scheme"
 )
 
 // CPULoadOptions shapes the CPU load scenario.
@@ -96,7 +97,11 @@ func CPULoad(ctx context.Context, e *Env, o CPULoadOptions) (res Result, err err
 	if err := e.Herald.Client().List(ctx, &sl, client.InNamespace(lab.HeraldNamespace), sel); err != nil {
 		return res, err
 	}
-	wc, err := client.NewWithWatch(e.Lab.RESTConfig(), client.Options{Scheme: lab.Scheme()})
+	sch, err := scheme.New()
+	if err != nil {
+		return res, err
+	}
+	wc, err := client.NewWithWatch(e.Lab.RESTConfig(), client.Options{Scheme: sch})
 	if err != nil {
 		return res, err
 	}

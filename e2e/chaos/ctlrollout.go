@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
 	watchtools "k8s.io/client-go/tools/watch"
+	"k8s.io/utils/ptr"
 
 	"github.com/herald-lb/herald/api/v1beta1"
 	"github.com/herald-lb/herald/e2e/lab"
@@ -84,7 +85,7 @@ func ControllerRollout(ctx context.Context, e *Env, o ControllerRolloutOptions) 
 	c := e.Herald.Client()
 	k := e.Lab.Client()
 	pool := &v1beta1.IPAddressPool{ObjectMeta: metav1.ObjectMeta{Name: burstNS, Namespace: lab.HeraldNamespace},
-		Spec: v1beta1.IPAddressPoolSpec{Addresses: []string{o.Pool}, AutoAssign: ptrTo(false)}}
+		Spec: v1beta1.IPAddressPoolSpec{Addresses: []string{o.Pool}, AutoAssign: ptr.To(false)}}
 	if err := c.Create(ctx, pool); err != nil && !apierrors.IsAlreadyExists(err) {
 		return res, fmt.Errorf("%s: create pool: %w", ScenarioControllerRollout, err)
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/herald-lb/herald/e2e/lab"
 	"github.com/herald-lb/herald/internal/members"
+	"github.com/herald-lb/herald/internal/poll"
 )
 
 // MLKeyOptions shapes the memberlist key rotation scenario.
@@ -148,7 +149,7 @@ func MLKeyRotation(ctx context.Context, e *Env, o MLKeyOptions) (res Result, err
 			return res, fmt.Errorf("%s: delete Secret: %w", ScenarioMLKey, err)
 		}
 		var newID string
-		if err := pollFor(ctx, o.Timeout, "the controller re-creates the memberlist Secret", func() error {
+		if _, err := poll.Wait(ctx, o.Timeout, "the controller re-creates the memberlist Secret", func() error {
 			s, err := secrets.Get(ctx, o.Secret, metav1.GetOptions{})
 			switch {
 			case apierrors.IsNotFound(err):
@@ -175,13 +176,13 @@ func MLKeyRotation(ctx context.Context, e *Env, o MLKeyOptions) (res Result, err
 			if err := e.Herald.SyncSpeakerSecrets(ctx, node); err != nil {
 				return res, fmt.Errorf("%s: %w", ScenarioMLKey, err)
 			}
-			if err := pollFor(ctx, o.Timeout, "new key on "+node, func() error {
+			if _, err := poll.Wait(ctx, o.Timeout, "new key on "+node, func() error {
 				return speakerLogged(e, node, "new key installed for decryption", newID)
 			}); err != nil {
 				return res, fmt.Errorf("%s: %w", ScenarioMLKey, err)
 			}
 		}
-		if err := pollFor(ctx, o.Timeout, "every speaker encrypts with the new key alone", func() error {
+		if _, err := poll.Wait(ctx, o.Timeout, "every speaker encrypts with the new key alone", func() error {
 			for _, node := range nodes {
 				if err := speakerLogged(e, node, "memberlist key rotation complete", newID); err != nil {
 					return err
@@ -228,20 +229,4 @@ func speakerLogged(e *Env, node string, parts ...string) error {
 		}
 	}
 	return fmt.Errorf("speaker %s has not logged %q", node, parts)
-}
-
-// pollFor calls cond every 200 ms until it returns nil, for at most
-// timeout; the error names what and cond's last error.
-func pollFor(ctx context.Context, timeout time.Duration, what string, cond func() error) error {
-	deadline := time.Now().Add(timeout)
-	for {
-		err := cond()
-		if err == nil {
-			return nil
-		}
-		if time.Now().After(deadline) || ctx.Err() != nil {
-			return fmt.Errorf("%s: not within %s: %w", what, timeout, err)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
 }

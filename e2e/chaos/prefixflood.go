@@ -23,6 +23,7 @@ import (
 	"github.com/herald-lb/herald/api/v1beta2"
 	"github.com/herald-lb/herald/e2e/lab"
 	"github.com/herald-lb/herald/internal/bgp/gobgp"
+	"github.com/herald-lb/herald/internal/poll"
 )
 
 // PrefixFloodOptions shapes the prefix flood scenario.
@@ -188,7 +189,7 @@ func PrefixFlood(ctx context.Context, e *Env, o PrefixFloodOptions) (res Result,
 		return res, fmt.Errorf("%s: %w", ScenarioPrefixFlood, err)
 	}
 	loadStart := time.Now()
-	if err := pollFor(ctx, o.Timeout, "announcer loads its table", func() error {
+	if _, err := poll.Wait(ctx, o.Timeout, "announcer loads its table", func() error {
 		if !ap.Alive() {
 			return fmt.Errorf("announcer exited (log %s)", ap.Log)
 		}
@@ -238,7 +239,7 @@ func PrefixFlood(ctx context.Context, e *Env, o PrefixFloodOptions) (res Result,
 	}
 	var event *corev1.Event
 	torn := false
-	waitErr := pollFor(ctx, o.Timeout, "session torn down with a prefixLimitExceeded event", func() error {
+	_, waitErr := poll.Wait(ctx, o.Timeout, "session torn down with a prefixLimitExceeded event", func() error {
 		states := announcerLines(ap.Log, "state ")
 		est := -1
 		for i, s := range states {

@@ -62,7 +62,8 @@ func (l *Lab) assetsDir() (string, error) {
 
 // startAPIServer starts etcd (on the control namespace's own loopback) and
 // kube-apiserver (on 198.51.100.254:6443), and writes the kubeconfigs.
-// Flags follow docs/real-cluster-recipe.md §1.
+// The flags are a minimal secure control plane: TLS serving, RBAC, token
+// and service-account authentication, no kube-proxy.
 func (l *Lab) startAPIServer(ctx context.Context, assets string) error {
 	ns := l.ControlNamespace()
 	sd := l.cfg.StateDir

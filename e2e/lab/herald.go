@@ -24,12 +24,9 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/herald-lb/herald/api/v1beta1"
-	"github.com/herald-lb/herald/api/v1beta2"
 )
 
 // Names of Herald's objects in its manifests (see manifests/base), which
@@ -64,16 +61,6 @@ type Herald struct {
 	helmBin          string // see helmBinary
 	ctlPod           *corev1.Pod
 	spkPods          map[string]*corev1.Pod // by node name
-}
-
-// Scheme returns a scheme with the core Kubernetes types and Herald's API
-// (metallb.io v1beta1 and v1beta2).
-func Scheme() *runtime.Scheme {
-	s := runtime.NewScheme()
-	_ = clientgoscheme.AddToScheme(s)
-	_ = v1beta1.AddToScheme(s)
-	_ = v1beta2.AddToScheme(s)
-	return s
 }
 
 // BuildHerald builds the controller and speaker binaries into dir with

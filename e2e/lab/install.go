@@ -18,6 +18,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/herald-lb/herald/internal/k8s/scheme"
 )
 
 // BinDirEnv names the environment variable that points InstallHerald at
@@ -116,7 +118,11 @@ func (l *Lab) InstallHerald(ctx context.Context, opts InstallOptions) (*Herald, 
 	if opts.Timeout == 0 {
 		opts.Timeout = 90 * time.Second
 	}
-	cl, err := client.New(l.RESTConfig(), client.Options{Scheme: Scheme()})
+	sch, err := scheme.New()
+	if err != nil {
+		return nil, err
+	}
+	cl, err := client.New(l.RESTConfig(), client.Options{Scheme: sch})
 	if err != nil {
 		return nil, fmt.Errorf("install herald: %w", err)
 	}
@@ -314,7 +320,11 @@ func (h *Herald) ensureNodes(ctx context.Context) error {
 // names, and the install method and release by the Pods' labels
 // (app.kubernetes.io/instance is set by the chart only).
 func (l *Lab) OpenHerald(ctx context.Context) (*Herald, error) {
-	cl, err := client.New(l.RESTConfig(), client.Options{Scheme: Scheme()})
+	sch, err := scheme.New()
+	if err != nil {
+		return nil, err
+	}
+	cl, err := client.New(l.RESTConfig(), client.Options{Scheme: sch})
 	if err != nil {
 		return nil, err
 	}

@@ -46,6 +46,7 @@ import (
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/util/workqueue"
+	"k8s.io/utils/ptr"
 
 	"github.com/herald-lb/herald/api/v1beta1"
 	"github.com/herald-lb/herald/internal/k8s/allocation/allocationtest"
@@ -195,7 +196,7 @@ func runBench(controllerBin, burstList string, rssServices int, qps float64, bur
 	time.Sleep(2 * time.Second) // informer sync
 	var results []result
 	for _, n := range sizes {
-		r, err := measureBurst(ctx, cs, "ideal", n, ptr(idealClass))
+		r, err := measureBurst(ctx, cs, "ideal", n, ptr.To(idealClass))
 		if err != nil {
 			return err
 		}
@@ -265,8 +266,6 @@ func runBench(controllerBin, burstList string, rssServices int, qps float64, bur
 		max(rssServices, held), float64(hwm)/1024, float64(rss)/1024, float64(idealHWM)/1024)
 	return nil
 }
-
-func ptr[T any](v T) *T { return &v }
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.0f ms", float64(d)/float64(time.Millisecond)) }
 
@@ -378,7 +377,7 @@ func benchService(ns, name string, class *string) *corev1.Service {
 		Spec: corev1.ServiceSpec{
 			Type:                          corev1.ServiceTypeLoadBalancer,
 			LoadBalancerClass:             class,
-			AllocateLoadBalancerNodePorts: ptr(false),
+			AllocateLoadBalancerNodePorts: ptr.To(false),
 			IPFamilyPolicy:                &single,
 			IPFamilies:                    []corev1.IPFamily{corev1.IPv6Protocol},
 			Selector:                      map[string]string{"app": name},

@@ -9,11 +9,10 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/utils/ptr"
 
 	"github.com/herald-lb/herald/internal/annotations"
 )
-
-func ptr[T any](v T) *T { return &v }
 
 func TestServiceFromK8s(t *testing.T) {
 	lb := func(mut func(s *corev1.Service)) *corev1.Service {
@@ -43,7 +42,7 @@ func TestServiceFromK8s(t *testing.T) {
 			InvalidIPs: []string{"nope", "fe80::1%eth0"}}},
 		{name: "sharing key and class", in: lb(func(s *corev1.Service) {
 			s.Annotations = map[string]string{annotations.AllowSharedIP: "k1", annotations.AllowSharedIPDeprecated: "old"}
-			s.Spec.LoadBalancerClass = ptr("herald.io/lb")
+			s.Spec.LoadBalancerClass = ptr.To("herald.io/lb")
 		}), want: Service{Key: "web/front", LoadBalancer: true, Labels: labels.Set{"app": "front"}, ExternalTrafficPolicy: TrafficPolicyCluster,
 			SharingKey: "k1", LoadBalancerClass: "herald.io/lb"}},
 		{name: "deprecated sharing key", in: lb(func(s *corev1.Service) {
@@ -63,12 +62,12 @@ func TestServiceFromK8s(t *testing.T) {
 func TestEndpointsFromSlices(t *testing.T) {
 	slices := []discoveryv1.EndpointSlice{
 		{Endpoints: []discoveryv1.Endpoint{
-			{NodeName: ptr("n1")}, // conditions unset: ready
-			{NodeName: ptr("n2"), Conditions: discoveryv1.EndpointConditions{Ready: ptr(false)}},
-			{NodeName: ptr("n3"), Conditions: discoveryv1.EndpointConditions{Ready: ptr(false), Serving: ptr(true), Terminating: ptr(true)}},
+			{NodeName: ptr.To("n1")}, // conditions unset: ready
+			{NodeName: ptr.To("n2"), Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(false)}},
+			{NodeName: ptr.To("n3"), Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(false), Serving: ptr.To(true), Terminating: ptr.To(true)}},
 		}},
 		{Endpoints: []discoveryv1.Endpoint{
-			{Conditions: discoveryv1.EndpointConditions{Ready: ptr(true)}}, // no node
+			{Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}}, // no node
 		}},
 	}
 	want := []Endpoint{

@@ -15,6 +15,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
+
+	"github.com/herald-lb/herald/internal/poll"
 )
 
 // bridgedLab is a segment with a switch: a Linux bridge in its own network
@@ -164,18 +166,6 @@ func (c *conflictLog) all() []string {
 	return slices.Clone(c.calls)
 }
 
-// waitFor polls cond until it holds or 10 s passed.
-func waitFor(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 // idle reports whether no gratuitous burst is running on any link.
 func (a *Announcer) idle() bool {
 	a.mu.Lock()
@@ -215,7 +205,7 @@ func TestRealConflictReannounce(t *testing.T) {
 	setIPs(t, a, "ns/svc", v4, v6)
 	waitActive(t, a, v4, true)
 	waitActive(t, a, v6, true)
-	waitFor(t, "takeover bursts to end", a.idle)
+	poll.Until(t, 10*time.Second, "takeover bursts to end", a.idle)
 	pc := b.rogueConn(t)
 	for _, ip := range []netip.Addr{v4, v6} {
 		run(t, "ip", "-n", b.client, "neigh", "replace", ip.String(), "lladdr", mac, "dev", "eth0", "nud", "stale")
@@ -225,7 +215,7 @@ func TestRealConflictReannounce(t *testing.T) {
 		} else {
 			send(t, pc, b.claimFrames(t, ip))
 		}
-		waitFor(t, fmt.Sprintf("client's neighbour entry for %s back on the node (%s; now %s, rogue %s)", ip, mac, b.clientNeigh(t, ip), b.rogueMAC),
+		poll.Until(t, 10*time.Second, fmt.Sprintf("client's neighbour entry for %s back on the node (%s; now %s, rogue %s)", ip, mac, b.clientNeigh(t, ip), b.rogueMAC),
 			func() bool { return a.idle() && b.clientNeigh(t, ip) == mac })
 		if n := conflicts(a, ip, "eth0"); n < 1 {
 			t.Errorf("herald_layer2_conflicts_total{ip=%s,interface=eth0} = %d, want >= 1", ip, n)
@@ -259,7 +249,7 @@ func TestRealConflictRateLimit(t *testing.T) {
 	setIPs(t, a, "ns/svc", v4, v6)
 	waitActive(t, a, v4, true)
 	waitActive(t, a, v6, true)
-	waitFor(t, "takeover bursts to end", a.idle)
+	poll.Until(t, 10*time.Second, "takeover bursts to end", a.idle)
 	before4, before6 := gratuitousSent(a, v4), gratuitousSent(a, v6)
 	pc := b.rogueConn(t)
 	const stream = 20
@@ -281,7 +271,7 @@ func TestRealConflictRateLimit(t *testing.T) {
 			}
 			time.Sleep(5 * time.Millisecond)
 		}
-		waitFor(t, "re-announcements to end", a.idle)
+		poll.Until(t, 10*time.Second, "re-announcements to end", a.idle)
 	}
 	if got := gratuitousSent(a, v4) - before4; got != 2*count {
 		t.Errorf("%s: %d gratuitous ARP frames sent for %d claims, want one burst (%d)", v4, got, 4*stream, 2*count)
@@ -308,16 +298,16 @@ func TestRealOwnInterfacesNoConflict(t *testing.T) {
 	v6 := netip.MustParseAddr("2001:db8::202")
 	marker := netip.MustParseAddr("198.51.100.203")
 	setIPs(t, a, "ns/svc", v4, v6, marker)
-	waitFor(t, "every IP answered on eth0 and eth1", func() bool {
+	poll.Until(t, 10*time.Second, "every IP answered on eth0 and eth1", func() bool {
 		return slices.Equal(a.Interfaces(v4), []string{"eth0", "eth1"}) && slices.Equal(a.Interfaces(v6), []string{"eth0", "eth1"}) &&
 			slices.Equal(a.Interfaces(marker), []string{"eth0", "eth1"})
 	})
 	a.Reannounce()
-	waitFor(t, "bursts to end", a.idle)
+	poll.Until(t, 10*time.Second, "bursts to end", a.idle)
 	// The rogue's claim reaches both interfaces after the node's own
 	// packets: once it is counted on both, those were read too.
 	send(t, b.rogueConn(t), b.claimFrames(t, marker))
-	waitFor(t, "the rogue's claim counted on eth0 and eth1", func() bool {
+	poll.Until(t, 10*time.Second, "the rogue's claim counted on eth0 and eth1", func() bool {
 		return conflicts(a, marker, "eth0") > 0 && conflicts(a, marker, "eth1") > 0
 	})
 	for _, ip := range []netip.Addr{v4, v6} {
@@ -348,7 +338,7 @@ func TestRealReannounce(t *testing.T) {
 	}
 	setIPs(t, a, "ns/svc", ips...) // withdraw gone
 	waitActive(t, a, gone, false)
-	waitFor(t, "takeover bursts to end", a.idle)
+	poll.Until(t, 10*time.Second, "takeover bursts to end", a.idle)
 
 	c := l.capture(t, l.nodeMAC)
 	a.Reannounce()
@@ -358,7 +348,7 @@ func TestRealReannounce(t *testing.T) {
 		}
 		return 0, count
 	}
-	waitFor(t, "one burst per IP captured", func() bool {
+	poll.Until(t, 10*time.Second, "one burst per IP captured", func() bool {
 		for _, ip := range ips {
 			a4, n6 := c.counts(ip)
 			w4, w6 := want(ip)
@@ -372,7 +362,7 @@ func TestRealReannounce(t *testing.T) {
 	// bursts are captured, anything more of the re-announcement would be.
 	markers := []netip.Addr{netip.MustParseAddr("198.51.100.207"), netip.MustParseAddr("2001:db8::207")}
 	setIPs(t, a, "ns/marker", markers...)
-	waitFor(t, "markers' bursts captured", func() bool {
+	poll.Until(t, 10*time.Second, "markers' bursts captured", func() bool {
 		a4, _ := c.counts(markers[0])
 		_, n6 := c.counts(markers[1])
 		return a4 == 2*count && n6 == count

@@ -26,6 +26,7 @@ import (
 	"github.com/vishvananda/netns"
 
 	"github.com/herald-lb/herald/internal/announce"
+	"github.com/herald-lb/herald/internal/poll"
 )
 
 // The tests in this file build a real Ethernet segment: two network
@@ -119,18 +120,14 @@ func (l *lab) open(t testing.TB) {
 	// IPv6 is configured on a veth end only once both ends are up (carrier):
 	// wait for the usable link-local addresses, or ndisc6 may find the
 	// network unreachable.
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	poll.Until(t, 10*time.Second, "usable IPv6 link-local addresses", func() error {
 		nodeLink := l.eth0(t, nh)
 		l.clientLink = l.eth0(t, l.clientH)
-		if nodeLink.LinkLocal.IsValid() && l.clientLink.LinkLocal.IsValid() {
-			break
+		if !nodeLink.LinkLocal.IsValid() || !l.clientLink.LinkLocal.IsValid() {
+			return fmt.Errorf("node %+v client %+v", nodeLink, l.clientLink)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no usable IPv6 link-local address after 10 s: node %+v client %+v", nodeLink, l.clientLink)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 func (l *lab) eth0(t testing.TB, h *netlink.Handle) linkInfo {
@@ -213,14 +210,12 @@ func setIPs(t testing.TB, a *Announcer, owner string, ips ...netip.Addr) {
 // waitActive waits until ip is answered on the node's eth0.
 func waitActive(t testing.TB, a *Announcer, ip netip.Addr, want bool) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for time.Now().Before(deadline) {
-		if slices.Contains(a.Interfaces(ip), "eth0") == want {
-			return
+	poll.Until(t, 5*time.Second, fmt.Sprintf("%s active on eth0 %v", ip, want), func() error {
+		if got := a.Interfaces(ip); slices.Contains(got, "eth0") != want {
+			return fmt.Errorf("active on %v", got)
 		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	t.Fatalf("%s active on eth0 did not become %v: %v", ip, want, a.Interfaces(ip))
+		return nil
+	})
 }
 
 // arping resolves ip from the client namespace; it returns the MAC or "".
@@ -437,16 +432,15 @@ func TestRealGratuitousBurst(t *testing.T) {
 	setIPs(t, a, "ns/svc", v4, v6)
 	// A second owner of an announced IP is no takeover: no second burst.
 	setIPs(t, a, "ns/svc2", v4)
-	deadline := time.Now().Add(3 * time.Second)
-	for time.Now().Before(deadline) {
+	// Once the bursts ended and were captured, anything beyond them shows.
+	poll.Until(t, 10*time.Second, "bursts to end and be captured", func() error {
 		a4, _ := c.counts(v4)
 		_, n6 := c.counts(v6)
-		if a4 >= 2*count && n6 >= count {
-			break
+		if !a.idle() || a4 < 2*count || n6 < count {
+			return fmt.Errorf("idle %v, %d ARP frames for %s, %d NAs for %s", a.idle(), a4, v4, n6, v6)
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	time.Sleep(300 * time.Millisecond) // anything beyond the burst would show now
+		return nil
+	})
 	a4, n4 := c.counts(v4)
 	a6, n6 := c.counts(v6)
 	if a4 != 2*count || n4 != 0 {
@@ -640,7 +634,14 @@ func TestRealInterfaceChanges(t *testing.T) {
 		t.Log("NDP responder opened before duplicate address detection ended (DAD faster than the scan)")
 	}
 	waitActive(t, a, v6, true)
-	time.Sleep(300 * time.Millisecond) // let both bursts end
+	poll.Until(t, 10*time.Second, "both bursts to end and be captured", func() error {
+		n4, _ := c.counts(v4)
+		_, n6 := c.counts(v6)
+		if !a.idle() || n4 < 2*count || n6 < count {
+			return fmt.Errorf("idle %v, %d ARP frames for %s, %d NAs for %s", a.idle(), n4, v4, n6, v6)
+		}
+		return nil
+	})
 	if n, _ := c.counts(v4); n != 2*count {
 		t.Errorf("%s: %d gratuitous ARP frames, want exactly %d (no second burst when NDP opens)", v4, n, 2*count)
 	}

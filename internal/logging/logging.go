@@ -49,16 +49,20 @@ func ParseLevel(s string) (slog.Level, error) {
 }
 
 // New returns a JSON logger writing to w at the given --log-level word, with
-// the attribute component set (e.g. "controller", "speaker"). It also installs
-// the logger as the sink of klog and controller-runtime, which have global
-// loggers of their own; call it once, early in main.
-func New(w io.Writer, level, component string) (*slog.Logger, error) {
+// [KeyComponent] set to component ("controller", "speaker") and the binary's
+// other identity attributes (the speaker's [KeyNode]) added to every line.
+// It also installs the logger as the sink of klog and controller-runtime,
+// which have global loggers of their own, so their lines carry the same
+// identity; call it once, early in main. See [KeyComponent] for the rule on
+// identity keys.
+func New(w io.Writer, level, component string, identity ...slog.Attr) (*slog.Logger, error) {
 	lvl, err := ParseLevel(level)
 	if err != nil {
 		return nil, err
 	}
 	h := slog.NewJSONHandler(w, &slog.HandlerOptions{Level: lvl})
-	logger := slog.New(h).With("component", component)
+	attrs := append([]slog.Attr{slog.String(KeyComponent, component)}, identity...)
+	logger := slog.New(h.WithAttrs(attrs))
 	klog.SetSlogLogger(logger)
 	ctrl.SetLogger(logr.FromSlogHandler(logger.Handler()))
 	return logger, nil

@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"strings"
 	"testing"
+
+	"k8s.io/klog/v2"
 )
 
 func TestParseLevel(t *testing.T) {
@@ -55,5 +57,30 @@ func TestNewFiltersAndTags(t *testing.T) {
 	}
 	if rec["component"] != "controller" || rec["pool"] != "a" || rec["msg"] != "shown" {
 		t.Errorf("unexpected record %v", rec)
+	}
+}
+
+// The binary's identity attributes are on every line, also on klog's.
+func TestNewIdentityOnLibraryLines(t *testing.T) {
+	var buf bytes.Buffer
+	l, err := New(&buf, "info", "speaker", slog.String(KeyNode, "n1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.Info("own")
+	klog.InfoS("from klog")
+	klog.Flush()
+	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("want 2 lines, got %q", buf.String())
+	}
+	for _, line := range lines {
+		var rec map[string]any
+		if err := json.Unmarshal([]byte(line), &rec); err != nil {
+			t.Fatal(err)
+		}
+		if rec[KeyComponent] != "speaker" || rec[KeyNode] != "n1" || strings.Count(line, `"node"`) != 1 {
+			t.Errorf("line %s: want component speaker and node n1, once", line)
+		}
 	}
 }

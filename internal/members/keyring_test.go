@@ -16,6 +16,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/herald-lb/herald/internal/poll"
 )
 
 func TestPlanKeys(t *testing.T) {
@@ -186,7 +188,7 @@ func TestKeyRotationNeverSplits(t *testing.T) {
 		nd.SetPeers(addrs)
 	}
 	for _, nd := range nodes {
-		waitFor(t, nd.cfg.NodeName+" sees all", sees(nd.List, names...))
+		poll.Until(t, sanityLimit, nd.cfg.NodeName+" sees all", sees(nd.List, names...))
 	}
 
 	var observations atomic.Int64
@@ -209,17 +211,10 @@ func TestKeyRotationNeverSplits(t *testing.T) {
 	// observe waits for cond, checking intact on every observation.
 	observe := func(stage string, cond func() bool) {
 		t.Helper()
-		deadline := time.Now().Add(sanityLimit)
-		for {
+		poll.Until(t, sanityLimit, stage, func() bool {
 			intact(stage)
-			if cond() {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: not within %v", stage, sanityLimit)
-			}
-			time.Sleep(2 * time.Millisecond)
-		}
+			return cond()
+		})
 	}
 	// pingAll: every member pings every other one directly (encrypted with
 	// its primary key; the ack with the other's). A member that cannot
@@ -319,7 +314,7 @@ herald_memberlist_keys 1
 	// secret) joins at once.
 	late := start(t, testConfig("rot-late", newSecret))
 	late.SetPeers(addrs[:1])
-	waitFor(t, "restarted speaker with the new secret joins", sees(late.List, append(slices.Clone(names), "rot-late")...))
+	poll.Until(t, sanityLimit, "restarted speaker with the new secret joins", sees(late.List, append(slices.Clone(names), "rot-late")...))
 }
 
 // The key ID is the documented SHA-256(SHA-256(secret)) prefix
@@ -372,11 +367,11 @@ func TestRestartDuringKeyRotation(t *testing.T) {
 			a := start(t, testConfig(prefix+"-a", oldSecret))
 			b := start(t, testConfig(prefix+"-b", oldSecret))
 			a.SetPeers([]netip.AddrPort{a.Addr(), b.Addr()})
-			waitFor(t, "a and b form a cluster", sees(a.List, prefix+"-a", prefix+"-b"))
+			poll.Until(t, sanityLimit, "a and b form a cluster", sees(a.List, prefix+"-a", prefix+"-b"))
 			if tc.othersRotated {
 				a.SetSecret(newSecret)
 				b.SetSecret(newSecret)
-				waitFor(t, "a and b rotate to the new key", onlyKey(newID, a, b))
+				poll.Until(t, sanityLimit, "a and b rotate to the new key", onlyKey(newID, a, b))
 			}
 
 			cfg := testConfig(prefix+"-c", newSecret)
@@ -391,14 +386,14 @@ func TestRestartDuringKeyRotation(t *testing.T) {
 			c.SetPeers([]netip.AddrPort{a.Addr(), b.Addr(), c.Addr()})
 			all := []string{prefix + "-a", prefix + "-b", prefix + "-c"}
 			for _, nd := range []*testNode{a, b, c} {
-				waitFor(t, nd.cfg.NodeName+" sees all three", sees(nd.List, all...))
+				poll.Until(t, sanityLimit, nd.cfg.NodeName+" sees all three", sees(nd.List, all...))
 			}
 			if !tc.othersRotated {
 				// The kubelet updates the others' files.
 				a.SetSecret(newSecret)
 				b.SetSecret(newSecret)
 			}
-			waitFor(t, "every member ends with only the new key", onlyKey(newID, a, b, c))
+			poll.Until(t, sanityLimit, "every member ends with only the new key", onlyKey(newID, a, b, c))
 			for _, nd := range []*testNode{a, b, c} {
 				if !sees(nd.List, all...)() {
 					t.Errorf("%s sees %v after the rotation, want %v", nd.cfg.NodeName, liveSet(nd.List), all)

@@ -6,6 +6,8 @@ import (
 	"log"
 	"log/slog"
 	"strings"
+
+	"github.com/herald-lb/herald/internal/logging"
 )
 
 // newStdLogger adapts memberlist's *log.Logger output ("[LEVEL] memberlist:
@@ -28,6 +30,6 @@ func (w slogWriter) Write(p []byte) (int, error) {
 		msg = msg[i+2:]
 	}
 	msg = strings.TrimPrefix(msg, "memberlist: ")
-	w.l.Log(context.Background(), level, msg, "source", "hashicorp/memberlist")
+	w.l.Log(context.Background(), level, msg, logging.KeyLibrary, "hashicorp/memberlist")
 	return len(p), nil
 }

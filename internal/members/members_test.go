@@ -17,6 +17,8 @@ import (
 	"github.com/hashicorp/memberlist"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/herald-lb/herald/internal/poll"
 )
 
 // sanityLimit bounds every wait: the tests measure, they do not assert speed.
@@ -105,20 +107,6 @@ func startRaw(t *testing.T, cfg Config) *memberlist.Memberlist {
 	return ml
 }
 
-// waitFor polls cond every 2 ms and returns how long it took to become true;
-// it fails the test after sanityLimit.
-func waitFor(t *testing.T, what string, cond func() bool) time.Duration {
-	t.Helper()
-	start := time.Now()
-	for !cond() {
-		if time.Since(start) > sanityLimit {
-			t.Fatalf("%s: not within %v", what, sanityLimit)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-	return time.Since(start)
-}
-
 func liveSet(l *List) []string {
 	var out []string
 	for name, alive := range l.Live() {
@@ -151,7 +139,7 @@ func TestJoinLiveAndGracefulLeave(t *testing.T) {
 	c.SetPeers([]netip.AddrPort{a.Addr(), b.Addr(), c.Addr()})
 	all := []string{"node-a", "node-b", "node-c"}
 	for _, n := range []*testNode{a, b, c} {
-		waitFor(t, n.cfg.NodeName+" sees all", sees(n.List, all...))
+		poll.Until(t, sanityLimit, n.cfg.NodeName+" sees all", sees(n.List, all...))
 	}
 	select {
 	case <-a.Changes():
@@ -178,7 +166,7 @@ herald_memberlist_members 3
 		stopReturned = time.Since(stopped)
 		stopErr <- err
 	}()
-	took := waitFor(t, "a and b see c leave", func() bool {
+	took := poll.Until(t, sanityLimit, "a and b see c leave", func() bool {
 		return sees(a.List, "node-a", "node-b")() && sees(b.List, "node-a", "node-b")()
 	})
 	if err := <-stopErr; err != nil {
@@ -202,7 +190,7 @@ herald_memberlist_members 3
 	cfgC.BindPort = int(c.Addr().Port())
 	c2 := start(t, cfgC)
 	c2.SetPeers([]netip.AddrPort{a.Addr()})
-	waitFor(t, "a sees c again", sees(a.List, all...))
+	poll.Until(t, sanityLimit, "a sees c again", sees(a.List, all...))
 }
 
 // TestLeaveCountedWhenReceiverIsBusy stops a member while another's packet
@@ -239,7 +227,7 @@ func TestLeaveCountedWhenReceiverIsBusy(t *testing.T) {
 	c.SetPeers([]netip.AddrPort{a.Addr(), b.Addr(), c.Addr()})
 	all := []string{"busy-a", "busy-b", "busy-c"}
 	for _, n := range []*testNode{a, b, c} {
-		waitFor(t, n.cfg.NodeName+" sees all", sees(n.List, all...))
+		poll.Until(t, sanityLimit, n.cfg.NodeName+" sees all", sees(n.List, all...))
 	}
 
 	// b makes a's packet handler busy.
@@ -275,7 +263,7 @@ func TestLeaveCountedWhenReceiverIsBusy(t *testing.T) {
 			t.Error(err)
 		}
 	}
-	waitFor(t, "a sees c gone", sees(a.List, "busy-a", "busy-b"))
+	poll.Until(t, sanityLimit, "a sees c gone", sees(a.List, "busy-a", "busy-b"))
 	if got := testutil.ToFloat64(a.metrics.events.WithLabelValues("leave")); got != 1 {
 		t.Errorf("a leave events = %v, want 1", got)
 	}
@@ -294,7 +282,7 @@ func TestKeys(t *testing.T) {
 	b.SetPeers([]netip.AddrPort{a.Addr()})
 	other.SetPeers([]netip.AddrPort{a.Addr(), b.Addr()})
 	plain.SetPeers([]netip.AddrPort{a.Addr(), b.Addr()})
-	waitFor(t, "same secret joins", sees(a.List, "key-a", "key-b"))
+	poll.Until(t, sanityLimit, "same secret joins", sees(a.List, "key-a", "key-b"))
 
 	// Give the mismatched members several probe and rejoin opportunities.
 	other.SetPeers([]netip.AddrPort{a.Addr(), b.Addr()})
@@ -336,7 +324,7 @@ func TestFailureDetection(t *testing.T) {
 		}
 		names := []string{a.cfg.NodeName, b.cfg.NodeName, victimName}
 		slices.Sort(names)
-		waitFor(t, "converge", func() bool { return sees(a.List, names...)() && sees(b.List, names...)() })
+		poll.Until(t, sanityLimit, "converge", func() bool { return sees(a.List, names...)() && sees(b.List, names...)() })
 		// Let the probe rotation include the victim for a random phase.
 		time.Sleep(time.Duration(i%5) * 50 * time.Millisecond)
 
@@ -345,9 +333,9 @@ func TestFailureDetection(t *testing.T) {
 		}
 		killed := time.Now()
 		_ = victim.Shutdown()
-		waitFor(t, "someone detects", func() bool { return dead(a.List)() || dead(b.List)() })
+		poll.Until(t, sanityLimit, "someone detects", func() bool { return dead(a.List)() || dead(b.List)() })
 		first = append(first, time.Since(killed))
-		waitFor(t, "both detect", func() bool { return dead(a.List)() && dead(b.List)() })
+		poll.Until(t, sanityLimit, "both detect", func() bool { return dead(a.List)() && dead(b.List)() })
 		all = append(all, time.Since(killed))
 
 		for _, n := range []*testNode{a, b} {
@@ -425,7 +413,7 @@ func TestNoFalseFailuresUnderLoad(t *testing.T) {
 				n.SetPeers(addrs)
 			}
 			for _, n := range nodes {
-				waitFor(t, n.cfg.NodeName+" converges", sees(n.List, names...))
+				poll.Until(t, sanityLimit, n.cfg.NodeName+" converges", sees(n.List, names...))
 			}
 
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -451,7 +439,7 @@ func TestNoFalseFailuresUnderLoad(t *testing.T) {
 			t.Logf("10 s, %d busy goroutines: %v false failures over %d members, worst health score %d (0 = healthy)",
 				tc.hogs, falseFailures, size, maxHealth)
 			for _, n := range nodes {
-				waitFor(t, n.cfg.NodeName+" sees all alive after the load", sees(n.List, names...))
+				poll.Until(t, sanityLimit, n.cfg.NodeName+" sees all alive after the load", sees(n.List, names...))
 			}
 		})
 	}
@@ -481,7 +469,7 @@ func TestIPv6(t *testing.T) {
 		t.Fatalf("Addr() = %v, want [::1]:<bound port>", got)
 	}
 	b.SetPeers([]netip.AddrPort{a.Addr(), b.Addr()})
-	waitFor(t, "a sees b over IPv6", sees(a.List, "v6-a", "v6-b"))
+	poll.Until(t, sanityLimit, "a sees b over IPv6", sees(a.List, "v6-a", "v6-b"))
 }
 
 func TestRunTwice(t *testing.T) {

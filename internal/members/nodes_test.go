@@ -10,6 +10,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/herald-lb/herald/internal/poll"
 )
 
 // TestMemberCopiesDuringKeyRotation joins missing peers, reads Addr and
@@ -37,7 +39,7 @@ func TestMemberCopiesDuringKeyRotation(t *testing.T) {
 		nd.SetPeers(addrs)
 	}
 	for _, nd := range nodes {
-		waitFor(t, nd.cfg.NodeName+" sees all", sees(nd.List, names...))
+		poll.Until(t, sanityLimit, nd.cfg.NodeName+" sees all", sees(nd.List, names...))
 	}
 
 	// Until the end: every member keeps re-running joinMissing (SetPeers)
@@ -79,7 +81,7 @@ func TestMemberCopiesDuringKeyRotation(t *testing.T) {
 	for _, nd := range nodes {
 		nd.SetSecret(secrets[1])
 	}
-	waitFor(t, "rotation to the second key", installedOnly(SecretID(secrets[1]), nodes...))
+	poll.Until(t, sanityLimit, "rotation to the second key", installedOnly(SecretID(secrets[1]), nodes...))
 	for _, nd := range nodes {
 		if !sees(nd.List, names...)() {
 			t.Fatalf("%s sees %v live after the rotation, want %v", nd.cfg.NodeName, liveSet(nd.List), names)
@@ -102,7 +104,7 @@ func TestMemberCopiesDuringKeyRotation(t *testing.T) {
 	if err := c.stop(); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "survivors see copy-2 leave", func() bool {
+	poll.Until(t, sanityLimit, "survivors see copy-2 leave", func() bool {
 		return sees(a.List, names[:2]...)() && sees(b.List, names[:2]...)()
 	})
 	// copy-2's departure is counted once on each survivor, as a "leave":
@@ -118,5 +120,5 @@ func TestMemberCopiesDuringKeyRotation(t *testing.T) {
 				nd.cfg.NodeName, leave, failed, nd.Rejoins())
 		}
 	}
-	waitFor(t, "survivors rotate to the third key without copy-2", installedOnly(SecretID(secrets[2]), a, b))
+	poll.Until(t, sanityLimit, "survivors rotate to the third key without copy-2", installedOnly(SecretID(secrets[2]), a, b))
 }

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/memberlist"
+
+	"github.com/herald-lb/herald/internal/poll"
 )
 
 // freePort returns a port that is free for TCP and UDP on 127.0.0.1 right
@@ -47,7 +49,7 @@ func TestNotJoinedUntilJoin(t *testing.T) {
 	b := start(t, testConfig("gate-b", []byte("s")))
 	c := start(t, testConfig("gate-c", []byte("s")))
 	c.SetPeers([]netip.AddrPort{a.Addr(), c.Addr()})
-	waitFor(t, "a and c meet", func() bool { return sees(a.List, "gate-a", "gate-c")() && c.Joined() })
+	poll.Until(t, sanityLimit, "a and c meet", func() bool { return sees(a.List, "gate-a", "gate-c")() && c.Joined() })
 	if b.Joined() {
 		t.Fatal("b is Joined before SetPeers or any join")
 	}
@@ -55,7 +57,7 @@ func TestNotJoinedUntilJoin(t *testing.T) {
 	// b joins a only; a already knows c. At the moment b reports Joined, its
 	// Live must hold c too (the push/pull brought a's member list).
 	b.SetPeers([]netip.AddrPort{a.Addr(), b.Addr()})
-	waitFor(t, "b joined", b.Joined)
+	poll.Until(t, sanityLimit, "b joined", b.Joined)
 	if got := liveSet(b.List); len(got) != 3 {
 		t.Errorf("b.Live when Joined became true = %v, want all three members", got)
 	}
@@ -109,8 +111,8 @@ func TestNotActivatedIsNoMember(t *testing.T) {
 		t.Fatalf("before Activate: late.Joined %v, a.Live %v", late.Joined(), a.Live())
 	}
 	late.Activate()
-	waitFor(t, "a sees late after Activate", sees(a.List, "act-a", "act-late"))
-	waitFor(t, "late joined", late.Joined)
+	poll.Until(t, sanityLimit, "a sees late after Activate", sees(a.List, "act-a", "act-late"))
+	poll.Until(t, sanityLimit, "late joined", late.Joined)
 }
 
 // TestAloneDetection: a member learns within a bounded time that it is
@@ -122,7 +124,7 @@ func TestAloneDetection(t *testing.T) {
 		t.Parallel()
 		a := start(t, testConfig("alone-a", nil))
 		a.SetPeers([]netip.AddrPort{a.Addr()})
-		waitFor(t, "Joined with only itself as peer", a.Joined)
+		poll.Until(t, sanityLimit, "Joined with only itself as peer", a.Joined)
 	})
 	t.Run("every join fails", func(t *testing.T) {
 		t.Parallel()
@@ -132,7 +134,7 @@ func TestAloneDetection(t *testing.T) {
 		nobody := netip.AddrPortFrom(loopback, uint16(freePort(t))) // nothing listens there
 		began := time.Now()
 		b.SetPeers([]netip.AddrPort{b.Addr(), nobody})
-		took := waitFor(t, "Joined after every join failed for AloneAfter", b.Joined)
+		took := poll.Until(t, sanityLimit, "Joined after every join failed for AloneAfter", b.Joined)
 		// Lower bound only: a slow machine can only make it later.
 		if since := time.Since(began); since < cfg.Timings.AloneAfter {
 			t.Errorf("Joined after %v, before AloneAfter %v: the gate did not wait for joins", since, cfg.Timings.AloneAfter)
@@ -250,21 +252,21 @@ func TestRejoinAfterPartition(t *testing.T) {
 	}
 	names := []string{"part-a", "part-b", "part-x"}
 	for _, n := range []*testNode{a, b, x} {
-		waitFor(t, n.cfg.NodeName+" sees all", sees(n.List, names...))
+		poll.Until(t, sanityLimit, n.cfg.NodeName+" sees all", sees(n.List, names...))
 	}
 	before := map[*testNode]uint64{a: a.Rejoins(), b: b.Rejoins(), x: x.Rejoins()}
 
 	tx.set([]netip.AddrPort{a.Addr(), b.Addr()}, true)
 	ta.set([]netip.AddrPort{x.Addr()}, true)
 	tb.set([]netip.AddrPort{x.Addr()}, true)
-	waitFor(t, "both sides declare the other failed", func() bool {
+	poll.Until(t, sanityLimit, "both sides declare the other failed", func() bool {
 		return sees(a.List, "part-a", "part-b")() && sees(b.List, "part-a", "part-b")() && sees(x.List, "part-x")()
 	})
 
 	tx.set([]netip.AddrPort{a.Addr(), b.Addr()}, false)
 	ta.set([]netip.AddrPort{x.Addr()}, false)
 	tb.set([]netip.AddrPort{x.Addr()}, false)
-	took := waitFor(t, "one cluster again after the link is back", func() bool {
+	took := poll.Until(t, sanityLimit, "one cluster again after the link is back", func() bool {
 		return sees(a.List, names...)() && sees(b.List, names...)() && sees(x.List, names...)()
 	})
 	t.Logf("partition healed %v after the link was restored (RejoinInterval %v)", took, DefaultTimings().RejoinInterval)

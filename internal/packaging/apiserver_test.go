@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/herald-lb/herald/internal/poll"
 	"github.com/herald-lb/herald/internal/testenv"
 )
 
@@ -136,7 +137,7 @@ func TestAPIServer(t *testing.T) {
 			t.Errorf("bgppeers.metallb.io after helm install: %q", got)
 		}
 		// Established: a BGPPeer list works.
-		waitFor(t, func() error { _, err := c.kubectlRun(nil, "get", "bgppeers.metallb.io", "-A"); return err })
+		poll.Until(t, time.Minute, "kubectl get bgppeers", func() error { _, err := c.kubectlRun(nil, "get", "bgppeers.metallb.io", "-A"); return err })
 		// helm upgrade keeps the certificate the controller wrote.
 		c.writeCert(t, "alt-system", "alt-herald-webhook-cert")
 		c.mustHelm(t, "upgrade", "alt", chart, "--namespace", "alt-system", "--timeout", "180s")
@@ -299,20 +300,4 @@ func withoutNamespaceCreate(sets []string) []string {
 		}
 	}
 	return out
-}
-
-// waitFor retries f for up to a minute.
-func waitFor(t *testing.T, f func() error) {
-	t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for {
-		err := f()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("gave up waiting: %v", err)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
 }

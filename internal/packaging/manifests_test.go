@@ -59,7 +59,8 @@ func TestRenderedFilesFresh(t *testing.T) {
 }
 
 // TestManifestNames checks manifests/herald.yaml against the shared names
-// and flags of the binaries (/tmp/herald-names.md, issue 7).
+// and flags of the binaries (the defaults in controller/ and speaker/, listed
+// in docs/install.md).
 func TestManifestNames(t *testing.T) {
 	objs := heraldYAML(t)
 	for _, o := range objs {

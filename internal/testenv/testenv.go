@@ -32,13 +32,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
-	"github.com/herald-lb/herald/api/v1beta1"
-	"github.com/herald-lb/herald/api/v1beta2"
+	"github.com/herald-lb/herald/internal/k8s/scheme"
 )
 
 // modulePath identifies Herald's go.mod when looking for the repository root.
@@ -57,6 +55,8 @@ type Env struct {
 	// Webhook is where the API server calls the installed webhooks; nil
 	// without Options.WebhookPaths.
 	Webhook *WebhookServing
+
+	te *envtest.Environment
 }
 
 // Options tune StartWith. The zero value is what Start does.
@@ -67,6 +67,10 @@ type Options struct {
 	// is rewritten to call a local server (Env.Webhook) with a test CA;
 	// other kinds in the files are ignored.
 	WebhookPaths []string
+	// APIServerFlags are set on kube-apiserver's command line (flag name
+	// without dashes, e.g. "service-cluster-ip-range"), over envtest's
+	// defaults.
+	APIServerFlags map[string]string
 }
 
 // WebhookServing is where a test must serve the webhooks it installed: the
@@ -83,16 +87,9 @@ type WebhookServing struct {
 
 // NewScheme returns a scheme with the Kubernetes built-in types and every
 // kind of api/v1beta1 and api/v1beta2.
+// It is internal/k8s/scheme.New, the scheme the binaries use.
 func NewScheme() (*runtime.Scheme, error) {
-	s := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{
-		clientgoscheme.AddToScheme, v1beta1.AddToScheme, v1beta2.AddToScheme,
-	} {
-		if err := add(s); err != nil {
-			return nil, fmt.Errorf("build scheme: %w", err)
-		}
-	}
-	return s, nil
+	return scheme.New()
 }
 
 // RepoRoot returns the root of the Herald repository (the directory of its
@@ -123,15 +120,32 @@ func Start(t testing.TB) *Env {
 	return StartWith(t, Options{})
 }
 
-// StartWith is Start with webhooks installed (see Options).
+// StartWith is Start with webhooks installed and API server flags set (see
+// Options).
 func StartWith(t testing.TB, opts Options) *Env {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("testenv: needs a real API server; skipped under -short")
 	}
-	root, err := RepoRoot()
+	env, err := Launch(opts)
 	if err != nil {
 		t.Fatalf("testenv: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := env.Stop(); err != nil {
+			t.Errorf("testenv: stop API server: %v", err)
+		}
+	})
+	return env
+}
+
+// Launch is StartWith outside a test (benchmark tools): it returns an error
+// instead of failing a test, and the caller stops the API server with
+// [Env.Stop].
+func Launch(opts Options) (*Env, error) {
+	root, err := RepoRoot()
+	if err != nil {
+		return nil, err
 	}
 	assets := os.Getenv("KUBEBUILDER_ASSETS")
 	if assets == "" {
@@ -139,12 +153,12 @@ func StartWith(t testing.TB, opts Options) *Env {
 	}
 	for _, bin := range []string{"kube-apiserver", "etcd"} {
 		if _, err := os.Stat(filepath.Join(assets, bin)); err != nil {
-			t.Fatalf("testenv: %s missing in %s (KUBEBUILDER_ASSETS): run make test-assets", bin, assets)
+			return nil, fmt.Errorf("%s missing in %s (KUBEBUILDER_ASSETS): run make test-assets", bin, assets)
 		}
 	}
 	scheme, err := NewScheme()
 	if err != nil {
-		t.Fatalf("testenv: %v", err)
+		return nil, err
 	}
 	te := &envtest.Environment{
 		BinaryAssetsDirectory: assets,
@@ -160,6 +174,12 @@ func StartWith(t testing.TB, opts Options) *Env {
 		}
 		te.WebhookInstallOptions.Paths = append(te.WebhookInstallOptions.Paths, p)
 	}
+	if len(opts.APIServerFlags) > 0 {
+		args := te.ControlPlane.GetAPIServer().Configure()
+		for k, v := range opts.APIServerFlags {
+			args.Set(k, v)
+		}
+	}
 	if os.Getenv("KUBEBUILDER_CONTROLPLANE_START_TIMEOUT") == "" {
 		// envtest's 60 s default is too short on a loaded 2-core CI machine.
 		te.ControlPlaneStartTimeout = 3 * time.Minute
@@ -167,24 +187,24 @@ func StartWith(t testing.TB, opts Options) *Env {
 	cfg, err := te.Start()
 	if err != nil {
 		_ = te.Stop()
-		t.Fatalf("testenv: start API server from %s: %v", assets, err)
+		return nil, fmt.Errorf("start API server from %s: %w", assets, err)
 	}
-	t.Cleanup(func() {
-		if err := te.Stop(); err != nil {
-			t.Errorf("testenv: stop API server: %v", err)
-		}
-	})
 	c, err := client.New(cfg, client.Options{Scheme: scheme})
 	if err != nil {
-		t.Fatalf("testenv: client: %v", err)
+		_ = te.Stop()
+		return nil, fmt.Errorf("client: %w", err)
 	}
-	env := &Env{Config: cfg, Client: c, Scheme: scheme, KubeConfig: te.KubeConfig}
+	env := &Env{Config: cfg, Client: c, Scheme: scheme, KubeConfig: te.KubeConfig, te: te}
 	if len(opts.WebhookPaths) > 0 {
 		w := te.WebhookInstallOptions
 		env.Webhook = &WebhookServing{Host: w.LocalServingHost, Port: w.LocalServingPort, CertDir: w.LocalServingCertDir, CAData: w.LocalServingCAData}
 	}
-	return env
+	return env, nil
 }
+
+// Stop stops the API server and etcd. Start and StartWith call it when the
+// test ends; call it after Launch.
+func (e *Env) Stop() error { return e.te.Stop() }
 
 // Namespace creates a namespace with a unique name for the test and returns
 // its name. Nothing deletes it: the API server dies with the test.

@@ -44,6 +44,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
 
 	"github.com/herald-lb/herald/api/v1beta1"
 	"github.com/herald-lb/herald/api/v1beta2"
@@ -115,10 +116,10 @@ func run(services, bulk, workers int, bulkSetup time.Duration, stateDir string, 
 	}{
 		{"pool v4", c.Create(ctx, &v1beta1.IPAddressPool{
 			ObjectMeta: metav1.ObjectMeta{Name: "bench-v4", Namespace: lab.HeraldNamespace},
-			Spec:       v1beta1.IPAddressPoolSpec{Addresses: []string{lab.BGPPrefixV4.String()}, AutoAssign: ptr(false)}})},
+			Spec:       v1beta1.IPAddressPoolSpec{Addresses: []string{lab.BGPPrefixV4.String()}, AutoAssign: ptr.To(false)}})},
 		{"pool v6", c.Create(ctx, &v1beta1.IPAddressPool{
 			ObjectMeta: metav1.ObjectMeta{Name: "bench-v6", Namespace: lab.HeraldNamespace},
-			Spec:       v1beta1.IPAddressPoolSpec{Addresses: []string{lab.BGPPrefixV6.String()}, AutoAssign: ptr(false)}})},
+			Spec:       v1beta1.IPAddressPoolSpec{Addresses: []string{lab.BGPPrefixV6.String()}, AutoAssign: ptr.To(false)}})},
 		{"advertisement", c.Create(ctx, &v1beta1.BGPAdvertisement{
 			ObjectMeta: metav1.ObjectMeta{Name: "bench", Namespace: lab.HeraldNamespace},
 			Spec:       v1beta1.BGPAdvertisementSpec{IPAddressPools: []string{"bench-v4", "bench-v6"}}})},
@@ -281,8 +282,6 @@ func run(services, bulk, workers int, bulkSetup time.Duration, stateDir string, 
 	return nil
 }
 
-func ptr[T any](v T) *T { return &v }
-
 // peer is an eBGP BGPPeer from every node to the router address addr.
 func peer(name string, addr netip.Addr) *v1beta2.BGPPeer {
 	return &v1beta2.BGPPeer{
@@ -299,9 +298,9 @@ func createService(ctx context.Context, cs kubernetes.Interface, name, pool stri
 			Annotations: map[string]string{poolAnno: pool, ipsAnno: addr.String()}},
 		Spec: corev1.ServiceSpec{
 			Type:                          corev1.ServiceTypeLoadBalancer,
-			AllocateLoadBalancerNodePorts: ptr(false),
+			AllocateLoadBalancerNodePorts: ptr.To(false),
 			IPFamilies:                    []corev1.IPFamily{fam},
-			IPFamilyPolicy:                ptr(corev1.IPFamilyPolicySingleStack),
+			IPFamilyPolicy:                ptr.To(corev1.IPFamilyPolicySingleStack),
 			Ports:                         []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromInt32(80), Protocol: corev1.ProtocolTCP}},
 		},
 	}
@@ -359,9 +358,9 @@ func createSlice(ctx context.Context, cs kubernetes.Interface, name string, at d
 		ObjectMeta: metav1.ObjectMeta{Name: lab.EndpointSliceName(name, at), Namespace: benchNS,
 			Labels: map[string]string{discoveryv1.LabelServiceName: name, discoveryv1.LabelManagedBy: lab.ManagedByValue}},
 		AddressType: at,
-		Ports:       []discoveryv1.EndpointPort{{Name: ptr("http"), Protocol: ptr(corev1.ProtocolTCP), Port: ptr[int32](80)}},
-		Endpoints: []discoveryv1.Endpoint{{Addresses: []string{addr.String()}, NodeName: ptr(node),
-			Conditions: discoveryv1.EndpointConditions{Ready: ptr(true), Serving: ptr(true), Terminating: ptr(false)}}},
+		Ports:       []discoveryv1.EndpointPort{{Name: ptr.To("http"), Protocol: ptr.To(corev1.ProtocolTCP), Port: ptr.To[int32](80)}},
+		Endpoints: []discoveryv1.Endpoint{{Addresses: []string{addr.String()}, NodeName: ptr.To(node),
+			Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true), Serving: ptr.To(true), Terminating: ptr.To(false)}}},
 	}
 	out, err := cs.DiscoveryV1().EndpointSlices(benchNS).Create(ctx, slice, metav1.CreateOptions{})
 	if err != nil {

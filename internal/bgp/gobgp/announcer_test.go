@@ -9,6 +9,7 @@ import (
 	api "github.com/osrg/gobgp/v3/api"
 
 	"github.com/herald-lb/herald/internal/bgp"
+	"github.com/herald-lb/herald/internal/poll"
 )
 
 // TestAnnouncer has an Announcer on loopback send 300 IPv6 /64s to a
@@ -39,7 +40,7 @@ func TestAnnouncer(t *testing.T) {
 	if err := s.SetPeers(context.Background(), []bgp.PeerConfig{pc}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, time.Minute, "the speaker receives 300 prefixes", func() bool { return received(s) == 300 })
+	poll.Until(t, time.Minute, "the speaker receives 300 prefixes", func() bool { return received(s) == 300 })
 	if st, _, err := a.SessionState(context.Background()); err != nil || st != "established" {
 		t.Errorf("announcer's session state %q (%v), want established", st, err)
 	}

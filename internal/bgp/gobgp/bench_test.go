@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/herald-lb/herald/internal/bgp"
+	"github.com/herald-lb/herald/internal/poll"
 )
 
 // received is the router's count of prefixes received from neighbor (cheap:
@@ -54,7 +55,7 @@ func BenchmarkAnnounce10k(b *testing.B) {
 		if err := s.SetPaths(ctx, paths); err != nil {
 			b.Fatal(err)
 		}
-		eventually(b, 5*time.Minute, "router has all prefixes", func() bool { return r.received(b, "::1") == n })
+		poll.Until(b, 5*time.Minute, "router has all prefixes", func() bool { return r.received(b, "::1") == n })
 		announce += time.Since(t0)
 		b.StopTimer()
 		runtime.GC()
@@ -66,7 +67,7 @@ func BenchmarkAnnounce10k(b *testing.B) {
 		if err := s.SetPaths(ctx, nil); err != nil {
 			b.Fatal(err)
 		}
-		eventually(b, 5*time.Minute, "router has no prefixes", func() bool { return r.received(b, "::1") == 0 })
+		poll.Until(b, 5*time.Minute, "router has no prefixes", func() bool { return r.received(b, "::1") == 0 })
 		withdraw += time.Since(t1)
 	}
 	b.ReportMetric(announce.Seconds()/float64(b.N), "announce-s/op")

@@ -18,6 +18,7 @@ import (
 	apb "google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/herald-lb/herald/internal/bgp"
+	"github.com/herald-lb/herald/internal/poll"
 )
 
 // fullTablePrefixes is how many IPv6 /64s (in 2001:db8::/32) the router of
@@ -186,7 +187,7 @@ func TestPrefixLimit(t *testing.T) {
 				}
 			}
 		}
-		eventually(t, 2*time.Minute, "all prefixes received", func() bool {
+		poll.Until(t, 2*time.Minute, "all prefixes received", func() bool {
 			var n uint64
 			_ = s.srv.ListPeer(context.Background(), &api.ListPeerRequest{}, func(p *api.Peer) {
 				for _, a := range p.GetAfiSafis() {

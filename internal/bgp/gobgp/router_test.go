@@ -16,6 +16,7 @@ import (
 	"github.com/osrg/gobgp/v3/pkg/server"
 
 	"github.com/herald-lb/herald/internal/bgp"
+	"github.com/herald-lb/herald/internal/poll"
 )
 
 // This file holds the test harness: a second in-process gobgp acting as the
@@ -227,17 +228,6 @@ func (r *router) peerInfo(t testing.TB, neighbor string) *api.Peer {
 	return out
 }
 
-func eventually(t testing.TB, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", timeout, what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
 func newSpeaker(t testing.TB, opts Options) *Speaker {
 	t.Helper()
 	if opts.Logger == nil {
@@ -262,7 +252,7 @@ func stateOf(s *Speaker, name string) bgp.PeerState {
 
 func waitEstablished(t testing.TB, s *Speaker, name string) {
 	t.Helper()
-	eventually(t, 20*time.Second, "session "+name+" Established", func() bool {
+	poll.Until(t, 20*time.Second, "session "+name+" Established", func() bool {
 		return stateOf(s, name).State == bgp.StateEstablished
 	})
 }

@@ -31,6 +31,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/herald-lb/herald/internal/bgp"
+	"github.com/herald-lb/herald/internal/logging"
 )
 
 // Options configures a Speaker.
@@ -99,7 +100,7 @@ func New(opts Options) (*Speaker, error) {
 	if opts.Logger == nil {
 		return nil, errors.New("gobgp.New: Logger is required")
 	}
-	adapter := newSlogAdapter(opts.Logger.With("source", "gobgp"))
+	adapter := newSlogAdapter(opts.Logger.With(logging.KeyLibrary, "gobgp"))
 	s := &Speaker{
 		log:     opts.Logger,
 		opts:    opts,

@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/herald-lb/herald/internal/bgp"
+	"github.com/herald-lb/herald/internal/poll"
 )
 
 func skipShort(t *testing.T) {
@@ -74,7 +75,7 @@ func TestIPv4AttributesEBGPAndIBGP(t *testing.T) {
 	waitEstablished(t, s, "ibgp")
 	waitEstablished(t, s, "ebgp")
 	for _, r := range []*router{ibgp, ebgp} {
-		eventually(t, 10*time.Second, "3 paths at router", func() bool { return len(r.paths(t, familyV4)) == 3 })
+		poll.Until(t, 10*time.Second, "3 paths at router", func() bool { return len(r.paths(t, familyV4)) == 3 })
 	}
 
 	gotI, gotE := ibgp.paths(t, familyV4), ebgp.paths(t, familyV4)
@@ -114,7 +115,7 @@ func TestIPv4AttributesEBGPAndIBGP(t *testing.T) {
 	}
 
 	// Metrics with MetalLB names and peer="IP:port".
-	eventually(t, 5*time.Second, "announced_prefixes_total 3", func() bool {
+	poll.Until(t, 5*time.Second, "announced_prefixes_total 3", func() bool {
 		return testutil.ToFloat64(gaugeFor(t, reg, "metallb_bgp_announced_prefixes_total", pe.MetricLabel())) == 3
 	})
 	if v := testutil.ToFloat64(gaugeFor(t, reg, "metallb_bgp_session_up", pe.MetricLabel())); v != 1 {
@@ -190,7 +191,7 @@ func TestIPv6Session(t *testing.T) {
 			t.Fatal("no Established event from OnPeerState")
 		}
 	}
-	eventually(t, 10*time.Second, "IPv6 paths at router", func() bool { return len(r.paths(t, familyV6)) == 2 })
+	poll.Until(t, 10*time.Second, "IPv6 paths at router", func() bool { return len(r.paths(t, familyV6)) == 2 })
 	got := r.paths(t, familyV6)[p]
 	if want := netip.MustParseAddr("::1"); got.NextHop != want {
 		t.Errorf("IPv6 next hop %v, want %v", got.NextHop, want)
@@ -243,23 +244,23 @@ func TestPerPeerRestrictionAndWithdraw(t *testing.T) {
 			return true
 		}
 	}
-	eventually(t, 10*time.Second, "a has all three", has(a, all, onlyA, other))
-	eventually(t, 10*time.Second, "b has the two unrestricted", has(b, all, other))
+	poll.Until(t, 10*time.Second, "a has all three", has(a, all, onlyA, other))
+	poll.Until(t, 10*time.Second, "b has the two unrestricted", has(b, all, other))
 
 	// Move the restricted path from a to b: a gets a withdrawal.
 	set(bgp.Path{Prefix: all}, bgp.Path{Prefix: onlyA, Peers: []string{"b"}}, bgp.Path{Prefix: other})
-	eventually(t, 10*time.Second, "a lost the moved path", has(a, all, other))
-	eventually(t, 10*time.Second, "b got the moved path", has(b, all, onlyA, other))
+	poll.Until(t, 10*time.Second, "a lost the moved path", has(a, all, other))
+	poll.Until(t, 10*time.Second, "b got the moved path", has(b, all, onlyA, other))
 
 	// Withdraw one prefix: only it disappears.
 	set(bgp.Path{Prefix: all}, bgp.Path{Prefix: onlyA, Peers: []string{"b"}})
-	eventually(t, 10*time.Second, "a: other withdrawn", has(a, all))
-	eventually(t, 10*time.Second, "b: other withdrawn", has(b, all, onlyA))
+	poll.Until(t, 10*time.Second, "a: other withdrawn", has(a, all))
+	poll.Until(t, 10*time.Second, "b: other withdrawn", has(b, all, onlyA))
 
 	// Restrict to a peer name that does not exist: sent nowhere.
 	set(bgp.Path{Prefix: all, Peers: []string{"nobody"}})
-	eventually(t, 10*time.Second, "a empty", has(a))
-	eventually(t, 10*time.Second, "b empty", has(b))
+	poll.Until(t, 10*time.Second, "a empty", has(a))
+	poll.Until(t, 10*time.Second, "b empty", has(b))
 }
 
 // TestChangedPeerLeavesOthersAlone: changing one peer's hold time recreates
@@ -285,7 +286,7 @@ func TestChangedPeerLeavesOthersAlone(t *testing.T) {
 	if err := s.SetPeers(ctx, []bgp.PeerConfig{pa, pb}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 20*time.Second, "a re-established with hold time 15", func() bool {
+	poll.Until(t, 20*time.Second, "a re-established with hold time 15", func() bool {
 		p := a.peerInfo(t, "127.0.0.1")
 		return p.GetState().GetSessionState() == api.PeerState_ESTABLISHED &&
 			p.GetTimers().GetState().GetNegotiatedHoldTime() == 9 && // min(15, router's 9)
@@ -361,13 +362,13 @@ func TestGracefulRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitEstablished(t, s, "gr")
-	eventually(t, 10*time.Second, "route at router", func() bool { _, ok := r.paths(t, familyV4)[pfx]; return ok })
+	poll.Until(t, 10*time.Second, "route at router", func() bool { _, ok := r.paths(t, familyV4)[pfx]; return ok })
 	if rt := r.peerInfo(t, "127.0.0.1").GetGracefulRestart().GetPeerRestartTime(); rt != uint32(gracefulRestartTime/time.Second) {
 		t.Errorf("router learned restart time %d s, want %v", rt, gracefulRestartTime)
 	}
 
 	proxy.cut()
-	eventually(t, 5*time.Second, "route marked stale", func() bool { return r.paths(t, familyV4)[pfx].Stale })
+	poll.Until(t, 5*time.Second, "route marked stale", func() bool { return r.paths(t, familyV4)[pfx].Stale })
 }
 
 // TestWithoutGracefulRestartRoutesGo is the control for TestGracefulRestart:
@@ -389,9 +390,9 @@ func TestWithoutGracefulRestartRoutesGo(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitEstablished(t, s, "nogr")
-	eventually(t, 10*time.Second, "route at router", func() bool { _, ok := r.paths(t, familyV4)[pfx]; return ok })
+	poll.Until(t, 10*time.Second, "route at router", func() bool { _, ok := r.paths(t, familyV4)[pfx]; return ok })
 	proxy.cut()
-	eventually(t, 5*time.Second, "route removed", func() bool { _, ok := r.paths(t, familyV4)[pfx]; return !ok })
+	poll.Until(t, 5*time.Second, "route removed", func() bool { _, ok := r.paths(t, familyV4)[pfx]; return !ok })
 }
 
 // TestPeerConfigReachesGobgp checks the translated neighbor: multihop TTL,
@@ -492,7 +493,7 @@ func TestRouterIDChangeRestarts(t *testing.T) {
 	if err := s.SetPeers(ctx, []bgp.PeerConfig{p}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 20*time.Second, "route from router ID .21", func() bool {
+	poll.Until(t, 20*time.Second, "route from router ID .21", func() bool {
 		_, ok := r.paths(t, familyV4)[pfx]
 		return ok && r.peerInfo(t, "127.0.0.1").GetState().GetRouterId() == "198.51.100.21"
 	})
@@ -500,7 +501,7 @@ func TestRouterIDChangeRestarts(t *testing.T) {
 	if err := s.SetPeers(ctx, []bgp.PeerConfig{p}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 20*time.Second, "route from router ID .22", func() bool {
+	poll.Until(t, 20*time.Second, "route from router ID .22", func() bool {
 		_, ok := r.paths(t, familyV4)[pfx]
 		return ok && r.peerInfo(t, "127.0.0.1").GetState().GetRouterId() == "198.51.100.22"
 	})
@@ -529,7 +530,7 @@ func TestDualStackSession(t *testing.T) {
 			t.Fatal(err)
 		}
 		waitEstablished(t, s, "ds")
-		eventually(t, 10*time.Second, "both families over "+addr, func() bool {
+		poll.Until(t, 10*time.Second, "both families over "+addr, func() bool {
 			_, ok4 := r.paths(t, familyV4)[v4]
 			_, ok6 := r.paths(t, familyV6)[v6]
 			return ok4 && ok6
@@ -639,15 +640,15 @@ func TestGracefulRestartRecovery(t *testing.T) {
 		return s, proxy
 	}
 	_, proxy := run("first", bgp.Path{Prefix: keep}, bgp.Path{Prefix: drop})
-	eventually(t, 10*time.Second, "both routes at router", func() bool { return len(r.paths(t, familyV4)) == 2 })
+	poll.Until(t, 10*time.Second, "both routes at router", func() bool { return len(r.paths(t, familyV4)) == 2 })
 	proxy.cut()
-	eventually(t, 5*time.Second, "routes stale", func() bool {
+	poll.Until(t, 5*time.Second, "routes stale", func() bool {
 		got := r.paths(t, familyV4)
 		return got[keep].Stale && got[drop].Stale
 	})
 	start := time.Now()
 	run("second", bgp.Path{Prefix: keep})
-	eventually(t, 20*time.Second, "kept route fresh, dropped route gone", func() bool {
+	poll.Until(t, 20*time.Second, "kept route fresh, dropped route gone", func() bool {
 		got := r.paths(t, familyV4)
 		k, ok := got[keep]
 		_, stillDrop := got[drop]

@@ -54,6 +54,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	"github.com/herald-lb/herald/internal/k8s/fieldmanager"
 )
 
 // Key is the data key holding the memberlist secret.
@@ -208,7 +210,7 @@ func ensure(ctx context.Context, o Options, st state, now time.Time) (outcome, e
 	if len(st.last) > 0 {
 		out.requeue = keepPrevious(o, &s, st.last, now)
 	}
-	if err := o.Client.Create(ctx, &s); apierrors.IsAlreadyExists(err) {
+	if err := o.Client.Create(ctx, &s, client.FieldOwner(fieldmanager.Controller)); apierrors.IsAlreadyExists(err) {
 		// Another replica was faster: look at what it wrote.
 		return outcome{requeue: time.Millisecond}, nil
 	} else if err != nil {
@@ -268,7 +270,7 @@ func updateExisting(ctx context.Context, o Options, st state, now time.Time, s *
 	if !changed {
 		return out, nil
 	}
-	if err := o.Client.Update(ctx, s); err != nil {
+	if err := o.Client.Update(ctx, s, client.FieldOwner(fieldmanager.Controller)); err != nil {
 		return outcome{}, fmt.Errorf("update memberlist Secret %s/%s: %w", s.Namespace, s.Name, err)
 	}
 	return out, nil

@@ -21,6 +21,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	"github.com/herald-lb/herald/internal/k8s/fieldmanager"
+	"github.com/herald-lb/herald/internal/poll"
 	"github.com/herald-lb/herald/internal/testenv"
 )
 
@@ -36,22 +38,6 @@ func TestNewKey(t *testing.T) {
 	raw, err := base64.RawStdEncoding.DecodeString(string(a))
 	if err != nil || len(raw) != 16 {
 		t.Errorf("decode %q: %d bytes, %v", a, len(raw), err)
-	}
-}
-
-// eventually polls f every 50 ms until it returns nil, for up to 30 s.
-func eventually(t *testing.T, what string, f func() error) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		err := f()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: %v", what, err)
-		}
-		time.Sleep(50 * time.Millisecond)
 	}
 }
 
@@ -134,14 +120,14 @@ func secretLifecycle(t *testing.T, env *testenv.Env) {
 		return &s, nil
 	}
 	var first *corev1.Secret
-	eventually(t, "Secret created without an owner", func() (err error) { first, err = current(); return err })
+	poll.Until(t, 30*time.Second, "Secret created without an owner", func() (err error) { first, err = current(); return err })
 
 	// Deleted: created again, with a new key, and an event says so.
 	if err := c.Delete(ctx, first); err != nil {
 		t.Fatal(err)
 	}
 	var second *corev1.Secret
-	eventually(t, "Secret re-created", func() error {
+	poll.Until(t, 30*time.Second, "Secret re-created", func() error {
 		s, err := current()
 		if err != nil {
 			return err
@@ -155,7 +141,12 @@ func secretLifecycle(t *testing.T, env *testenv.Env) {
 	if string(second.Data[Key]) == string(first.Data[Key]) {
 		t.Error("re-created Secret has the deleted Secret's key")
 	}
-	eventually(t, "re-creation event on the Secret", func() error {
+	for _, m := range second.ManagedFields {
+		if m.Manager != fieldmanager.Controller {
+			t.Errorf("Secret: %s by field manager %q, want %q", m.Operation, m.Manager, fieldmanager.Controller)
+		}
+	}
+	poll.Until(t, 30*time.Second, "re-creation event on the Secret", func() error {
 		var evs eventsv1.EventList
 		if err := c.List(ctx, &evs, client.InNamespace(ns)); err != nil {
 			return err
@@ -190,7 +181,7 @@ func secretLifecycle(t *testing.T, env *testenv.Env) {
 		}
 		return nil
 	}
-	eventually(t, "replaced key removed after PreviousKeyTTL", previousGone)
+	poll.Until(t, 30*time.Second, "replaced key removed after PreviousKeyTTL", previousGone)
 
 	// The key changed in place (an operator's rotation): the replaced key
 	// is kept the same way.
@@ -202,7 +193,7 @@ func secretLifecycle(t *testing.T, env *testenv.Env) {
 	if err := c.Update(ctx, rekeyed); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "replaced key kept after a change in place", func() error {
+	poll.Until(t, 30*time.Second, "replaced key kept after a change in place", func() error {
 		s, err := current()
 		if err != nil {
 			return err
@@ -215,7 +206,7 @@ func secretLifecycle(t *testing.T, env *testenv.Env) {
 		}
 		return nil
 	})
-	eventually(t, "replaced key removed after PreviousKeyTTL", previousGone)
+	poll.Until(t, 30*time.Second, "replaced key removed after PreviousKeyTTL", previousGone)
 	if second, err = current(); err != nil {
 		t.Fatal(err)
 	}
@@ -224,7 +215,7 @@ func secretLifecycle(t *testing.T, env *testenv.Env) {
 	if err := c.Delete(ctx, dep); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "Deployment deleted", func() error {
+	poll.Until(t, 30*time.Second, "Deployment deleted", func() error {
 		err := c.Get(ctx, client.ObjectKeyFromObject(dep), &appsv1.Deployment{})
 		if err == nil {
 			return errors.New("get Deployment: still there")

@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"slices"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/herald-lb/herald/api/v1beta1"
 	"github.com/herald-lb/herald/internal/announce"
+	"github.com/herald-lb/herald/internal/poll"
 	"github.com/herald-lb/herald/internal/testenv"
 )
 
@@ -94,7 +96,7 @@ func TestL2ConflictEvent(t *testing.T) {
 		}))
 	}
 	for name, ip := range ips {
-		eventually(t, name+" announced", func() error {
+		poll.Until(t, 30*time.Second, name+" announced", func() error {
 			if got := l2.announced(svcNS + "/" + name); !slices.Equal(got, []string{ip}) {
 				return fmt.Errorf("announced %v", got)
 			}
@@ -106,7 +108,7 @@ func TestL2ConflictEvent(t *testing.T) {
 	s.L2Conflict(netip.MustParseAddr("203.0.113.9"), mac, "eth0") // not announced: no Service to warn
 	s.L2Conflict(netip.MustParseAddr(ips["web"]), mac, "eth0")
 	want := "Service/web Warning l2Conflict: another host (MAC 02:00:5e:00:00:77) answered for 203.0.113.5 on interface eth0 of node n1"
-	eventually(t, "l2Conflict event on web", func() error {
+	poll.Until(t, 30*time.Second, "l2Conflict event on web", func() error {
 		if !rec.has(want) {
 			return fmt.Errorf("no %q in %q", want, events(rec))
 		}

@@ -5,12 +5,14 @@ import (
 	"fmt"
 	"slices"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/herald-lb/herald/internal/announce"
+	"github.com/herald-lb/herald/internal/poll"
 )
 
 // TestLivenessFromNodeConditions: without memberlist, liveness comes from
@@ -50,15 +52,15 @@ func TestLivenessFromNodeConditions(t *testing.T) {
 	updateNode(false, func(n *corev1.Node) {
 		n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: announce.OutOfServiceTaint, Value: "nodeshutdown", Effect: corev1.TaintEffectNoExecute})
 	})
-	eventually(t, "n1 takes over while n2 is out of service", n1Announces(true))
+	poll.Until(t, 30*time.Second, "n1 takes over while n2 is out of service", n1Announces(true))
 	updateNode(false, func(n *corev1.Node) { n.Spec.Taints = nil })
-	eventually(t, "n1 gives the IP back once n2's taint is gone", n1Announces(false))
+	poll.Until(t, 30*time.Second, "n1 gives the IP back once n2's taint is gone", n1Announces(false))
 	updateNode(true, func(n *corev1.Node) {
 		n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionUnknown}}
 	})
-	eventually(t, "n1 takes over while n2's Ready is Unknown", n1Announces(true))
+	poll.Until(t, 30*time.Second, "n1 takes over while n2's Ready is Unknown", n1Announces(true))
 	updateNode(true, func(n *corev1.Node) {
 		n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}
 	})
-	eventually(t, "n1 gives the IP back once n2 is Ready", n1Announces(false))
+	poll.Until(t, 30*time.Second, "n1 gives the IP back once n2 is Ready", n1Announces(false))
 }

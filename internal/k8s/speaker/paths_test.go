@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/herald-lb/herald/internal/bgp"
+	"github.com/herald-lb/herald/internal/poll"
 )
 
 // gatedSpeaker is a bgp.Fake whose SetPaths can be held (gate) or made to
@@ -51,17 +52,6 @@ func startApplier(t *testing.T, a *pathApplier) {
 	done := make(chan struct{})
 	go func() { defer close(done); _ = a.run(ctx) }()
 	t.Cleanup(func() { cancel(); <-done })
-}
-
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }
 
 func TestPathApplierSetSchedulesOnlyChanges(t *testing.T) {
@@ -111,7 +101,7 @@ func TestPathApplierCoalescesABurst(t *testing.T) {
 	g.gate <- struct{}{} // finish the start-up pass
 	<-g.entered          // one more pass ...
 	g.gate <- struct{}{}
-	waitFor(t, "all paths applied", func() bool { return len(g.Paths()) == n })
+	poll.Until(t, 10*time.Second, "all paths applied", func() bool { return len(g.Paths()) == n })
 	// ... and only one: everything set during the first pass is applied by
 	// the second. A third call would block on the gate; give it the chance.
 	select {
@@ -138,7 +128,7 @@ func TestPathApplierRetriesAndReportsOncePerFailure(t *testing.T) {
 	a.set("ns/b", []bgp.Path{hostPath("198.51.100.11")})
 	a.set("ns/a", []bgp.Path{hostPath("198.51.100.10")})
 	startApplier(t, a)
-	waitFor(t, "three failed attempts", func() bool { return g.calls.Load() >= 3 })
+	poll.Until(t, 10*time.Second, "three failed attempts", func() bool { return g.calls.Load() >= 3 })
 	mu.Lock()
 	if len(reports) != 1 || !slices.Equal(reports[0], []string{"ns/a", "ns/b"}) {
 		t.Errorf("reports while failing = %v, want one naming ns/a and ns/b", reports)
@@ -146,18 +136,18 @@ func TestPathApplierRetriesAndReportsOncePerFailure(t *testing.T) {
 	mu.Unlock()
 
 	g.failing.Store(false)
-	waitFor(t, "paths applied after recovery", func() bool { return len(g.Paths()) == 2 })
+	poll.Until(t, 10*time.Second, "paths applied after recovery", func() bool { return len(g.Paths()) == 2 })
 
 	g.failing.Store(true)
 	a.set("ns/b", nil)
-	waitFor(t, "a second report", func() bool { mu.Lock(); defer mu.Unlock(); return len(reports) == 2 })
+	poll.Until(t, 10*time.Second, "a second report", func() bool { mu.Lock(); defer mu.Unlock(); return len(reports) == 2 })
 	mu.Lock()
 	if !slices.Equal(reports[1], []string{"ns/b"}) {
 		t.Errorf("second report = %v, want only the Service changed since the last success", reports[1])
 	}
 	mu.Unlock()
 	g.failing.Store(false)
-	waitFor(t, "withdrawal applied", func() bool {
+	poll.Until(t, 10*time.Second, "withdrawal applied", func() bool {
 		ps := g.Paths()
 		return len(ps) == 1 && ps[0].Prefix == hostPath("198.51.100.10").Prefix
 	})

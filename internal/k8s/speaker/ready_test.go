@@ -9,11 +9,13 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/herald-lb/herald/api/v1beta1"
+	"github.com/herald-lb/herald/internal/poll"
 )
 
 // freeLoopbackAddr returns a 127.0.0.1 address with a port that was free
@@ -61,7 +63,7 @@ func TestNotReadyWithoutSnapshot(t *testing.T) {
 	m := live.member("n1")
 	s := startSpeakerProbed(t, f.env, f.ns, "n1", m, 7946, addr)
 	s.members = m
-	eventually(t, "configuration reported invalid", func() error {
+	poll.Until(t, 30*time.Second, "configuration reported invalid", func() error {
 		var cs v1beta1.ConfigurationState
 		if err := f.c.Get(ctx, client.ObjectKey{Namespace: f.ns, Name: "speaker-n1"}, &cs); err != nil {
 			return err
@@ -72,7 +74,7 @@ func TestNotReadyWithoutSnapshot(t *testing.T) {
 		return nil
 	})
 	// The probe server is up (healthz answers) yet the speaker is not ready.
-	eventually(t, "health probe server up", func() error {
+	poll.Until(t, 30*time.Second, "health probe server up", func() error {
 		resp, err := http.Get("http://" + addr + "/healthz")
 		if err != nil {
 			return err
@@ -96,7 +98,7 @@ func TestNotReadyWithoutSnapshot(t *testing.T) {
 	}
 
 	must(t, f.c.Delete(ctx, bad))
-	eventually(t, "ready once the configuration loads", func() error { return readyz(addr) })
+	poll.Until(t, 30*time.Second, "ready once the configuration loads", func() error { return readyz(addr) })
 	if !s.members.isActivated() {
 		t.Error("ready but memberlist not activated")
 	}
@@ -106,7 +108,7 @@ func TestNotReadyWithoutSnapshot(t *testing.T) {
 	bad2 := bad.DeepCopy()
 	bad2.ResourceVersion = ""
 	must(t, f.c.Create(ctx, bad2))
-	eventually(t, "second rejection logged", func() error {
+	poll.Until(t, 30*time.Second, "second rejection logged", func() error {
 		if s.logs.count("configuration rejected, the last valid one stays in force") == 0 {
 			return errors.New("not yet")
 		}

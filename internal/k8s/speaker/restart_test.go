@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -13,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/herald-lb/herald/api/v1beta1"
+	"github.com/herald-lb/herald/internal/poll"
 	"github.com/herald-lb/herald/internal/testenv"
 )
 
@@ -90,7 +92,7 @@ func TestStartAdoptsAndCleansStatusObjects(t *testing.T) {
 		slices.Sort(out)
 		return out, nil
 	}
-	eventually(t, "left-over status objects adopted or deleted", func() error {
+	poll.Until(t, 30*time.Second, "left-over status objects adopted or deleted", func() error {
 		got, err := names()
 		if err != nil {
 			return err
@@ -106,7 +108,7 @@ func TestStartAdoptsAndCleansStatusObjects(t *testing.T) {
 
 	// A Service created after start gets its object.
 	service("api", "198.51.100.11")
-	eventually(t, "status object of a new Service", func() error {
+	poll.Until(t, 30*time.Second, "status object of a new Service", func() error {
 		got, err := names()
 		if err != nil {
 			return err

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/herald-lb/herald/api/v1beta1"
 	"github.com/herald-lb/herald/internal/annotations"
+	"github.com/herald-lb/herald/internal/poll"
 	"github.com/herald-lb/herald/internal/testenv"
 )
 
@@ -67,7 +69,7 @@ func TestSharedIPFollowsOtherServiceEndpoints(t *testing.T) {
 
 	expect := func(owner string) {
 		t.Helper()
-		eventually(t, "shared IP owner "+owner, func() error {
+		poll.Until(t, 30*time.Second, "shared IP owner "+owner, func() error {
 			for name, s := range speakers {
 				for _, svc := range []string{"a", "b"} {
 					got := s.l2.announced(svcNS + "/" + svc)

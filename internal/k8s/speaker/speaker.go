@@ -30,6 +30,7 @@ import (
 	"github.com/herald-lb/herald/internal/bgp"
 	"github.com/herald-lb/herald/internal/config"
 	"github.com/herald-lb/herald/internal/k8s/configload"
+	"github.com/herald-lb/herald/internal/k8s/fieldmanager"
 )
 
 // Keys with an empty namespace are not Services (every Service has one).
@@ -131,9 +132,10 @@ func Setup(mgr manager.Manager, opts Options) (*Controller, error) {
 		opts.SessionWarnAfter = DefaultSessionWarnAfter
 	}
 	s := &Controller{
-		opts:       opts,
-		log:        opts.Logger,
-		client:     mgr.GetClient(),
+		opts: opts,
+		log:  opts.Logger,
+		// Every write names the speaker in managedFields.
+		client:     client.WithFieldOwner(mgr.GetClient(), fieldmanager.Speaker),
 		apiReader:  mgr.GetAPIReader(),
 		tracker:    configload.NewTracker(config.Options{Namespace: opts.Namespace, NodeName: opts.NodeName, DropTransient: true}, true),
 		triggers:   make(chan event.TypedGenericEvent[string], 16),

@@ -29,6 +29,8 @@ import (
 	"github.com/herald-lb/herald/api/v1beta2"
 	"github.com/herald-lb/herald/internal/announce"
 	"github.com/herald-lb/herald/internal/bgp"
+	"github.com/herald-lb/herald/internal/k8s/fieldmanager"
+	"github.com/herald-lb/herald/internal/poll"
 	"github.com/herald-lb/herald/internal/testenv"
 )
 
@@ -109,21 +111,6 @@ func startSpeakerProbed(t *testing.T, env *testenv.Env, ns, node string, members
 	return s
 }
 
-func eventually(t *testing.T, what string, f func() error) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		err := f()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: %v", what, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
 func gauge(reg *prometheus.Registry, name string, lbls map[string]string) (float64, bool) {
 	fams, _ := reg.Gather()
 	for _, f := range fams {
@@ -163,7 +150,7 @@ type world struct {
 func (w *world) expectL2(owners ...string) {
 	w.t.Helper()
 	key := w.svcN + "/web"
-	eventually(w.t, fmt.Sprintf("layer 2 owners %v", owners), func() error {
+	poll.Until(w.t, 30*time.Second, fmt.Sprintf("layer 2 owners %v", owners), func() error {
 		for name, s := range w.speakers {
 			got := s.l2.announced(key)
 			want := []string(nil)
@@ -205,7 +192,7 @@ func (w *world) expectL2(owners ...string) {
 // Service's /32 to p1 and have a ServiceBGPStatus listing p1.
 func (w *world) expectBGP(announcers ...string) {
 	w.t.Helper()
-	eventually(w.t, fmt.Sprintf("BGP announcers %v", announcers), func() error {
+	poll.Until(w.t, 30*time.Second, fmt.Sprintf("BGP announcers %v", announcers), func() error {
 		for name, s := range w.speakers {
 			var got []string
 			for _, p := range s.bgp.Paths() {
@@ -334,7 +321,7 @@ func TestSpeakerThroughAPIServer(t *testing.T) {
 		w.t = t
 		w.expectL2(win)
 		w.expectBGP("n1", "n2")
-		eventually(t, "events and metric", func() error {
+		poll.Until(t, 30*time.Second, "events and metric", func() error {
 			if !w.speakers[win].rec.has(`Service/web Normal nodeAssigned: announcing from node "` + win + `" with protocol "layer2": 198.51.100.10`) {
 				return errors.New("no layer2 nodeAssigned event from the winner")
 			}
@@ -359,7 +346,7 @@ func TestSpeakerThroughAPIServer(t *testing.T) {
 			return nil
 		})
 		// Peers: translated with the node's InternalIP as router ID.
-		eventually(t, "BGP peers", func() error {
+		poll.Until(t, 30*time.Second, "BGP peers", func() error {
 			for i, name := range []string{"n1", "n2"} {
 				peers := w.speakers[name].bgp.Peers()
 				if len(peers) != 1 || peers[0].Name != "p1" || peers[0].RouterID != netip.MustParseAddr(fmt.Sprintf("198.51.100.%d", 11+i)) {
@@ -369,7 +356,7 @@ func TestSpeakerThroughAPIServer(t *testing.T) {
 			return nil
 		})
 		// Memberlist discovery from the speaker Pods.
-		eventually(t, "memberlist peers", func() error {
+		poll.Until(t, 30*time.Second, "memberlist peers", func() error {
 			want := []netip.AddrPort{netip.MustParseAddrPort("198.51.100.11:7946"), netip.MustParseAddrPort("198.51.100.12:7946")}
 			for _, s := range w.speakers {
 				if got := s.members.getPeers(); !slices.Equal(got, want) {
@@ -378,7 +365,7 @@ func TestSpeakerThroughAPIServer(t *testing.T) {
 			}
 			return nil
 		})
-		eventually(t, "ConfigurationState", func() error {
+		poll.Until(t, 30*time.Second, "ConfigurationState", func() error {
 			var cs v1beta1.ConfigurationState
 			if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "speaker-" + win}, &cs); err != nil {
 				return err
@@ -390,12 +377,43 @@ func TestSpeakerThroughAPIServer(t *testing.T) {
 		})
 	})
 
+	t.Run("field manager", func(t *testing.T) {
+		// Every object the speakers wrote names them in managedFields (the
+		// test's own writes are not among these kinds).
+		var l2 v1beta1.ServiceL2StatusList
+		var bgp v1beta1.ServiceBGPStatusList
+		var cs v1beta1.ConfigurationStateList
+		for _, l := range []client.ObjectList{&l2, &bgp, &cs} {
+			must(t, c.List(ctx, l, client.InNamespace(ns)))
+		}
+		var objs []client.Object
+		for i := range l2.Items {
+			objs = append(objs, &l2.Items[i])
+		}
+		for i := range bgp.Items {
+			objs = append(objs, &bgp.Items[i])
+		}
+		for i := range cs.Items {
+			objs = append(objs, &cs.Items[i])
+		}
+		if len(objs) < 5 { // one L2 status, two BGP statuses, two ConfigurationStates
+			t.Fatalf("%d speaker objects, want at least 5", len(objs))
+		}
+		for _, o := range objs {
+			for _, m := range o.GetManagedFields() {
+				if m.Manager != fieldmanager.Speaker {
+					t.Errorf("%T %s: %s by field manager %q, want %q", o, o.GetName(), m.Operation, m.Manager, fieldmanager.Speaker)
+				}
+			}
+		}
+	})
+
 	t.Run("BGP peer events", func(t *testing.T) {
 		s := w.speakers["n1"]
 		s.states <- bgp.PeerState{Name: "p1", Peer: "203.0.113.1:179", State: bgp.StateActive}
 		s.states <- bgp.PeerState{Name: "p1", Peer: "203.0.113.1:179", State: bgp.StateEstablished}
 		s.states <- bgp.PeerState{Name: "p1", Peer: "203.0.113.1:179", State: bgp.StateIdle}
-		eventually(t, "session events", func() error {
+		poll.Until(t, 30*time.Second, "session events", func() error {
 			if !s.rec.has("BGPPeer/p1 Normal sessionEstablished: session to 203.0.113.1:179 established on node n1") ||
 				!s.rec.has("BGPPeer/p1 Warning sessionDown: session to 203.0.113.1:179 down on node n1 (state Idle)") {
 				return errors.New("missing session events")
@@ -404,7 +422,7 @@ func TestSpeakerThroughAPIServer(t *testing.T) {
 		})
 		// Staying down is reported once, after SessionWarnAfter.
 		notUp := "BGPPeer/p1 Warning sessionNotEstablished: session to 203.0.113.1:179 not established on node n1 for 300ms (state Idle)"
-		eventually(t, "sessionNotEstablished event", func() error {
+		poll.Until(t, 30*time.Second, "sessionNotEstablished event", func() error {
 			if !s.rec.has(notUp) {
 				return errors.New("no sessionNotEstablished event")
 			}
@@ -417,7 +435,7 @@ func TestSpeakerThroughAPIServer(t *testing.T) {
 		s.states <- bgp.PeerState{Name: "p1", Peer: "203.0.113.1:179", State: bgp.StateEstablished}
 		// The BGP speaker closed the session at the received-prefix limit.
 		s.states <- bgp.PeerState{Name: "p1", Peer: "203.0.113.1:179", State: bgp.StateIdle, PrefixLimitFamily: "ipv6-unicast", PrefixLimit: 10000}
-		eventually(t, "prefixLimitExceeded event", func() error {
+		poll.Until(t, 30*time.Second, "prefixLimitExceeded event", func() error {
 			if !s.rec.has("BGPPeer/p1 Warning prefixLimitExceeded: session to 203.0.113.1:179 on node n1 closed: the peer sent more than 10000 ipv6-unicast prefixes") {
 				return errors.New("no prefixLimitExceeded event")
 			}
@@ -429,7 +447,7 @@ func TestSpeakerThroughAPIServer(t *testing.T) {
 		must(t, c.Create(ctx, &v1beta2.BGPPeer{ObjectMeta: metav1.ObjectMeta{Name: "nosecret", Namespace: ns},
 			Spec: v1beta2.BGPPeerSpec{MyASN: 64512, PeerASN: 64513, PeerAddress: "203.0.113.2",
 				PasswordSecret: &corev1.SecretReference{Name: "missing"}}}))
-		eventually(t, "peerNotApplied event", func() error {
+		poll.Until(t, 30*time.Second, "peerNotApplied event", func() error {
 			if !s.rec.has("BGPPeer/nosecret Warning peerNotApplied") {
 				return errors.New("no peerNotApplied event")
 			}
@@ -462,7 +480,7 @@ func TestSpeakerThroughAPIServer(t *testing.T) {
 		// A Secret nobody references: the configuration is read again, but
 		// the snapshot is the same.
 		must(t, c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "unrelated", Namespace: ns}}))
-		eventually(t, "config reloaded", func() error {
+		poll.Until(t, 30*time.Second, "config reloaded", func() error {
 			if updates() <= before {
 				return errors.New("no configuration reload yet")
 			}
@@ -473,7 +491,7 @@ func TestSpeakerThroughAPIServer(t *testing.T) {
 		}
 		// A semantic change (the pool grows) re-decides.
 		w.update(pool, func() { pool.Spec.Addresses = []string{"198.51.100.0/28", "203.0.113.0/28"} })
-		eventually(t, "re-decided after a pool change", func() error {
+		poll.Until(t, 30*time.Second, "re-decided after a pool change", func() error {
 			if s.logs.count("re-decided every Service") == redecided {
 				return errors.New("not re-decided")
 			}

@@ -20,6 +20,7 @@ import (
 	"github.com/herald-lb/herald/api/v1beta2"
 	"github.com/herald-lb/herald/internal/announce"
 	"github.com/herald-lb/herald/internal/members"
+	"github.com/herald-lb/herald/internal/poll"
 	"github.com/herald-lb/herald/internal/testenv"
 )
 
@@ -118,7 +119,7 @@ func TestLayer2WaitsForMemberlistJoin(t *testing.T) {
 	// Both Services are decided (BGP announced, not gated)...
 	want := []string{netip.PrefixFrom(mine, 32).String(), netip.PrefixFrom(theirs, 32).String()}
 	slices.Sort(want)
-	eventually(t, "BGP announced before the join", func() error {
+	poll.Until(t, 30*time.Second, "BGP announced before the join", func() error {
 		if got := bgpPrefixes(s); !slices.Equal(got, want) {
 			return fmt.Errorf("BGP prefixes %v, want %v", got, want)
 		}
@@ -135,7 +136,7 @@ func TestLayer2WaitsForMemberlistJoin(t *testing.T) {
 	// The join brings n2 into Live, then the gate opens.
 	live.set("n2", true)
 	live.setJoined("n1", true)
-	eventually(t, "n1 announces its own share after the join", func() error {
+	poll.Until(t, 30*time.Second, "n1 announces its own share after the join", func() error {
 		if got := s.l2.announced(keyMine); !slices.Equal(got, []string{mine.String()}) {
 			return fmt.Errorf("%s announced %v", keyMine, got)
 		}
@@ -171,11 +172,11 @@ func TestHealReannounces(t *testing.T) {
 			return nil
 		}
 	}
-	eventually(t, "n1 owns the address", owner(n1, n2))
+	poll.Until(t, 30*time.Second, "n1 owns the address", owner(n1, n2))
 
 	// n1 is declared failed (n2's side of a partition): n2 takes over.
 	live.set("n1", false)
-	eventually(t, "n2 takes over", owner(n2, n1))
+	poll.Until(t, 30*time.Second, "n2 takes over", owner(n2, n1))
 	if r1, r2 := n1.l2.reannounces(), n2.l2.reannounces(); len(r1)+len(r2) != 0 {
 		t.Fatalf("re-announced on a failover: n1 %v, n2 %v", r1, r2)
 	}
@@ -184,8 +185,8 @@ func TestHealReannounces(t *testing.T) {
 	// re-announce, after re-deciding: n1's burst covers the address, n2's
 	// does not.
 	live.rejoin("n1")
-	eventually(t, "n1 owns the address again", owner(n1, n2))
-	eventually(t, "re-announce after the heal", func() error {
+	poll.Until(t, 30*time.Second, "n1 owns the address again", owner(n1, n2))
+	poll.Until(t, 30*time.Second, "re-announce after the heal", func() error {
 		r1, r2 := n1.l2.reannounces(), n2.l2.reannounces()
 		if len(r1) == 0 || len(r2) == 0 {
 			return fmt.Errorf("Reannounce calls: n1 %d, n2 %d; want one each", len(r1), len(r2))
@@ -215,7 +216,7 @@ func TestNoSnapshotNoMembership(t *testing.T) {
 	must(t, f.c.Create(ctx, bad))
 	live := &liveness{live: map[string]bool{"n1": true}}
 	s := startSpeaker(t, f.env, f.ns, "n1", live)
-	eventually(t, "configuration reported invalid", func() error {
+	poll.Until(t, 30*time.Second, "configuration reported invalid", func() error {
 		var cs v1beta1.ConfigurationState
 		if err := f.c.Get(ctx, client.ObjectKey{Namespace: f.ns, Name: "speaker-n1"}, &cs); err != nil {
 			return err
@@ -229,7 +230,7 @@ func TestNoSnapshotNoMembership(t *testing.T) {
 		t.Fatal("memberlist activated without a configuration snapshot")
 	}
 	must(t, f.c.Delete(ctx, bad))
-	eventually(t, "memberlist activated once the configuration loads", func() error {
+	poll.Until(t, 30*time.Second, "memberlist activated once the configuration loads", func() error {
 		if !s.members.isActivated() {
 			return errors.New("not activated")
 		}
@@ -277,15 +278,15 @@ func TestMissingPeerSecretDropsOnlyThatPeer(t *testing.T) {
 		}
 	}
 	missing := fmt.Sprintf(`BGPPeer %s/p2: spec.passwordSecret "%s/pw-p2": Secret not found (waiting for it)`, f.ns, f.ns)
-	eventually(t, "layer 2 announced without the Secret", func() error {
+	poll.Until(t, 30*time.Second, "layer 2 announced without the Secret", func() error {
 		if got := s.l2.announced(key); !slices.Equal(got, []string{ip.String()}) {
 			return fmt.Errorf("layer 2 %v", got)
 		}
 		return nil
 	})
-	eventually(t, "only p1 applied", peers("p1"))
-	eventually(t, "missing Secret reported", state(v1beta1.ConfigurationResultInvalid, missing))
-	eventually(t, "peerNotApplied on p2", func() error {
+	poll.Until(t, 30*time.Second, "only p1 applied", peers("p1"))
+	poll.Until(t, 30*time.Second, "missing Secret reported", state(v1beta1.ConfigurationResultInvalid, missing))
+	poll.Until(t, 30*time.Second, "peerNotApplied on p2", func() error {
 		if !s.rec.has("BGPPeer/p2 Warning peerNotApplied: not applied on node n1: " + missing) {
 			return errors.New("no peerNotApplied event for the missing Secret")
 		}
@@ -295,11 +296,11 @@ func TestMissingPeerSecretDropsOnlyThatPeer(t *testing.T) {
 	pw := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "pw-p2", Namespace: f.ns}, Type: corev1.SecretTypeBasicAuth,
 		Data: map[string][]byte{"password": []byte("s3cret")}}
 	must(t, f.c.Create(ctx, pw))
-	eventually(t, "p2 applied once the Secret exists", peers("p1", "p2"))
-	eventually(t, "configuration valid", state(v1beta1.ConfigurationResultValid, ""))
+	poll.Until(t, 30*time.Second, "p2 applied once the Secret exists", peers("p1", "p2"))
+	poll.Until(t, 30*time.Second, "configuration valid", state(v1beta1.ConfigurationResultValid, ""))
 
 	must(t, f.c.Delete(ctx, pw))
-	eventually(t, "deleted Secret reported", state(v1beta1.ConfigurationResultInvalid, "Secret not found"))
+	poll.Until(t, 30*time.Second, "deleted Secret reported", state(v1beta1.ConfigurationResultInvalid, "Secret not found"))
 	if err := peers("p1", "p2")(); err != nil {
 		t.Fatalf("after the Secret was deleted: %v (the peer in force must stay)", err)
 	}
@@ -401,7 +402,7 @@ func TestNoSnapshotNotElected(t *testing.T) {
 	}
 	both := []string{mine.String(), theirs.String()}
 	slices.Sort(both)
-	eventually(t, "n1 answers for everything while n2 has no configuration", owners(both, nil))
+	poll.Until(t, 30*time.Second, "n1 answers for everything while n2 has no configuration", owners(both, nil))
 	if lists["n2"].Joined() || lists["n1"].Live()["n2"] {
 		t.Fatalf("n2 without configuration: Joined %v, in n1's Live %v", lists["n2"].Joined(), lists["n1"].Live())
 	}
@@ -412,5 +413,5 @@ func TestNoSnapshotNotElected(t *testing.T) {
 	}
 
 	must(t, f.c.Delete(ctx, bad))
-	eventually(t, "n2 joins and takes its share once its configuration loads", owners([]string{mine.String()}, []string{theirs.String()}))
+	poll.Until(t, 30*time.Second, "n2 joins and takes its share once its configuration loads", owners([]string{mine.String()}, []string{theirs.String()}))
 }

@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"sort"
 
-	apierrors "k8s.io/apimachinery/pkg/api/equality"
-	kerrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -76,7 +76,7 @@ func planL2Status(desired *v1beta1.ServiceL2StatusStatus, existing []v1beta1.Ser
 		func(i int) bool {
 			return compatibleCommon(existing[i].Status.ServiceStatusCommon, desired.ServiceStatusCommon)
 		},
-		func(i int) bool { return apierrors.Semantic.DeepEqual(existing[i].Status, *desired) })
+		func(i int) bool { return equality.Semantic.DeepEqual(existing[i].Status, *desired) })
 }
 
 // planBGPStatus plans the ServiceBGPStatus objects of one Service.
@@ -85,7 +85,7 @@ func planBGPStatus(desired *v1beta1.ServiceBGPStatusStatus, existing []v1beta1.S
 		func(i int) bool {
 			return compatibleCommon(existing[i].Status.ServiceStatusCommon, desired.ServiceStatusCommon)
 		},
-		func(i int) bool { return apierrors.Semantic.DeepEqual(existing[i].Status, *desired) })
+		func(i int) bool { return equality.Semantic.DeepEqual(existing[i].Status, *desired) })
 }
 
 func (s *Controller) statusLabels(svc types.NamespacedName) map[string]string {
@@ -159,7 +159,7 @@ func applyStatus[T any, PT interface {
 	}
 	rec.known = false // until everything below succeeded
 	for _, i := range plan.Delete {
-		if err := s.client.Delete(ctx, PT(&rec.objs[i])); err != nil && !kerrors.IsNotFound(err) {
+		if err := s.client.Delete(ctx, PT(&rec.objs[i])); err != nil && !apierrors.IsNotFound(err) {
 			return fmt.Errorf("delete %s %s: %w", k.name, PT(&rec.objs[i]).GetName(), err)
 		}
 	}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/herald-lb/herald/api/v1beta1"
 	"github.com/herald-lb/herald/internal/k8s/webhook"
+	"github.com/herald-lb/herald/internal/poll"
 	"github.com/herald-lb/herald/internal/testenv"
 )
 
@@ -351,17 +352,13 @@ spec:
 		// The API server learns of the deleted configuration through its own
 		// informer, so the webhook may still be called for a moment: retry
 		// until the create gets through.
-		deadline := time.Now().Add(30 * time.Second)
-		for {
+		poll.Until(t, 30*time.Second, "storing the stale pool without the webhook", func() error {
 			err := c.Create(ctx, stale)
-			if err == nil {
-				break
-			}
-			if time.Now().After(deadline) || !strings.Contains(err.Error(), "admission webhook") {
+			if err != nil && !strings.Contains(err.Error(), "admission webhook") {
 				t.Fatalf("storing the stale pool without the webhook: %v", err)
 			}
-			time.Sleep(200 * time.Millisecond)
-		}
+			return err
+		})
 		vwc.ResourceVersion, vwc.UID = "", ""
 		if err := c.Create(ctx, &vwc); err != nil {
 			t.Fatal(err)
@@ -404,7 +401,7 @@ func waitServing(t *testing.T, c client.Client) {
 		ObjectMeta: metav1.ObjectMeta{Name: "probe", Namespace: heraldNS},
 		Spec:       v1beta1.IPAddressPoolSpec{Addresses: []string{"not-an-address"}},
 	}
-	eventually(t, 90*time.Second, "webhook serving", func() error {
+	poll.Until(t, 90*time.Second, "webhook serving", func() error {
 		err := c.Create(context.Background(), p.DeepCopy(), client.DryRunAll)
 		if err == nil {
 			return errors.New("invalid pool accepted")

@@ -24,6 +24,7 @@ import (
 	"github.com/herald-lb/herald/api/v1beta1"
 	"github.com/herald-lb/herald/api/v1beta2"
 	"github.com/herald-lb/herald/internal/k8s/webhook"
+	"github.com/herald-lb/herald/internal/poll"
 	"github.com/herald-lb/herald/internal/testenv"
 )
 
@@ -63,23 +64,6 @@ func createNamespace(t *testing.T, c client.Client, name string) {
 	err := c.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}})
 	if err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatalf("create namespace %s: %v", name, err)
-	}
-}
-
-// eventually polls f every 200 ms until it returns nil or timeout passes,
-// then fails the test with f's last error.
-func eventually(t *testing.T, timeout time.Duration, what string, f func() error) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := f()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %s: %v", what, timeout, err)
-		}
-		time.Sleep(200 * time.Millisecond)
 	}
 }
 
@@ -205,7 +189,7 @@ func deleteAll(t *testing.T, c client.Client) {
 			t.Fatalf("delete Service demo/%s: %v", svcs.Items[i].Name, err)
 		}
 	}
-	eventually(t, 30*time.Second, "configuration objects deleted", func() error {
+	poll.Until(t, 30*time.Second, "configuration objects deleted", func() error {
 		if s := stored(t, c); len(s) > 0 {
 			return errors.New("still stored: " + strings.Join(keys(s), ", "))
 		}

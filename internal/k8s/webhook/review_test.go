@@ -14,7 +14,7 @@ import (
 	"github.com/herald-lb/herald/api/v1beta1"
 	"github.com/herald-lb/herald/api/v1beta2"
 	"github.com/herald-lb/herald/internal/config"
-	"github.com/herald-lb/herald/internal/testenv"
+	"github.com/herald-lb/herald/internal/k8s/scheme"
 )
 
 const ns = "herald-system"
@@ -31,7 +31,7 @@ func testPool(name string, addrs ...string) *v1beta1.IPAddressPool {
 // served by controller-runtime's in-memory client; the validation is the
 // real config.Build.
 func TestReviewDecisions(t *testing.T) {
-	scheme, err := testenv.NewScheme()
+	sch, err := scheme.New()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,7 +123,7 @@ func TestReviewDecisions(t *testing.T) {
 	}}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(tc.stored...).Build()
+			c := fake.NewClientBuilder().WithScheme(sch).WithObjects(tc.stored...).Build()
 			warnings, err := tc.change(NewReviewer(c, ns, nil))
 			switch {
 			case tc.wantErr == "" && err != nil:

@@ -16,6 +16,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -29,7 +30,9 @@ import (
 
 	"github.com/herald-lb/herald/api/v1beta1"
 	"github.com/herald-lb/herald/api/v1beta2"
+	"github.com/herald-lb/herald/internal/k8s/fieldmanager"
 	"github.com/herald-lb/herald/internal/k8s/webhook"
+	"github.com/herald-lb/herald/internal/poll"
 	"github.com/herald-lb/herald/internal/testenv"
 )
 
@@ -108,7 +111,7 @@ func TestCertRotation(t *testing.T) {
 	// The rotator writes the CA and the serving certificate into the Secret
 	// (which Setup created).
 	secret := &corev1.Secret{}
-	eventually(t, 60*time.Second, "certificate Secret filled", func() error {
+	poll.Until(t, 60*time.Second, "certificate Secret filled", func() error {
 		if err := c.Get(ctx, client.ObjectKey{Namespace: heraldNS, Name: webhook.DefaultSecretName}, secret); err != nil {
 			return err
 		}
@@ -120,9 +123,15 @@ func TestCertRotation(t *testing.T) {
 		return nil
 	})
 
+	// Setup created the Secret as the controller. (The rotator writes with
+	// the manager's client: the controller's user agent names it.)
+	if !slices.ContainsFunc(secret.ManagedFields, func(m metav1.ManagedFieldsEntry) bool { return m.Manager == fieldmanager.Controller }) {
+		t.Errorf("certificate Secret: no field manager %q in %+v", fieldmanager.Controller, secret.ManagedFields)
+	}
+
 	// The caBundle injected into the webhook configuration is the Secret's CA.
 	var caBundle []byte
-	eventually(t, 60*time.Second, "caBundle injected", func() error {
+	poll.Until(t, 60*time.Second, "caBundle injected", func() error {
 		got := &admissionv1.ValidatingWebhookConfiguration{}
 		if err := c.Get(ctx, client.ObjectKey{Name: configName}, got); err != nil {
 			return err
@@ -164,7 +173,7 @@ func TestCertRotation(t *testing.T) {
 	if b, err := os.ReadFile(filepath.Join(certDir, "tls.crt")); err != nil || !bytes.Equal(b, secret.Data["tls.crt"]) {
 		t.Fatalf("CertDir tls.crt is not the Secret's (err %v)", err)
 	}
-	eventually(t, 90*time.Second, "server serves the rotated certificate", func() error {
+	poll.Until(t, 90*time.Second, "server serves the rotated certificate", func() error {
 		conn, err := tls.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port), &tls.Config{
 			RootCAs: roots, ServerName: svcName, NextProtos: []string{"h2", "http/1.1"},
 		})
@@ -191,7 +200,7 @@ func TestCertRotation(t *testing.T) {
 		t.Fatal(err)
 	}
 	var renewed *x509.Certificate
-	eventually(t, 90*time.Second, "expiring serving certificate renewed", func() error {
+	poll.Until(t, 90*time.Second, "expiring serving certificate renewed", func() error {
 		s := &corev1.Secret{}
 		if err := c.Get(ctx, client.ObjectKey{Namespace: heraldNS, Name: webhook.DefaultSecretName}, s); err != nil {
 			return err
@@ -213,7 +222,7 @@ func TestCertRotation(t *testing.T) {
 		renewed = crt
 		return nil
 	})
-	eventually(t, 90*time.Second, "server serves the renewed certificate", func() error {
+	poll.Until(t, 90*time.Second, "server serves the renewed certificate", func() error {
 		conn, err := tls.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port), &tls.Config{RootCAs: roots, ServerName: svcName})
 		if err != nil {
 			return err
@@ -227,7 +236,7 @@ func TestCertRotation(t *testing.T) {
 
 	// The CRD's conversion webhook got the same caBundle, and the API server
 	// converts a stored v1beta2 BGPPeer to v1beta1 through /convert.
-	eventually(t, 60*time.Second, "caBundle injected into the CRD", func() error {
+	poll.Until(t, 60*time.Second, "caBundle injected into the CRD", func() error {
 		got := crd.DeepCopy()
 		if err := c.Get(ctx, client.ObjectKey{Name: "bgppeers.metallb.io"}, got); err != nil {
 			return err
@@ -245,7 +254,7 @@ func TestCertRotation(t *testing.T) {
 	must(t, c.Create(ctx, peer))
 	old := &unstructured.Unstructured{}
 	old.SetGroupVersionKind(schema.GroupVersionKind{Group: "metallb.io", Version: "v1beta1", Kind: "BGPPeer"})
-	eventually(t, 60*time.Second, "BGPPeer read as v1beta1", func() error {
+	poll.Until(t, 60*time.Second, "BGPPeer read as v1beta1", func() error {
 		return c.Get(ctx, client.ObjectKeyFromObject(peer), old)
 	})
 	if asn, _, _ := unstructured.NestedInt64(old.Object, "spec", "peerASN"); asn != 64500 {
@@ -292,7 +301,7 @@ func TestCertRotation(t *testing.T) {
 			SecretPollInterval: time.Second,
 		})
 		want, _ := pem.Decode(issued.cert)
-		eventually(t, 60*time.Second, "server serves the issued certificate", func() error {
+		poll.Until(t, 60*time.Second, "server serves the issued certificate", func() error {
 			conn, err := tls.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port2), &tls.Config{RootCAs: roots, ServerName: svcName})
 			if err != nil {
 				return err

@@ -19,9 +19,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/conversion"
+
+	"github.com/herald-lb/herald/internal/k8s/fieldmanager"
 )
 
-// Defaults of Options (the names of manifests/webhook and /tmp/herald-names.md).
+// Defaults of Options (the names of manifests/webhook, listed in docs/install.md).
 const (
 	DefaultPort              = 9443
 	DefaultCertDir           = "/tmp/k8s-webhook-server/serving-certs"
@@ -189,7 +191,7 @@ func Setup(mgr manager.Manager, opts Options) error {
 			ExtraDNSNames:        append([]string{opts.ServiceName + "." + opts.Namespace + ".svc.cluster.local"}, opts.ExtraDNSNames...),
 			IsReady:              ready,
 			Webhooks:             hooks,
-			FieldOwner:           "herald-controller",
+			FieldOwner:           fieldmanager.Controller,
 			EnableReadinessCheck: true,
 			ControllerName:       "herald-webhook-cert-rotator",
 		})
@@ -230,7 +232,7 @@ func ensureSecret(ctx context.Context, c client.Client, key types.NamespacedName
 		},
 		Type: corev1.SecretTypeOpaque,
 	}
-	if err := c.Create(ctx, s); err != nil && !apierrors.IsAlreadyExists(err) {
+	if err := c.Create(ctx, s, client.FieldOwner(fieldmanager.Controller)); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("create Secret %s: %w", key, err)
 	}
 	return nil
