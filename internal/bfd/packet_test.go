@@ -43,7 +43,7 @@ func TestParse(t *testing.T) {
 			return b
 		}), want: ControlPacket{Diag: DiagNeighborSignaledSessionDown, State: StateUp, Poll: true,
 			ControlPlaneIndependent: true, Demand: true, DetectMult: 3, MyDiscriminator: 0x12345678,
-			YourDiscriminator: 0xab000001,
+			YourDiscriminator:  0xab000001,
 			DesiredMinTxMicros: 1000000, RequiredMinRxMicros: 300000, RequiredMinEchoRxMicros: 50000}},
 		{name: "final, admin down, reserved diag 31", in: mod(func(b []byte) []byte {
 			b[0] = 0x20 | 31
