@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -236,11 +237,13 @@ func TestFRRSession(t *testing.T) {
 		name        string
 		herald, frr string
 		multihop    bool
+		passive     bool
 	}{
-		{"ipv4 single hop", "198.51.100.1", "198.51.100.2", false},
-		{"ipv6 single hop", "2001:db8::1", "2001:db8::2", false},
-		{"ipv4 multihop", "198.51.100.1", "198.51.100.2", true},
-		{"ipv6 multihop", "2001:db8::1", "2001:db8::2", true},
+		{"ipv4 single hop", "198.51.100.1", "198.51.100.2", false, false},
+		{"ipv6 single hop", "2001:db8::1", "2001:db8::2", false, false},
+		{"ipv4 multihop", "198.51.100.1", "198.51.100.2", true, false},
+		{"ipv6 multihop", "2001:db8::1", "2001:db8::2", true, false},
+		{"ipv4 single hop passive", "198.51.100.1", "198.51.100.2", false, true},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			l := newFRRLab(t)
@@ -269,9 +272,17 @@ func TestFRRSession(t *testing.T) {
 				}
 			})
 			s, err := m.Add(Key{Peer: frr, Local: herald, Multihop: tt.multihop},
-				Params{ReceiveInterval: 100 * time.Millisecond, TransmitInterval: 100 * time.Millisecond, DetectMultiplier: 3})
+				Params{ReceiveInterval: 100 * time.Millisecond, TransmitInterval: 100 * time.Millisecond, DetectMultiplier: 3,
+					PassiveMode: tt.passive})
 			if err != nil {
 				t.Fatal(err)
+			}
+			if port := s.conn.LocalAddr().(*net.UDPAddr).Port; port < sourcePortMin || port > sourcePortMax {
+				t.Errorf("source port %d outside 49152-65535 (RFC 5881 §4)", port)
+			}
+			if _, err := m.Add(Key{Peer: frr, Local: herald, Multihop: !tt.multihop}, Params{}); err == nil ||
+				!strings.Contains(err.Error(), "a session to "+frr.String()+" exists") {
+				t.Errorf("second session to the peer: %v", err)
 			}
 
 			// 1. Up with FRR, on both sides.
@@ -304,6 +315,23 @@ func TestFRRSession(t *testing.T) {
 			}
 			if fp.RemoteRx != 100 || fp.RemoteTx != 100 || fp.RemoteMult != 3 {
 				t.Errorf("bfdd sees remote rx %d tx %d mult %d, want 100 ms, 100 ms, 3", fp.RemoteRx, fp.RemoteTx, fp.RemoteMult)
+			}
+
+			// A parameter change of the Up session reaches bfdd through a
+			// Poll Sequence and keeps the session Up.
+			if err := s.Update(Params{ReceiveInterval: 150 * time.Millisecond, TransmitInterval: 200 * time.Millisecond,
+				DetectMultiplier: 4, PassiveMode: tt.passive}); err != nil {
+				t.Fatal(err)
+			}
+			waitFor(t, 10*time.Second, "bfdd learns the new intervals", func() error {
+				fp, err := l.frrPeer(herald)
+				if err == nil && (fp.RemoteRx != 150 || fp.RemoteTx != 200 || fp.RemoteMult != 4) {
+					err = fmt.Errorf("bfdd sees %+v", fp)
+				}
+				return err
+			})
+			if len(changes) != 0 || s.State() != StateUp {
+				t.Fatalf("parameter change disturbed the session: %v", s.State())
 			}
 			if got := testutil.ToFloat64(m.met.up.With(labels)); got != 1 {
 				t.Errorf("metallb_bfd_session_up = %v, want 1", got)
@@ -394,5 +422,35 @@ func TestReceivedTTL(t *testing.T) {
 		for len(s.in) > 0 {
 			<-s.in
 		}
+	}
+}
+
+// TestAddRefuses checks the errors Add returns before it opens a socket.
+func TestAddRefuses(t *testing.T) {
+	m, err := New(slog.New(slog.NewTextHandler(io.Discard, nil)), nil, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	v4, v6 := netip.MustParseAddr("198.51.100.2"), netip.MustParseAddr("2001:db8::2")
+	for _, tt := range []struct {
+		k    Key
+		p    Params
+		want string
+	}{
+		{Key{}, Params{}, "bfd session: no peer address"},
+		{Key{Peer: v4, Multihop: true}, Params{}, "bfd session 198.51.100.2 (multihop): multihop needs a local address (RFC 5883 §3)"},
+		{Key{Peer: v4, Local: v6}, Params{}, "bfd session 198.51.100.2 (single-hop from 2001:db8::2): local and peer address families differ"},
+		{Key{Peer: netip.MustParseAddr("fe80::1%eth0")}, Params{}, "bfd session fe80::1%eth0 (single-hop): peer address with a zone is not supported"},
+		{Key{Peer: v4}, Params{EchoMode: true}, "bfd session 198.51.100.2 (single-hop): " + ErrEchoNotSupported.Error()},
+		{Key{Peer: v6}, Params{DetectMultiplier: 1}, "bfd session 2001:db8::2 (single-hop): detectMultiplier: 1 is outside 2..255"},
+	} {
+		_, err := m.Add(tt.k, tt.p)
+		if err == nil || err.Error() != tt.want {
+			t.Errorf("Add(%v, %+v) = %v, want %q", tt.k, tt.p, err, tt.want)
+		}
+	}
+	if len(m.listeners) != 0 {
+		t.Errorf("a refused Add opened %d listeners", len(m.listeners))
 	}
 }
