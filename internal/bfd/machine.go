@@ -82,7 +82,7 @@ func NewMachine(localDiscr uint32, p Params, now time.Time, rnd func() float64) 
 		rnd = rand.Float64
 	}
 	m := &Machine{
-		params: p.withDefaults(), rand: rnd,
+		params: p.WithDefaults(), rand: rnd,
 		state: StateDown, remoteState: StateDown, localDiscr: localDiscr,
 		// §6.8.1: bfd.RemoteMinRxInterval starts at 1 µs.
 		remoteMinRx: time.Microsecond,
@@ -332,7 +332,7 @@ func (m *Machine) startPoll(desiredTx, requiredRx time.Duration) {
 // otherwise; the first packet with Poll set is in Output.Send. A change of
 // PassiveMode or DetectMultiplier applies from the next packet.
 func (m *Machine) SetParams(p Params, now time.Time) Output {
-	m.params = p.withDefaults()
+	m.params = p.WithDefaults()
 	var out Output
 	if m.state == StateUp {
 		m.startPoll(m.params.TransmitInterval, m.params.ReceiveInterval)

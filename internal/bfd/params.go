@@ -48,8 +48,8 @@ const (
 // ErrEchoNotSupported is returned by Validate for EchoMode.
 var ErrEchoNotSupported = errors.New("echoMode: the BFD Echo function is not supported by Herald (asynchronous mode only)")
 
-// withDefaults returns p with zero fields set to their defaults.
-func (p Params) withDefaults() Params {
+// WithDefaults returns p with zero fields set to their defaults.
+func (p Params) WithDefaults() Params {
 	if p.ReceiveInterval == 0 {
 		p.ReceiveInterval = DefaultInterval
 	}

@@ -1,4 +1,4 @@
-package bfd
+package bfdnet
 
 import (
 	"encoding/json"
@@ -19,6 +19,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/herald-lb/herald/internal/bfd"
 )
 
 // The tests in this file run a Manager against FRR's bfdd across a real
@@ -216,7 +218,7 @@ func nextChange(t *testing.T, ch <-chan Change, what string) Change {
 }
 
 // waitState waits until a change to state want arrives, and returns it.
-func waitState(t *testing.T, ch <-chan Change, want State, what string) Change {
+func waitState(t *testing.T, ch <-chan Change, want bfd.State, what string) Change {
 	t.Helper()
 	for {
 		if c := nextChange(t, ch, what); c.To == want {
@@ -272,7 +274,7 @@ func TestFRRSession(t *testing.T) {
 				}
 			})
 			s, err := m.Add(Key{Peer: frr, Local: herald, Multihop: tt.multihop},
-				Params{ReceiveInterval: 100 * time.Millisecond, TransmitInterval: 100 * time.Millisecond, DetectMultiplier: 3,
+				bfd.Params{ReceiveInterval: 100 * time.Millisecond, TransmitInterval: 100 * time.Millisecond, DetectMultiplier: 3,
 					PassiveMode: tt.passive})
 			if err != nil {
 				t.Fatal(err)
@@ -280,13 +282,13 @@ func TestFRRSession(t *testing.T) {
 			if port := s.conn.LocalAddr().(*net.UDPAddr).Port; port < sourcePortMin || port > sourcePortMax {
 				t.Errorf("source port %d outside 49152-65535 (RFC 5881 §4)", port)
 			}
-			if _, err := m.Add(Key{Peer: frr, Local: herald, Multihop: !tt.multihop}, Params{}); err == nil ||
+			if _, err := m.Add(Key{Peer: frr, Local: herald, Multihop: !tt.multihop}, bfd.Params{}); err == nil ||
 				!strings.Contains(err.Error(), "a session to "+frr.String()+" exists") {
 				t.Errorf("second session to the peer: %v", err)
 			}
 
 			// 1. Up with FRR, on both sides.
-			waitState(t, changes, StateUp, "session with bfdd")
+			waitState(t, changes, bfd.StateUp, "session with bfdd")
 			waitFor(t, 10*time.Second, "bfdd sees the session up", func() error {
 				st, err := l.frrPeerStatus(t, herald)
 				if err == nil && st != "up" {
@@ -319,7 +321,7 @@ func TestFRRSession(t *testing.T) {
 
 			// A parameter change of the Up session reaches bfdd through a
 			// Poll Sequence and keeps the session Up.
-			if err := s.Update(Params{ReceiveInterval: 150 * time.Millisecond, TransmitInterval: 200 * time.Millisecond,
+			if err := s.Update(bfd.Params{ReceiveInterval: 150 * time.Millisecond, TransmitInterval: 200 * time.Millisecond,
 				DetectMultiplier: 4, PassiveMode: tt.passive}); err != nil {
 				t.Fatal(err)
 			}
@@ -330,7 +332,7 @@ func TestFRRSession(t *testing.T) {
 				}
 				return err
 			})
-			if len(changes) != 0 || s.State() != StateUp {
+			if len(changes) != 0 || s.State() != bfd.StateUp {
 				t.Fatalf("parameter change disturbed the session: %v", s.State())
 			}
 			if got := testutil.ToFloat64(m.met.up.With(labels)); got != 1 {
@@ -340,16 +342,16 @@ func TestFRRSession(t *testing.T) {
 			// 2. Cut the link at FRR's end: Down by the detection timer.
 			run(t, "ip", "-n", l.f, "link", "set", "eth0", "down")
 			c := nextChange(t, changes, "link cut")
-			if c.From != StateUp || c.To != StateDown || c.Cause != CauseDetectionTimer || c.Diag != DiagControlDetectionTimeExpired {
+			if c.From != bfd.StateUp || c.To != bfd.StateDown || c.Cause != bfd.CauseDetectionTimer || c.Diag != bfd.DiagControlDetectionTimeExpired {
 				t.Fatalf("after link cut: %+v, want Up -> Down by the detection timer (diag 1)", c)
 			}
-			if s.State() != StateDown {
+			if s.State() != bfd.StateDown {
 				t.Fatalf("State() = %v", s.State())
 			}
 
 			// 3. Link back: Up again.
 			run(t, "ip", "-n", l.f, "link", "set", "eth0", "up")
-			waitState(t, changes, StateUp, "link back")
+			waitState(t, changes, bfd.StateUp, "link back")
 
 			// 4. FRR shuts its peer down: it signals AdminDown, Herald
 			// goes Down with Diag Neighbor Signaled Session Down.
@@ -357,13 +359,13 @@ func TestFRRSession(t *testing.T) {
 				t.Fatal(err)
 			}
 			c = nextChange(t, changes, "frr peer shutdown")
-			if c.To != StateDown || c.Cause != CauseReceived || c.Diag != DiagNeighborSignaledSessionDown {
+			if c.To != bfd.StateDown || c.Cause != bfd.CauseReceived || c.Diag != bfd.DiagNeighborSignaledSessionDown {
 				t.Fatalf("after FRR shutdown: %+v, want Down by a received AdminDown (diag 3)", c)
 			}
 			if _, err := l.vtysh("configure terminal", "bfd", peerCmd, "no shutdown"); err != nil {
 				t.Fatal(err)
 			}
-			waitState(t, changes, StateUp, "frr peer no shutdown")
+			waitState(t, changes, bfd.StateUp, "frr peer no shutdown")
 
 			if got := testutil.ToFloat64(m.met.downEvent.With(labels)); got != 2 {
 				t.Errorf("metallb_bfd_session_down_events = %v, want 2", got)
@@ -401,10 +403,10 @@ func TestReceivedTTL(t *testing.T) {
 		t.Fatal(err)
 	}
 	peer := netip.MustParseAddr("198.51.100.2")
-	s := &Session{key: Key{Peer: peer}, in: make(chan ControlPacket, 4)}
-	s.minTTL.Store(DefaultMinimumTTL)
+	s := &Session{key: Key{Peer: peer}, in: make(chan bfd.ControlPacket, 4)}
+	s.minTTL.Store(bfd.DefaultMinimumTTL)
 	m.byPeer[peer] = s
-	pkt, _ := (&ControlPacket{State: StateDown, DetectMult: 3, MyDiscriminator: 5}).MarshalBinary()
+	pkt, _ := (&bfd.ControlPacket{State: bfd.StateDown, DetectMult: 3, MyDiscriminator: 5}).MarshalBinary()
 	for _, tt := range []struct {
 		ttl      int
 		multihop bool
@@ -435,15 +437,15 @@ func TestAddRefuses(t *testing.T) {
 	v4, v6 := netip.MustParseAddr("198.51.100.2"), netip.MustParseAddr("2001:db8::2")
 	for _, tt := range []struct {
 		k    Key
-		p    Params
+		p    bfd.Params
 		want string
 	}{
-		{Key{}, Params{}, "bfd session: no peer address"},
-		{Key{Peer: v4, Multihop: true}, Params{}, "bfd session 198.51.100.2 (multihop): multihop needs a local address (RFC 5883 §3)"},
-		{Key{Peer: v4, Local: v6}, Params{}, "bfd session 198.51.100.2 (single-hop from 2001:db8::2): local and peer address families differ"},
-		{Key{Peer: netip.MustParseAddr("fe80::1%eth0")}, Params{}, "bfd session fe80::1%eth0 (single-hop): peer address with a zone is not supported"},
-		{Key{Peer: v4}, Params{EchoMode: true}, "bfd session 198.51.100.2 (single-hop): " + ErrEchoNotSupported.Error()},
-		{Key{Peer: v6}, Params{DetectMultiplier: 1}, "bfd session 2001:db8::2 (single-hop): detectMultiplier: 1 is outside 2..255"},
+		{Key{}, bfd.Params{}, "bfd session: no peer address"},
+		{Key{Peer: v4, Multihop: true}, bfd.Params{}, "bfd session 198.51.100.2 (multihop): multihop needs a local address (RFC 5883 §3)"},
+		{Key{Peer: v4, Local: v6}, bfd.Params{}, "bfd session 198.51.100.2 (single-hop from 2001:db8::2): local and peer address families differ"},
+		{Key{Peer: netip.MustParseAddr("fe80::1%eth0")}, bfd.Params{}, "bfd session fe80::1%eth0 (single-hop): peer address with a zone is not supported"},
+		{Key{Peer: v4}, bfd.Params{EchoMode: true}, "bfd session 198.51.100.2 (single-hop): " + bfd.ErrEchoNotSupported.Error()},
+		{Key{Peer: v6}, bfd.Params{DetectMultiplier: 1}, "bfd session 2001:db8::2 (single-hop): detectMultiplier: 1 is outside 2..255"},
 	} {
 		_, err := m.Add(tt.k, tt.p)
 		if err == nil || err.Error() != tt.want {

@@ -1,4 +1,4 @@
-package bfd
+package bfdnet
 
 import (
 	"context"
@@ -18,6 +18,8 @@ import (
 	"github.com/vishvananda/netns"
 	"golang.org/x/net/ipv4"
 	"golang.org/x/net/ipv6"
+
+	"github.com/herald-lb/herald/internal/bfd"
 )
 
 // UDP ports of BFD Control packets.
@@ -69,7 +71,7 @@ func (k Key) port() int {
 // Change is a session's state change as reported to Options.OnChange.
 type Change struct {
 	Key Key
-	Transition
+	bfd.Transition
 	// Time is when the Manager applied the change.
 	Time time.Time
 }
@@ -91,7 +93,7 @@ type Options struct {
 // multihop, IPv4 and IPv6). It listens on 3784/4784 once a session needs
 // the port and family, demultiplexes received packets by Your
 // Discriminator or, while that is zero, by peer and local address (RFC 5880
-// §6.3), and runs each session's Machine on its own goroutine. Listening
+// §6.3), and runs each session's bfd.Machine on its own goroutine. Listening
 // sockets stay open until Close.
 type Manager struct {
 	log  *slog.Logger
@@ -140,8 +142,8 @@ type Session struct {
 
 	state  atomic.Uint32
 	minTTL atomic.Uint32
-	in     chan ControlPacket
-	params chan Params
+	in     chan bfd.ControlPacket
+	params chan bfd.Params
 	cancel context.CancelFunc
 	done   chan struct{}
 }
@@ -150,7 +152,7 @@ type Session struct {
 func (s *Session) Key() Key { return s.key }
 
 // State returns the session's current bfd.SessionState.
-func (s *Session) State() State { return State(s.state.Load()) }
+func (s *Session) State() bfd.State { return bfd.State(s.state.Load()) }
 
 // LocalDiscriminator returns the session's bfd.LocalDiscr.
 func (s *Session) LocalDiscriminator() uint32 { return s.discr }
@@ -158,13 +160,13 @@ func (s *Session) LocalDiscriminator() uint32 { return s.discr }
 // Update changes the session's parameters; interval changes of an Up
 // session take effect through a Poll Sequence (RFC 5880 §6.8.3). The error
 // is Validate's.
-func (s *Session) Update(p Params) error {
+func (s *Session) Update(p bfd.Params) error {
 	if err := p.Validate(); err != nil {
 		return fmt.Errorf("bfd session %s: %w", s.key, err)
 	}
 	select {
 	case s.params <- p:
-		s.minTTL.Store(uint32(p.withDefaults().MinimumTTL))
+		s.minTTL.Store(uint32(p.WithDefaults().MinimumTTL))
 	case <-s.done:
 		return fmt.Errorf("bfd session %s: removed", s.key)
 	}
@@ -172,11 +174,11 @@ func (s *Session) Update(p Params) error {
 }
 
 // Add starts a session with key k and parameters p. It fails if p is
-// invalid (see Params.Validate), if the key is incomplete (no peer,
+// invalid (see bfd.Params.Validate), if the key is incomplete (no peer,
 // multihop without a local address, families that differ), if a session
 // to k.Peer exists, or if a socket cannot be opened (e.g. port 3784 taken
 // by another BFD daemon).
-func (m *Manager) Add(k Key, p Params) (*Session, error) {
+func (m *Manager) Add(k Key, p bfd.Params) (*Session, error) {
 	if err := m.checkKey(k); err != nil {
 		return nil, err
 	}
@@ -205,14 +207,14 @@ func (m *Manager) Add(k Key, p Params) (*Session, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Session{key: k, m: m, conn: conn, discr: discr,
 		dst: net.UDPAddrFromAddrPort(netip.AddrPortFrom(k.Peer, uint16(k.port()))),
-		in:  make(chan ControlPacket, 16), params: make(chan Params),
+		in:  make(chan bfd.ControlPacket, 16), params: make(chan bfd.Params),
 		cancel: cancel, done: make(chan struct{})}
-	s.state.Store(uint32(StateDown))
-	s.minTTL.Store(uint32(p.withDefaults().MinimumTTL))
+	s.state.Store(uint32(bfd.StateDown))
+	s.minTTL.Store(uint32(p.WithDefaults().MinimumTTL))
 	m.byPeer[k.Peer] = s
 	m.byDiscr[discr] = s
 	m.met.up.With(peerLabels(k.Peer)).Set(0)
-	mach := NewMachine(discr, p, time.Now(), m.opts.Rand)
+	mach := bfd.NewMachine(discr, p, time.Now(), m.opts.Rand)
 	m.wg.Add(1)
 	go func() {
 		defer m.wg.Done()
@@ -295,8 +297,8 @@ func (m *Manager) Close() error {
 	return errors.Join(errs...)
 }
 
-// run owns the session's Machine until ctx ends.
-func (s *Session) run(ctx context.Context, mach *Machine) {
+// run owns the session's bfd.Machine until ctx ends.
+func (s *Session) run(ctx context.Context, mach *bfd.Machine) {
 	defer close(s.done)
 	defer s.conn.Close()
 	timer := time.NewTimer(time.Hour)
@@ -308,7 +310,7 @@ func (s *Session) run(ctx context.Context, mach *Machine) {
 			timer.Reset(time.Until(d))
 			tc = timer.C
 		}
-		var out Output
+		var out bfd.Output
 		select {
 		case <-ctx.Done():
 			out = mach.AdminDown(time.Now())
@@ -326,7 +328,7 @@ func (s *Session) run(ctx context.Context, mach *Machine) {
 }
 
 // apply sends out's packets and reports its transition.
-func (s *Session) apply(out Output) {
+func (s *Session) apply(out bfd.Output) {
 	m := s.m
 	labels := peerLabels(s.key.Peer)
 	for i := range out.Send {
@@ -343,15 +345,15 @@ func (s *Session) apply(out Output) {
 	}
 	s.state.Store(uint32(t.To))
 	switch {
-	case t.To == StateUp:
+	case t.To == bfd.StateUp:
 		m.met.upEvents.With(labels).Inc()
 		m.met.up.With(labels).Set(1)
-	case t.From == StateUp:
+	case t.From == bfd.StateUp:
 		m.met.downEvent.With(labels).Inc()
 		m.met.up.With(labels).Set(0)
 	}
 	lvl := slog.LevelInfo
-	if t.From == StateUp {
+	if t.From == bfd.StateUp {
 		lvl = slog.LevelWarn
 	}
 	m.log.Log(context.Background(), lvl, "bfd session state changed", "peer", s.key.Peer,
@@ -459,10 +461,10 @@ func (m *Manager) readLoop(l *listener) {
 // deliver checks and demultiplexes one received packet (RFC 5880 §6.3,
 // §6.8.6; RFC 5881 §5 and RFC 5883 §5 for the TTL).
 func (m *Manager) deliver(b []byte, from, to netip.Addr, ttl int, multihop bool) {
-	p, err := Parse(b)
+	p, err := bfd.Parse(b)
 	if err != nil {
 		reason := "malformed"
-		if errors.Is(err, ErrAuthNotSupported) {
+		if errors.Is(err, bfd.ErrAuthNotSupported) {
 			reason = "auth"
 		}
 		m.drop(reason, from, err)

@@ -1,4 +1,4 @@
-package bfd
+package bfdnet
 
 import (
 	"fmt"
