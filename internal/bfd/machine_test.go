@@ -321,3 +321,65 @@ func TestValidate(t *testing.T) {
 		})
 	}
 }
+
+// FuzzMachine feeds a Machine arbitrary packet sequences at arbitrary
+// times: it never panics, has nothing due right after Advance, never sends
+// Poll and Final together, and is Up only after hearing from the peer.
+func FuzzMachine(f *testing.F) {
+	up, _ := (&ControlPacket{State: StateInit, DetectMult: 3, MyDiscriminator: 9, YourDiscriminator: 1,
+		DesiredMinTxMicros: 1e5, RequiredMinRxMicros: 1e5}).MarshalBinary()
+	f.Add(append([]byte{10, 0}, up...), false)
+	f.Add([]byte{1, 2, 3}, true)
+	f.Fuzz(func(t *testing.T, b []byte, passive bool) {
+		now := t0
+		m := NewMachine(1, Params{TransmitInterval: 50 * time.Millisecond, ReceiveInterval: 50 * time.Millisecond,
+			PassiveMode: passive}, now, half)
+		check := func(out Output) {
+			for _, p := range out.Send {
+				if p.Poll && p.Final {
+					t.Fatalf("sent Poll and Final together: %+v", p)
+				}
+				if p.MyDiscriminator != 1 {
+					t.Fatalf("sent My Discriminator %d", p.MyDiscriminator)
+				}
+			}
+			if m.State() == StateUp && m.DetectionTime() == 0 && m.RemoteDiscriminator() == 0 {
+				t.Fatal("Up without having heard from the peer")
+			}
+		}
+		for len(b) >= 2 {
+			// Two bytes: a time step in ms and an op; then maybe a packet.
+			now = now.Add(time.Duration(b[0]) * time.Millisecond)
+			op := b[1]
+			b = b[2:]
+			// The driver's loop: run what is due; afterwards nothing is.
+			if d := m.Deadline(); !d.IsZero() && !now.Before(d) {
+				check(m.Advance(now))
+				if d := m.Deadline(); !d.IsZero() && !d.After(now) {
+					t.Fatalf("after Advance(%v) the deadline is %v", now, d)
+				}
+			}
+			switch op % 4 {
+			case 0:
+			case 1:
+				if len(b) < PacketLen {
+					return
+				}
+				p, err := Parse(b[:PacketLen])
+				b = b[PacketLen:]
+				if err == nil {
+					check(m.Receive(p, now))
+				}
+			case 2:
+				check(m.SetParams(Params{TransmitInterval: time.Duration(op) * time.Millisecond,
+					ReceiveInterval: 10 * time.Millisecond, PassiveMode: passive}, now))
+			case 3:
+				if op&4 != 0 {
+					check(m.AdminDown(now))
+				} else {
+					check(m.AdminUp(now))
+				}
+			}
+		}
+	})
+}

@@ -243,8 +243,9 @@ func (m *Manager) checkKey(k Key) error {
 
 // Remove stops the session to peer: it sends one packet in AdminDown
 // (Diag Administratively Down, RFC 5880 §6.8.16) so that the peer goes Down
-// at once, closes the socket and drops the session's metrics. Removing an
-// unknown peer is a no-op.
+// at once, reports that change (Up or Down to AdminDown, CauseAdmin) to
+// Options.OnChange, closes the socket and drops the session's metrics.
+// Removing an unknown peer is a no-op.
 func (m *Manager) Remove(peer netip.Addr) {
 	m.mu.Lock()
 	s, ok := m.byPeer[peer]
