@@ -56,12 +56,7 @@ func newFRRLab(t *testing.T) *frrLab {
 			t.Fatalf("FRR not installed (%v): run hack/install-deps.sh", err)
 		}
 	}
-	p := fmt.Sprintf("hbfd-%d-%d", os.Getpid(), labSeq.Add(1))
-	l := &frrLab{h: p + "-h", f: p + "-f"}
-	for _, ns := range []string{l.h, l.f} {
-		run(t, "ip", "netns", "add", ns)
-		t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", ns).Run() })
-	}
+	l := &frrLab{h: newNS(t, "h"), f: newNS(t, "f")}
 	run(t, "ip", "-n", l.h, "link", "add", "eth0", "type", "veth", "peer", "name", "eth0", "netns", l.f)
 	for ns, last := range map[string]string{l.h: "1", l.f: "2"} {
 		run(t, "ip", "netns", "exec", ns, "sysctl", "-qw", "net.ipv6.conf.eth0.accept_dad=0")
@@ -70,10 +65,63 @@ func newFRRLab(t *testing.T) *frrLab {
 		run(t, "ip", "netns", "exec", ns, "sysctl", "-qw", "net.ipv6.conf.eth0.keep_addr_on_down=1")
 		run(t, "ip", "-n", ns, "addr", "add", "198.51.100."+last+"/24", "dev", "eth0")
 		run(t, "ip", "-n", ns, "addr", "add", "2001:db8::"+last+"/64", "dev", "eth0", "nodad")
-		run(t, "ip", "-n", ns, "link", "set", "lo", "up")
 		run(t, "ip", "-n", ns, "link", "set", "eth0", "up")
 	}
 	return l
+}
+
+// newNS makes a network namespace named after the test process and role,
+// deleted when the test ends.
+func newNS(t *testing.T, role string) string {
+	t.Helper()
+	ns := fmt.Sprintf("hbfd-%d-%d-%s", os.Getpid(), labSeq.Add(1), role)
+	run(t, "ip", "netns", "add", ns)
+	t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", ns).Run() })
+	run(t, "ip", "-n", ns, "link", "set", "lo", "up")
+	return ns
+}
+
+// newRoutedFRRLab puts a router namespace between h and f: h
+// 198.51.100.1/26 - r .62/26 | r .65/26 - f .66/26, so that packets
+// between h and f arrive with their TTL decremented once.
+func newRoutedFRRLab(t *testing.T) *frrLab {
+	t.Helper()
+	l := newFRRLab(t) // checks, and h - f on eth0 (unused beyond this)
+	r := newNS(t, "r")
+	run(t, "ip", "-n", l.h, "link", "del", "eth0")
+	run(t, "ip", "-n", l.h, "link", "add", "eth1", "type", "veth", "peer", "name", "eth1", "netns", r)
+	run(t, "ip", "-n", l.f, "link", "add", "eth1", "type", "veth", "peer", "name", "eth2", "netns", r)
+	for _, a := range [][3]string{{l.h, "eth1", "198.51.100.1/26"}, {r, "eth1", "198.51.100.62/26"},
+		{r, "eth2", "198.51.100.65/26"}, {l.f, "eth1", "198.51.100.66/26"}} {
+		run(t, "ip", "-n", a[0], "addr", "add", a[2], "dev", a[1])
+		run(t, "ip", "-n", a[0], "link", "set", a[1], "up")
+	}
+	run(t, "ip", "-n", l.h, "route", "add", "198.51.100.64/26", "via", "198.51.100.62")
+	run(t, "ip", "-n", l.f, "route", "add", "198.51.100.0/26", "via", "198.51.100.65")
+	run(t, "ip", "netns", "exec", r, "sysctl", "-qw", "net.ipv4.ip_forward=1")
+	return l
+}
+
+// newManager runs a Manager in namespace ns until the test ends; its
+// changes arrive on the returned channel.
+func newManager(t *testing.T, ns string) (*Manager, chan Change) {
+	t.Helper()
+	changes := make(chan Change, 64)
+	var w io.Writer = io.Discard
+	if testing.Verbose() {
+		w = testLogger{t}
+	}
+	m, err := New(slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelDebug})), prometheus.NewRegistry(),
+		Options{NetNSPath: "/run/netns/" + ns, OnChange: func(c Change) { changes <- c }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := m.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	return m, changes
 }
 
 // startFRR runs zebra and bfdd in namespace f (FRR instance f) with conf
@@ -257,22 +305,7 @@ func TestFRRSession(t *testing.T) {
 			peerCmd := fmt.Sprintf("peer %s%s local-address %s", herald, hop, frr)
 			l.startFRR(t, fmt.Sprintf("bfd\n %s\n  receive-interval 100\n  transmit-interval 100\n  detect-multiplier 3\n !\n!\n", peerCmd))
 
-			changes := make(chan Change, 64)
-			var w io.Writer = io.Discard
-			if testing.Verbose() {
-				w = testLogger{t}
-			}
-			reg := prometheus.NewRegistry()
-			m, err := New(slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelDebug})), reg,
-				Options{NetNSPath: "/run/netns/" + l.h, OnChange: func(c Change) { changes <- c }})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() {
-				if err := m.Close(); err != nil {
-					t.Errorf("Close: %v", err)
-				}
-			})
+			m, changes := newManager(t, l.h)
 			s, err := m.Add(Key{Peer: frr, Local: herald, Multihop: tt.multihop},
 				bfd.Params{ReceiveInterval: 100 * time.Millisecond, TransmitInterval: 100 * time.Millisecond, DetectMultiplier: 3,
 					PassiveMode: tt.passive})
@@ -393,6 +426,41 @@ func TestFRRSession(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestFRRRoutedTTL puts a router between Herald and bfdd: a single-hop
+// session must not come up (FRR's packets arrive with TTL 254 and are
+// dropped, RFC 5881 §5), a multihop one must (RFC 5883).
+func TestFRRRoutedTTL(t *testing.T) {
+	l := newRoutedFRRLab(t)
+	herald, frr := netip.MustParseAddr("198.51.100.1"), netip.MustParseAddr("198.51.100.66")
+	l.startFRR(t, fmt.Sprintf("bfd\n peer %s local-address %s\n !\n peer %s multihop local-address %s\n !\n!\n",
+		herald, frr, herald, frr))
+	m, changes := newManager(t, l.h)
+
+	s, err := m.Add(Key{Peer: frr, Local: herald}, bfd.Params{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ttlDrops := m.met.dropped.WithLabelValues("ttl")
+	waitFor(t, 20*time.Second, "3 single-hop packets from bfdd dropped for their TTL", func() error {
+		if n := testutil.ToFloat64(ttlDrops); n < 3 {
+			return fmt.Errorf("%v dropped", n)
+		}
+		return nil
+	})
+	if len(changes) != 0 || s.State() != bfd.StateDown {
+		t.Fatalf("single-hop session across a router left Down: %v", s.State())
+	}
+	if n := testutil.ToFloat64(m.met.in.With(peerLabels(frr))); n != 0 {
+		t.Fatalf("%v packets accepted", n)
+	}
+	m.Remove(frr)
+
+	if _, err := m.Add(Key{Peer: frr, Local: herald, Multihop: true}, bfd.Params{MinimumTTL: 254}); err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, changes, bfd.StateUp, "multihop session across a router")
 }
 
 // TestReceivedTTL checks that single-hop packets not sent with TTL 255 are
