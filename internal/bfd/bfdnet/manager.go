@@ -114,8 +114,13 @@ type listenerKey struct {
 	v6   bool
 }
 
-// New returns a Manager; its metrics go to reg (nil: none).
+// New returns a Manager that logs to log (nil: slog.Default()); its metrics
+// go to reg (nil: none). It fails if the metrics are registered already or
+// Options.NetNSPath cannot be opened.
 func New(log *slog.Logger, reg prometheus.Registerer, opts Options) (*Manager, error) {
+	if log == nil {
+		log = slog.Default()
+	}
 	met, err := newMetrics(reg)
 	if err != nil {
 		return nil, err
