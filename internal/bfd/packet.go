@@ -211,7 +211,7 @@ func Parse(b []byte) (ControlPacket, error) {
 // version 1, A and M clear, Length 24). Diag values above 31 and states
 // above 3 do not fit their fields; they are truncated to 5 and 2 bits.
 func (p *ControlPacket) AppendBinary(b []byte) ([]byte, error) {
-	var flags byte = byte(p.State&3) << 6
+	flags := byte(p.State&3) << 6
 	if p.Poll {
 		flags |= flagPoll
 	}

@@ -107,7 +107,7 @@ func newRoutedFRRLab(t *testing.T) *frrLab {
 func newManager(t *testing.T, ns string) (*Manager, chan Change) {
 	t.Helper()
 	changes := make(chan Change, 64)
-	var w io.Writer = io.Discard
+	w := io.Writer(io.Discard)
 	if testing.Verbose() {
 		w = testLogger{t}
 	}
@@ -197,7 +197,7 @@ func (l *frrLab) vtysh(cmds ...string) (string, error) {
 	}
 	out, err := exec.Command("vtysh", args...).CombinedOutput()
 	if err != nil {
-		return "", fmt.Errorf("vtysh %q: %v: %s", cmds, err, out)
+		return "", fmt.Errorf("vtysh %q: %w: %s", cmds, err, out)
 	}
 	return string(out), nil
 }
