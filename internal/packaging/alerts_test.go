@@ -58,24 +58,24 @@ tests:
   alert_rule_test:
   # Not yet: the condition holds for less than the 1m "for".
   - eval_time: 1m
-    alertname: HeraldStaleConfig
+    alertname: MetalLBStaleConfig
     exp_alerts: []
   - eval_time: 2m
-    alertname: HeraldStaleConfig
+    alertname: MetalLBStaleConfig
     exp_alerts:
     - exp_labels: {severity: warning, pod: herald-speaker-a, instance: "198.51.100.11:9120"}
       exp_annotations:
         summary: Herald herald-speaker-a runs a stale configuration.
         description: herald-speaker-a (198.51.100.11:9120) rejected the current metallb.io configuration and keeps using the last valid one; see its ConfigurationState and logs.
   - eval_time: 2m
-    alertname: HeraldConfigNotLoaded
+    alertname: MetalLBConfigNotLoaded
     exp_alerts:
     - exp_labels: {severity: warning, pod: herald-speaker-a, instance: "198.51.100.11:9120"}
       exp_annotations:
         summary: Herald herald-speaker-a has not loaded a configuration.
         description: herald-speaker-a (198.51.100.11:9120) has not loaded any valid metallb.io configuration yet and announces nothing.
   - eval_time: 2m
-    alertname: HeraldAddressPoolExhausted
+    alertname: MetalLBAddressPoolExhausted
     exp_alerts:
     - exp_labels: {severity: critical, pool: full}
       exp_annotations:
@@ -86,7 +86,7 @@ tests:
         summary: Address pool ignored is exhausted.
         description: Every address of pool ignored is allocated; new LoadBalancer Services that need it stay pending.
   - eval_time: 2m
-    alertname: HeraldAddressPoolUsage75Percent
+    alertname: MetalLBAddressPoolUsage75Percent
     exp_alerts:
     - exp_labels: {severity: warning, pool: full}
       exp_annotations: {summary: Address pool full is more than 75% used., description: Pool full has 100% of its addresses allocated.}
@@ -97,7 +97,7 @@ tests:
     - exp_labels: {severity: warning, pool: ignored}
       exp_annotations: {summary: Address pool ignored is more than 75% used., description: Pool ignored has 100% of its addresses allocated.}
   - eval_time: 2m
-    alertname: HeraldAddressPoolUsage85Percent
+    alertname: MetalLBAddressPoolUsage85Percent
     exp_alerts:
     - exp_labels: {severity: warning, pool: full}
       exp_annotations: {summary: Address pool full is more than 85% used., description: Pool full has 100% of its addresses allocated.}
@@ -106,14 +106,14 @@ tests:
     - exp_labels: {severity: warning, pool: ignored}
       exp_annotations: {summary: Address pool ignored is more than 85% used., description: Pool ignored has 100% of its addresses allocated.}
   - eval_time: 2m
-    alertname: HeraldAddressPoolUsage95Percent
+    alertname: MetalLBAddressPoolUsage95Percent
     exp_alerts:
     - exp_labels: {severity: critical, pool: full}
       exp_annotations: {summary: Address pool full is more than 95% used., description: Pool full has 100% of its addresses allocated.}
     - exp_labels: {severity: critical, pool: ignored}
       exp_annotations: {summary: Address pool ignored is more than 95% used., description: Pool ignored has 100% of its addresses allocated.}
   - eval_time: 2m
-    alertname: HeraldBGPSessionDown
+    alertname: MetalLBBGPSessionDown
     exp_alerts:
     - exp_labels: {severity: critical, peer: "198.51.100.1:179", pod: herald-speaker-a, instance: "198.51.100.11:9120"}
       exp_annotations:
@@ -138,14 +138,14 @@ tests:
     values: '2x12'
   alert_rule_test:
   - eval_time: 2m
-    alertname: HeraldAddressPoolExhausted
+    alertname: MetalLBAddressPoolExhausted
     exp_alerts:
     - exp_labels: {severity: critical, pool: full}
       exp_annotations:
         summary: Address pool full is exhausted.
         description: Every address of pool full is allocated; new LoadBalancer Services that need it stay pending.
   - eval_time: 2m
-    alertname: HeraldAddressPoolUsage95Percent
+    alertname: MetalLBAddressPoolUsage95Percent
     exp_alerts:
     - exp_labels: {severity: critical, pool: full}
       exp_annotations: {summary: Address pool full is more than 95% used., description: Pool full has 100% of its addresses allocated.}
