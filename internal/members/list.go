@@ -89,6 +89,7 @@ func New(cfg Config, logger *slog.Logger) (*List, error) {
 		failed:   map[string]bool{},
 		nodes:    map[string]memberlist.Node{},
 	}
+	l.keys.derivation = cfg.KeyDerivation
 	l.keys.init(cfg.Secret)
 	if cfg.Registerer != nil {
 		m, err := newMetrics(cfg.Registerer, l)
