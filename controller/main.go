@@ -177,7 +177,7 @@ func addAllocation(ctx context.Context, mgr manager.Manager, o *options, log *sl
 		Client:    mgr.GetClient(),
 		Cache:     mgr.GetCache(),
 		APIReader: mgr.GetAPIReader(),
-		Recorder:  mgr.GetEventRecorder("herald-controller"),
+		Recorder:  mgr.GetEventRecorder(eventSource),
 		Log:       log,
 		Namespace: o.namespace,
 		LBClass:   o.lbClass,
@@ -198,7 +198,7 @@ func addAllocation(ctx context.Context, mgr manager.Manager, o *options, log *sl
 	// namespace are in the cache (allocation.CacheOptions).
 	return mlsecret.Setup(mgr, mlsecret.Options{
 		Client: uncached, Namespace: o.namespace, Name: o.mlSecretName, Deployment: o.deployment,
-		Recorder: mgr.GetEventRecorder("herald-controller"), Log: log.With("subsystem", "mlsecret"),
+		Recorder: mgr.GetEventRecorder(eventSource), Log: log.With("subsystem", "mlsecret"),
 	})
 }
 

@@ -415,7 +415,7 @@ func TestRolloutDuringBurst(t *testing.T) {
 			t.Errorf("the leader's log lacks the line the standby's is checked for")
 		}
 		// The standby runs no configuration loop, so it exports no
-		// config_loaded_bool (a 0 from it fired HeraldConfigNotLoaded for
+		// config_loaded_bool (a 0 from it fired MetalLBConfigNotLoaded for
 		// as long as it waited); the leader exports 1.
 		const loaded = "metallb_k8s_client_config_loaded_bool"
 		if got, err := surge.metric(loaded); err != nil || len(got) != 0 {

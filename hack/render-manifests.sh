@@ -5,6 +5,8 @@
 #   manifests/herald-prometheus.yaml   the same plus ServiceMonitors and the
 #                                      metrics reader binding for Prometheus
 #                                      (manifests/prometheus)
+#   manifests/herald-metallb-system.yaml  Herald in MetalLB's namespace
+#                                      (manifests/metallb-system)
 #   charts/herald/files/crds/*.yaml    the CRDs, copied from manifests/crds
 #   charts/herald/files/webhook.yaml   `kubectl kustomize manifests/webhook`,
 #                                      which the chart's webhook template reads
@@ -30,6 +32,7 @@ render() { # render KUSTOMIZATION OUTFILE
 }
 render base herald.yaml
 render prometheus herald-prometheus.yaml
+render metallb-system herald-metallb-system.yaml
 
 rm -f "$out"/charts/herald/files/crds/*.yaml
 for f in "$root"/manifests/crds/*.yaml; do

@@ -24,6 +24,7 @@ type options struct {
 	mlLabels                     string
 	mlSecretKeyPath              string
 	mlTimings                    *members.TimingFlags
+	mlKeyDerivation              string
 	lbClass                      string
 	ignoreExcludeLB              bool
 	enableL2, enableBGP          bool
@@ -52,6 +53,8 @@ func (o *options) register(fs *flag.FlagSet, getenv func(string) string) {
 	str(&o.mlLabels, "ml-labels", "METALLB_ML_LABELS", "Label selector of the speaker Pods, for memberlist discovery.")
 	str(&o.mlSecretKeyPath, "ml-secret-key-path", "METALLB_ML_SECRET_KEY_PATH", "Directory holding the memberlist key file \"secretkey\".")
 	o.mlTimings = members.AddTimingFlags(fs)
+	fs.StringVar(&o.mlKeyDerivation, "ml-key-derivation", string(members.KeyDerivationHerald),
+		"Memberlist gossip key from the secret: herald (SHA-256) or metallb (MetalLB's weak derivation, so MetalLB and Herald speakers form one group; for the migration window only).")
 	fs.StringVar(&o.lbClass, "lb-class", "", "loadBalancerClass handled by this speaker (empty: Services without a class).")
 	fs.BoolVar(&o.ignoreExcludeLB, "ignore-exclude-lb", false, "Ignore the node.kubernetes.io/exclude-from-external-load-balancers label.")
 	fs.BoolVar(&o.enableL2, "enable-l2", true, "Announce in layer 2 (ARP/NDP).")

@@ -109,9 +109,13 @@ func run(args []string) error {
 			NodeName: o.nodeName, BindAddr: bind, BindPort: o.mlBindPort,
 			Secret: secret, SecretFile: o.memberlistSecretFile(), PreviousSecret: previous,
 			Timings: o.mlTimings.Timings(), Registerer: reg,
+			KeyDerivation: members.KeyDerivation(o.mlKeyDerivation),
 		}, log.With(logging.KeySubsystem, "memberlist"))
 		if err != nil {
 			return err
+		}
+		if members.KeyDerivation(o.mlKeyDerivation) == members.KeyDerivationMetalLB {
+			log.Warn("memberlist key derivation is MetalLB's (--ml-key-derivation=metallb): its key is weak; for the migration window only, switch back to herald once no MetalLB speaker is left")
 		}
 		sopts.Members, sopts.MemberSelector, sopts.MemberPort = ml, podSelector, o.mlBindPort
 	} else {

@@ -95,11 +95,11 @@ type MatchExpression struct {
 type BGPPeerStatus struct{}
 
 // BGPPeer is the older metallb.io/v1beta1 shape of a BGP router that speakers
-// peer with. Herald does not serve this version (it would need the
-// conversion webhook, see ConvertTo and ConvertFrom); use metallb.io/v1beta2.
+// peer with. Herald serves it, as MetalLB does, through the controller's
+// conversion webhook (/convert, see ConvertTo and ConvertFrom); objects are
+// stored as metallb.io/v1beta2, the version Herald's components read.
 //
 // +kubebuilder:object:root=true
-// +kubebuilder:unservedversion
 // +kubebuilder:printcolumn:name="Address",type=string,JSONPath=`.spec.peerAddress`
 // +kubebuilder:printcolumn:name="ASN",type=string,JSONPath=`.spec.peerASN`
 // +kubebuilder:printcolumn:name="BFD Profile",type=string,JSONPath=`.spec.bfdProfile`

@@ -19,7 +19,6 @@ func TestCRDs(t *testing.T) {
 	t.Run("Defaults", func(t *testing.T) { testDefaults(ctx, t, env) })
 	t.Run("Rejects", func(t *testing.T) { testRejects(ctx, t, env) })
 	t.Run("Immutable", func(t *testing.T) { testImmutable(ctx, t, env) })
-	t.Run("V1beta1BGPPeerNotServed", func(t *testing.T) { testV1beta1PeerNotServed(ctx, t, env) })
 	t.Run("ServerSideApply", func(t *testing.T) { testServerSideApply(ctx, t, env) })
 	t.Run("Kubectl", func(t *testing.T) { testKubectl(ctx, t, env) })
 }

@@ -182,16 +182,3 @@ func testImmutable(ctx context.Context, t *testing.T, env *testenv.Env) {
 	b.Status.Node = "node-b"
 	wantInvalid(t, "ServiceBGPStatus node changed", c.Status().Update(ctx, b), "node is immutable")
 }
-
-func testV1beta1PeerNotServed(ctx context.Context, t *testing.T, env *testenv.Env) {
-	ns := env.Namespace(t)
-	p := &v1beta1.BGPPeer{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "old"},
-		Spec:       v1beta1.BGPPeerSpec{MyASN: 64512, PeerASN: 64513, PeerAddress: "198.51.100.1"},
-	}
-	err := env.Client.Create(ctx, p)
-	if err == nil {
-		t.Fatal("metallb.io/v1beta1 BGPPeer accepted; Herald does not serve it (no conversion webhook)")
-	}
-	t.Logf("v1beta1 BGPPeer rejected as expected: %v", err)
-}

@@ -50,6 +50,10 @@ type Config struct {
 	// rotation with the others once it has joined them (see keyring.go,
 	// "Starting during a rotation"). Empty, or equal to Secret: ignored.
 	PreviousSecret []byte
+	// KeyDerivation is how Secret becomes the gossip key: "" or
+	// KeyDerivationHerald (DeriveKey), or KeyDerivationMetalLB for the
+	// migration window only (migration.go).
+	KeyDerivation KeyDerivation
 	// Timings are the protocol timings; start from [DefaultTimings].
 	Timings Timings
 	// Registerer receives the package's metrics; nil registers none.
@@ -232,6 +236,9 @@ func (c Config) validate() error {
 		errs = append(errs, fmt.Errorf("BindPort %d out of range 0..65535", c.BindPort))
 	}
 	errs = append(errs, c.Timings.validate()...)
+	if err := c.KeyDerivation.validate(); err != nil {
+		errs = append(errs, err)
+	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}

@@ -162,8 +162,10 @@ type keys struct {
 	mu sync.Mutex
 	// ring is memberlist's keyring; nil when gossip is unencrypted.
 	ring *memberlist.Keyring
-	// desired is DeriveKey of the latest secret.
+	// desired is the key of the latest secret (deriveKey).
 	desired []byte
+	// derivation is Config.KeyDerivation (migration.go).
+	derivation KeyDerivation
 	// peers is the metadata of every other member memberlist knows, from
 	// the events delegate (copied there: memberlist's Node is not safe to
 	// read later).
@@ -190,13 +192,13 @@ func (k *keys) init(secret, previous []byte) {
 	if len(secret) == 0 {
 		return
 	}
-	k.desired = DeriveKey(secret)
+	k.desired = k.deriveKey(secret)
 	// A 32-byte key is always valid.
-	if len(previous) == 0 || bytes.Equal(DeriveKey(previous), k.desired) {
+	if len(previous) == 0 || bytes.Equal(k.deriveKey(previous), k.desired) {
 		k.ring, _ = memberlist.NewKeyring(nil, k.desired)
 		return
 	}
-	prev := DeriveKey(previous)
+	prev := k.deriveKey(previous)
 	k.ring, _ = memberlist.NewKeyring([][]byte{k.desired}, prev)
 	k.candidates = [][]byte{prev, k.desired}
 }
@@ -268,7 +270,7 @@ func (l *List) SetSecret(secret []byte) {
 		l.log.Warn("memberlist secret is empty; keeping the current key", "key", keyID(k.desired))
 		return
 	}
-	key := DeriveKey(secret)
+	key := k.deriveKey(secret)
 	if bytes.Equal(key, k.desired) {
 		return
 	}

@@ -55,27 +55,48 @@ tests:
     values: '1 1 0x10'
   - series: 'metallb_bgp_session_up{peer="198.51.100.1:179",pod="herald-speaker-b",instance="198.51.100.12:9120"}'
     values: '1x12'
+  # Herald's own alerts: two pending Services (reported by both controller
+  # replicas), 198.51.100.200 announced by two nodes (198.51.100.201 by one
+  # node for two Services: fine), and 198.51.100.202 answered by another
+  # host 2 packets a minute (over 10 in 10 minutes) while 198.51.100.203
+  # sees one stray packet.
+  - series: 'herald_services_pending{pod="herald-controller-x"}'
+    values: '0 2x11'
+  - series: 'herald_services_pending{pod="herald-controller-y"}'
+    values: '0 2x11'
+  - series: 'metallb_speaker_announced{protocol="layer2",ip="198.51.100.200",node="node-a",service="demo/web"}'
+    values: '1x12'
+  - series: 'metallb_speaker_announced{protocol="layer2",ip="198.51.100.200",node="node-b",service="demo/web"}'
+    values: '_ 1x11'
+  - series: 'metallb_speaker_announced{protocol="layer2",ip="198.51.100.201",node="node-a",service="demo/a"}'
+    values: '1x12'
+  - series: 'metallb_speaker_announced{protocol="layer2",ip="198.51.100.201",node="node-a",service="demo/b"}'
+    values: '1x12'
+  - series: 'herald_layer2_conflicts_total{ip="198.51.100.202",interface="eth0",pod="herald-speaker-a"}'
+    values: '0+1x24'
+  - series: 'herald_layer2_conflicts_total{ip="198.51.100.203",interface="eth0",pod="herald-speaker-a"}'
+    values: '0 1x23'
   alert_rule_test:
   # Not yet: the condition holds for less than the 1m "for".
   - eval_time: 1m
-    alertname: HeraldStaleConfig
+    alertname: MetalLBStaleConfig
     exp_alerts: []
   - eval_time: 2m
-    alertname: HeraldStaleConfig
+    alertname: MetalLBStaleConfig
     exp_alerts:
     - exp_labels: {severity: warning, pod: herald-speaker-a, instance: "198.51.100.11:9120"}
       exp_annotations:
         summary: Herald herald-speaker-a runs a stale configuration.
         description: herald-speaker-a (198.51.100.11:9120) rejected the current metallb.io configuration and keeps using the last valid one; see its ConfigurationState and logs.
   - eval_time: 2m
-    alertname: HeraldConfigNotLoaded
+    alertname: MetalLBConfigNotLoaded
     exp_alerts:
     - exp_labels: {severity: warning, pod: herald-speaker-a, instance: "198.51.100.11:9120"}
       exp_annotations:
         summary: Herald herald-speaker-a has not loaded a configuration.
         description: herald-speaker-a (198.51.100.11:9120) has not loaded any valid metallb.io configuration yet and announces nothing.
   - eval_time: 2m
-    alertname: HeraldAddressPoolExhausted
+    alertname: MetalLBAddressPoolExhausted
     exp_alerts:
     - exp_labels: {severity: critical, pool: full}
       exp_annotations:
@@ -86,7 +107,7 @@ tests:
         summary: Address pool ignored is exhausted.
         description: Every address of pool ignored is allocated; new LoadBalancer Services that need it stay pending.
   - eval_time: 2m
-    alertname: HeraldAddressPoolUsage75Percent
+    alertname: MetalLBAddressPoolUsage75Percent
     exp_alerts:
     - exp_labels: {severity: warning, pool: full}
       exp_annotations: {summary: Address pool full is more than 75% used., description: Pool full has 100% of its addresses allocated.}
@@ -97,7 +118,7 @@ tests:
     - exp_labels: {severity: warning, pool: ignored}
       exp_annotations: {summary: Address pool ignored is more than 75% used., description: Pool ignored has 100% of its addresses allocated.}
   - eval_time: 2m
-    alertname: HeraldAddressPoolUsage85Percent
+    alertname: MetalLBAddressPoolUsage85Percent
     exp_alerts:
     - exp_labels: {severity: warning, pool: full}
       exp_annotations: {summary: Address pool full is more than 85% used., description: Pool full has 100% of its addresses allocated.}
@@ -106,19 +127,43 @@ tests:
     - exp_labels: {severity: warning, pool: ignored}
       exp_annotations: {summary: Address pool ignored is more than 85% used., description: Pool ignored has 100% of its addresses allocated.}
   - eval_time: 2m
-    alertname: HeraldAddressPoolUsage95Percent
+    alertname: MetalLBAddressPoolUsage95Percent
     exp_alerts:
     - exp_labels: {severity: critical, pool: full}
       exp_annotations: {summary: Address pool full is more than 95% used., description: Pool full has 100% of its addresses allocated.}
     - exp_labels: {severity: critical, pool: ignored}
       exp_annotations: {summary: Address pool ignored is more than 95% used., description: Pool ignored has 100% of its addresses allocated.}
   - eval_time: 2m
-    alertname: HeraldBGPSessionDown
+    alertname: MetalLBBGPSessionDown
     exp_alerts:
     - exp_labels: {severity: critical, peer: "198.51.100.1:179", pod: herald-speaker-a, instance: "198.51.100.11:9120"}
       exp_annotations:
         summary: BGP session to 198.51.100.1:179 is down.
         description: The BGP session from herald-speaker-a (198.51.100.11:9120) to peer 198.51.100.1:179 has been down; Services are not announced to it.
+  - eval_time: 4m
+    alertname: HeraldServicesPending
+    exp_alerts: []
+  - eval_time: 6m
+    alertname: HeraldServicesPending
+    exp_alerts:
+    - exp_labels: {severity: warning}
+      exp_annotations:
+        summary: 2 LoadBalancer Services have no address.
+        description: 2 LoadBalancer Services wait for an address; their condition herald.io/IPAllocated (kubectl get svc -o yaml) and AllocationFailed events say why.
+  - eval_time: 2m
+    alertname: HeraldLayer2MultipleAnnouncers
+    exp_alerts:
+    - exp_labels: {severity: critical, ip: 198.51.100.200}
+      exp_annotations:
+        summary: Layer 2 address 198.51.100.200 is announced by 2 nodes.
+        description: '2 speakers announce 198.51.100.200 in layer 2 at once (split brain: memberlist partition, or MetalLB and Herald speakers that do not gossip); clients may reach any of them.'
+  - eval_time: 11m
+    alertname: HeraldLayer2AddressConflict
+    exp_alerts:
+    - exp_labels: {severity: warning, ip: 198.51.100.202}
+      exp_annotations:
+        summary: Another host answers for layer 2 address 198.51.100.202.
+        description: 'A host that is not the announcing node keeps answering ARP/NDP for 198.51.100.202 (20 packets in 10 minutes); see docs/reliability.md, "Two nodes answering for one address".'
 `
 
 // excludedTests: with excludePools "ignored|other" the pool alerts skip
@@ -138,14 +183,14 @@ tests:
     values: '2x12'
   alert_rule_test:
   - eval_time: 2m
-    alertname: HeraldAddressPoolExhausted
+    alertname: MetalLBAddressPoolExhausted
     exp_alerts:
     - exp_labels: {severity: critical, pool: full}
       exp_annotations:
         summary: Address pool full is exhausted.
         description: Every address of pool full is allocated; new LoadBalancer Services that need it stay pending.
   - eval_time: 2m
-    alertname: HeraldAddressPoolUsage95Percent
+    alertname: MetalLBAddressPoolUsage95Percent
     exp_alerts:
     - exp_labels: {severity: critical, pool: full}
       exp_annotations: {summary: Address pool full is more than 95% used., description: Pool full has 100% of its addresses allocated.}

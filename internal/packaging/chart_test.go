@@ -29,6 +29,7 @@ var allOptions = []string{
 	"speaker.priorityClassName=system-node-critical",
 	"controller.priorityClassName=system-cluster-critical",
 	"speaker.memberlist.timings.probeInterval=100ms",
+	"speaker.memberlist.keyDerivation=metallb",
 	"speaker.memberlist.timings.suspicionMaxTimeoutMult=4",
 	"speaker.memberlist.wanConfig=true",
 	"speaker.ignoreExcludeLB=true",

@@ -79,3 +79,25 @@ app.kubernetes.io/component: {{ index . 1 }}
 {{- define "herald.webhookMode" -}}
 {{- if .Values.webhook.enabled -}}enabled{{- else -}}disabled{{- end -}}
 {{- end -}}
+
+{{/*
+"true" when a values entry asks for nothing: null, "", an empty list, or a
+map of such entries (false and 0 are values). templates/metallb-values.yaml.
+*/}}
+{{- define "herald.metallbValueEmpty" -}}
+{{- if kindIs "map" . -}}
+{{- $r := "true" -}}
+{{- range $k, $v := . -}}
+{{- if ne (include "herald.metallbValueEmpty" $v) "true" -}}
+{{- $r = "false" -}}
+{{- end -}}
+{{- end -}}
+{{- $r -}}
+{{- else if or (kindIs "bool" .) (kindIs "float64" .) (kindIs "int" .) (kindIs "int64" .) -}}
+false
+{{- else if empty . -}}
+true
+{{- else -}}
+false
+{{- end -}}
+{{- end -}}

@@ -37,7 +37,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 // Register once they mean something. The controller registers them when it
 // starts leading: a standby runs no configuration loop, and a
 // config_loaded_bool of 0 from it would fire MetalLBConfigNotLoaded /
-// HeraldConfigNotLoaded for as long as it waits.
+// MetalLBConfigNotLoaded for as long as it waits.
 func NewUnregisteredMetrics() *Metrics {
 	return &Metrics{
 		Updates: prometheus.NewCounter(prometheus.CounterOpts{

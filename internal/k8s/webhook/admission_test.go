@@ -77,6 +77,8 @@ func TestAdmission(t *testing.T) {
 	waitServing(t, c)
 	k := newKubectl(t, env)
 
+	t.Run("BGPPeer v1beta1", func(t *testing.T) { testBGPPeerV1beta1(t, c) })
+
 	t.Run("samples", func(t *testing.T) {
 		root, err := testenv.RepoRoot()
 		if err != nil {

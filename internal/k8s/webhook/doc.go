@@ -45,10 +45,11 @@
 // BGPPeer is validated as v1beta2 only. The server also answers CRD
 // conversion at /convert (controller-runtime's handler over the api/v1beta1
 // ConvertTo/ConvertFrom functions) and, with Options.ConversionCRDs, injects
-// the caBundle into those CRDs' conversion webhooks. manifests/crds marks
-// BGPPeer v1beta1 as not served, so the API server only calls /convert once
-// v1beta1 is served; manifests/base already configures the conversion
-// webhook.
+// the caBundle into those CRDs' conversion webhooks. BGPPeer v1beta1 is
+// served (as in MetalLB) with v1beta2 the storage version; manifests/base
+// and the chart configure the CRD's conversion webhook. A v1beta1 BGPPeer is
+// validated by the v1beta2 webhook after conversion (matchPolicy
+// Equivalent).
 //
 // # Certificates
 //
