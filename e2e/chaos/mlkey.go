@@ -38,6 +38,11 @@ type MLKeyOptions struct {
 	// Timeout bounds each wait (Secret re-created, a speaker on the new
 	// key); 0 means 1 min.
 	Timeout time.Duration
+	// AloneAfter is the speakers' --ml-alone-after (a starting speaker
+	// whose joins all fail for this long elects as if alone); 0 means
+	// 10 s, the default. The speaker restarted mid-rotation is watched
+	// for 5 s longer than this before the others get the new key.
+	AloneAfter time.Duration
 }
 
 func (o *MLKeyOptions) defaults() {
@@ -59,6 +64,9 @@ func (o *MLKeyOptions) defaults() {
 	if o.Timeout == 0 {
 		o.Timeout = time.Minute
 	}
+	if o.AloneAfter == 0 {
+		o.AloneAfter = 10 * time.Second
+	}
 }
 
 // ScenarioMLKey names the memberlist key rotation scenario in the table.
@@ -69,17 +77,32 @@ const ScenarioMLKey = "memberlist Secret deleted; key rotated"
 // the speakers' mounted files one node at a time (o.Stagger apart), as the kubelet does some
 // time after a Secret changed (lab.Herald.SyncSpeakerSecrets), and waits
 // until each speaker installed the new key and all finished the rotation
-// (their logs say so, naming the key's ID); o.Rotations times. From
-// before the delete until the end the client probes every layer 2 address
-// (one ARP request each, every reply collected) in a loop. It reports:
+// (their logs say so, naming the key's ID); o.Rotations times. In each
+// rotation, once the Secret is re-created and before any node's files are
+// updated, the last node's speaker is restarted (SIGTERM, start): as a
+// new Pod its files already hold the new key and, as previoussecretkey,
+// the replaced one, while the others still run on the old key alone; the
+// others get the new files only once it has joined them and
+// o.AloneAfter + 5 s have passed since its start. From before the delete
+// until the end the client probes every layer 2 address (one ARP request
+// each, every reply collected) in a loop. It reports:
 //
-//   - the most nodes answering one address in one probe (target 1);
-//   - address probes nobody answered (target 0);
-//   - address probes answered by another node than the owner from before
-//     (target 0: a rotation moves nothing).
+//   - the most nodes answering one address in one probe, throughout, the
+//     restart included (target 1);
+//   - address probes nobody answered (target 0), and address probes
+//     answered by another node than the owner from before (target 0: a
+//     rotation moves nothing), both outside the restart window (from the
+//     stop until a probe finds every address answered by its owner from
+//     before alone again: the restarted node's addresses fail over and
+//     back meanwhile, as with any restart);
+//   - restarted speakers that elected as if alone (their log says so;
+//     target 0): split brain while the keys differ; and restarted
+//     speakers that had not joined the others o.Timeout after their start
+//     (target 0; the scenario then hands the others the new files anyway
+//     and goes on counting answerers).
 func MLKeyRotation(ctx context.Context, e *Env, o MLKeyOptions) (res Result, err error) {
 	o.defaults()
-	res = Result{Scenario: ScenarioMLKey, Form: fmt.Sprintf("%d rotations, %d addresses", o.Rotations, o.Addresses)}
+	res = Result{Scenario: ScenarioMLKey, Form: fmt.Sprintf("%d rotations (a speaker restarted in each), %d addresses", o.Rotations, o.Addresses)}
 	f, err := newL2Fixture(ctx, e, "mlkey", o.First, o.Addresses)
 	if err != nil {
 		return res, err
@@ -101,6 +124,10 @@ func MLKeyRotation(ctx context.Context, e *Env, o MLKeyOptions) (res Result, err
 		most, unanswered, moved, counted int
 		firstBad                         string
 		probeErr                         error
+		// restarting: within the restart window; settledAt: the last
+		// probe that found every address answered by its owner alone.
+		restarting bool
+		settledAt  time.Time
 	)
 	probed := make(chan struct{})
 	go func() {
@@ -117,9 +144,19 @@ func MLKeyRotation(ctx context.Context, e *Env, o MLKeyOptions) (res Result, err
 				return
 			}
 			pmu.Lock()
+			settled := true
 			for a, w := range who {
-				counted++
 				most = max(most, len(w))
+				if len(w) != 1 || w[0] != before[a] {
+					settled = false
+				}
+				if len(w) > 1 && firstBad == "" {
+					firstBad = fmt.Sprintf("%s answered by %v (owner %s) %.1f s after the first delete", a, w, before[a], time.Since(start).Seconds())
+				}
+				if restarting {
+					continue
+				}
+				counted++
 				switch {
 				case len(w) == 0:
 					unanswered++
@@ -132,7 +169,35 @@ func MLKeyRotation(ctx context.Context, e *Env, o MLKeyOptions) (res Result, err
 					}
 				}
 			}
+			if settled {
+				settledAt = time.Now()
+			}
 			pmu.Unlock()
+		}
+	}()
+
+	// restarted speakers that elected as if alone, that did not join
+	alone, notJoined := 0, 0
+	rows := func() []Row {
+		return []Row{
+			{Scenario: ScenarioMLKey, Measure: "most nodes answering one address (ARP probes throughout)", Count: most, Target: "1", Met: most == 1},
+			countRow(ScenarioMLKey, "address probes nobody answered", unanswered, counted),
+			countRow(ScenarioMLKey, "address probes answered by another node than the owner from before", moved, counted),
+			countRow(ScenarioMLKey, "speakers restarted mid-rotation (new key + previoussecretkey, the others on the old key) that elected as if alone", alone, o.Rotations),
+			countRow(ScenarioMLKey, fmt.Sprintf("speakers restarted mid-rotation that had not joined the others %s after the start", o.Timeout), notJoined, o.Rotations),
+		}
+	}
+	// A scenario that cannot go on still reports what was counted so far.
+	defer func() {
+		if err != nil && res.Rows == nil {
+			stopProbe()
+			<-probed
+			pmu.Lock()
+			defer pmu.Unlock()
+			if firstBad != "" {
+				res.Notes = append(res.Notes, "first probe not answered by the owner alone: "+firstBad)
+			}
+			res.Rows = rows()
 		}
 	}()
 
@@ -166,6 +231,81 @@ func MLKeyRotation(ctx context.Context, e *Env, o MLKeyOptions) (res Result, err
 			return res, fmt.Errorf("%s: %w", ScenarioMLKey, err)
 		}
 		recreated := time.Since(deletedAt)
+
+		// A speaker restarts before the kubelet updated the others' files.
+		restarted := nodes[len(nodes)-1]
+		joinedBefore, err := speakerLogCount(e, restarted, "memberlist: joined the cluster")
+		if err != nil {
+			return res, fmt.Errorf("%s: %w", ScenarioMLKey, err)
+		}
+		aloneBefore, err := speakerLogCount(e, restarted, "electing as if alone")
+		if err != nil {
+			return res, fmt.Errorf("%s: %w", ScenarioMLKey, err)
+		}
+		pmu.Lock()
+		restarting = true
+		pmu.Unlock()
+		if err := e.Herald.StopSpeaker(restarted); err != nil {
+			return res, fmt.Errorf("%s: %w", ScenarioMLKey, err)
+		}
+		startedAt := time.Now()
+		if err := e.Herald.StartSpeaker(ctx, restarted); err != nil {
+			return res, fmt.Errorf("%s: %w", ScenarioMLKey, err)
+		}
+		// Watch it past --ml-alone-after; it must join the others (whose
+		// files still hold the old key alone) meanwhile.
+		var joinedAfter time.Duration
+		for joinedAfter == 0 || time.Since(startedAt) < o.AloneAfter+5*time.Second {
+			n, err := speakerLogCount(e, restarted, "memberlist: joined the cluster")
+			if err != nil {
+				return res, fmt.Errorf("%s: %w", ScenarioMLKey, err)
+			}
+			if n > joinedBefore && joinedAfter == 0 {
+				joinedAfter = time.Since(startedAt)
+			}
+			if (joinedAfter == 0 && time.Since(startedAt) > o.Timeout) || ctx.Err() != nil {
+				break
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+		// endRestart closes the restart window once a probe found every
+		// address answered by its owner alone again.
+		endRestart := func() error {
+			threshold := startedAt.Add(o.AloneAfter + 5*time.Second)
+			if err := pollFor(ctx, o.Timeout, "every address answered by its owner alone after the restart", func() error {
+				pmu.Lock()
+				defer pmu.Unlock()
+				if settledAt.Before(threshold) {
+					return fmt.Errorf("not since %s", threshold.UTC().Format("15:04:05.0"))
+				}
+				return nil
+			}); err != nil {
+				return fmt.Errorf("%s: %w", ScenarioMLKey, err)
+			}
+			pmu.Lock()
+			restarting = false
+			pmu.Unlock()
+			return nil
+		}
+		if joinedAfter > 0 {
+			res.Notes = append(res.Notes, fmt.Sprintf("rotation %d: speaker %s restarted before the others' files were updated; joined the others %.1f s after it was started",
+				r+1, restarted, joinedAfter.Seconds()))
+			if err := endRestart(); err != nil {
+				return res, err
+			}
+		} else {
+			// Give it the others' files anyway (then it joins) and go on
+			// counting answerers: the table shows what the split did.
+			notJoined++
+			res.Notes = append(res.Notes, fmt.Sprintf("rotation %d: speaker %s restarted before the others' files were updated; had not joined the others %s after it was started",
+				r+1, restarted, o.Timeout))
+		}
+		aloneAfter, err := speakerLogCount(e, restarted, "electing as if alone")
+		if err != nil {
+			return res, fmt.Errorf("%s: %w", ScenarioMLKey, err)
+		}
+		alone += aloneAfter - aloneBefore
+
 		for i, node := range nodes {
 			if i > 0 {
 				// The previous node's stage lasts o.Stagger: the scenario's
@@ -174,6 +314,9 @@ func MLKeyRotation(ctx context.Context, e *Env, o MLKeyOptions) (res Result, err
 			}
 			if err := e.Herald.SyncSpeakerSecrets(ctx, node); err != nil {
 				return res, fmt.Errorf("%s: %w", ScenarioMLKey, err)
+			}
+			if node == restarted {
+				continue // its files had the new key at its start
 			}
 			if err := pollFor(ctx, o.Timeout, "new key on "+node, func() error {
 				return speakerLogged(e, node, "new key installed for decryption", newID)
@@ -191,6 +334,11 @@ func MLKeyRotation(ctx context.Context, e *Env, o MLKeyOptions) (res Result, err
 		}); err != nil {
 			return res, fmt.Errorf("%s: %w", ScenarioMLKey, err)
 		}
+		if joinedAfter == 0 {
+			if err := endRestart(); err != nil {
+				return res, err
+			}
+		}
 		res.Notes = append(res.Notes, fmt.Sprintf("rotation %d: key %s -> %s; Secret re-created after %.1f s, every speaker on the new key alone %.1f s after the delete",
 			r+1, members.SecretID(old.Data["secretkey"]), newID, recreated.Seconds(), time.Since(deletedAt).Seconds()))
 		e.log().Info("memberlist key rotated", "rotation", r+1, "key", newID)
@@ -207,11 +355,7 @@ func MLKeyRotation(ctx context.Context, e *Env, o MLKeyOptions) (res Result, err
 	if firstBad != "" {
 		res.Notes = append(res.Notes, "first probe not answered by the owner alone: "+firstBad)
 	}
-	res.Rows = []Row{
-		{Scenario: ScenarioMLKey, Measure: "most nodes answering one address (ARP probes throughout)", Count: most, Target: "1", Met: most == 1},
-		countRow(ScenarioMLKey, "address probes nobody answered", unanswered, counted),
-		countRow(ScenarioMLKey, "address probes answered by another node than the owner from before", moved, counted),
-	}
+	res.Rows = rows()
 	return res, nil
 }
 
@@ -228,6 +372,15 @@ func speakerLogged(e *Env, node string, parts ...string) error {
 		}
 	}
 	return fmt.Errorf("speaker %s has not logged %q", node, parts)
+}
+
+// speakerLogCount counts the lines of node's speaker log that contain part.
+func speakerLogCount(e *Env, node, part string) (int, error) {
+	b, err := os.ReadFile(filepath.Join(e.Lab.StateDir(), e.Herald.SpeakerProcessName(node)+".log"))
+	if err != nil {
+		return 0, err
+	}
+	return strings.Count(string(b), part), nil
 }
 
 // pollFor calls cond every 200 ms until it returns nil, for at most
