@@ -28,8 +28,9 @@ const Intro = "`make bench-chaos` (e2e/cmd/bench-chaos, scenarios in e2e/chaos) 
 	"  reads of FRR's table (about every 200 ms while a speaker is stopped, per prefix, the first right after the\n" +
 	"  process ended) that still hold a path from that node, stale or not (target 0: the speaker sends a Cease\n" +
 	"  NOTIFICATION, RFC 4271 §6.7 and RFC 4486, before it exits, so FRR withdraws at once and graceful restart,\n" +
-	"  RFC 4724, keeps nothing; a SIGKILL instead counts every read); requests to BGP addresses lost (target 0: the\n" +
-	"  router always has the other nodes' paths) and their longest gap (target ≤ 1 s).\n" +
+	"  RFC 4724, keeps nothing; a SIGKILL instead counts every read); requests to BGP addresses lost, reported (the\n" +
+	"  router always has the other nodes' paths, but a connection in flight when its path is withdrawn is hashed to\n" +
+	"  another node, which resets it: ECMP without resilient hashing), and their longest gap (target ≤ 1 s).\n" +
 	"- **controller kills during a burst**: 1,000 IPv6 LoadBalancer Services are created in 20 chunks; the controller\n" +
 	"  is SIGKILLed while each chunk is being created and started again. A watch on the Services sees every state\n" +
 	"  the API server stored: *duplicates* are addresses held by two Services at one moment; *changed* are Services\n" +

@@ -128,6 +128,9 @@ func MLKeyRotation(ctx context.Context, e *Env, o MLKeyOptions) (res Result, err
 		// probe that found every address answered by its owner alone.
 		restarting bool
 		settledAt  time.Time
+		// bad: the first probes (outside the restart window) not answered
+		// by the owner alone, with the time.
+		bad []string
 	)
 	probed := make(chan struct{})
 	go func() {
@@ -166,6 +169,9 @@ func MLKeyRotation(ctx context.Context, e *Env, o MLKeyOptions) (res Result, err
 				if len(w) != 1 || w[0] != before[a] {
 					if firstBad == "" {
 						firstBad = fmt.Sprintf("%s answered by %v (owner %s) %.1f s after the first delete", a, w, before[a], time.Since(start).Seconds())
+					}
+					if len(bad) < 8 {
+						bad = append(bad, fmt.Sprintf("%s: %s answered by %v (owner %s)", time.Now().UTC().Format("15:04:05.000"), a, w, before[a]))
 					}
 				}
 			}
@@ -245,6 +251,7 @@ func MLKeyRotation(ctx context.Context, e *Env, o MLKeyOptions) (res Result, err
 		pmu.Lock()
 		restarting = true
 		pmu.Unlock()
+		e.log().Info("memberlist key: restarting a speaker mid-rotation", "node", restarted)
 		if err := e.Herald.StopSpeaker(restarted); err != nil {
 			return res, fmt.Errorf("%s: %w", ScenarioMLKey, err)
 		}
@@ -285,6 +292,7 @@ func MLKeyRotation(ctx context.Context, e *Env, o MLKeyOptions) (res Result, err
 			pmu.Lock()
 			restarting = false
 			pmu.Unlock()
+			e.log().Info("memberlist key: restart window over", "node", restarted)
 			return nil
 		}
 		if joinedAfter > 0 {
@@ -312,6 +320,7 @@ func MLKeyRotation(ctx context.Context, e *Env, o MLKeyOptions) (res Result, err
 				// own timing, while the prober runs.
 				time.Sleep(o.Stagger)
 			}
+			e.log().Info("memberlist key: new Secret files", "node", node)
 			if err := e.Herald.SyncSpeakerSecrets(ctx, node); err != nil {
 				return res, fmt.Errorf("%s: %w", ScenarioMLKey, err)
 			}
@@ -354,6 +363,9 @@ func MLKeyRotation(ctx context.Context, e *Env, o MLKeyOptions) (res Result, err
 	}
 	if firstBad != "" {
 		res.Notes = append(res.Notes, "first probe not answered by the owner alone: "+firstBad)
+	}
+	if len(bad) > 0 {
+		res.Notes = append(res.Notes, "probes outside the restart window not answered by the owner alone (first 8): "+strings.Join(bad, "; "))
 	}
 	res.Rows = rows()
 	return res, nil

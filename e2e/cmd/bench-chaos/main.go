@@ -20,7 +20,8 @@
 // CHAOS_ARGS=--scenarios=rollout,mlkey CHAOS_RECORD=/tmp/chaos.md` runs two
 // and records elsewhere, to merge by hand). The exit
 // status is 0 when every scenario ran, whether or not its targets were met
-// (the table says so); 1 when a scenario could not run.
+// (the table says so); 1 when a scenario could not run. The lab's logs
+// (state directory) are kept when a scenario failed or missed a target.
 package main
 
 import (
@@ -104,6 +105,7 @@ func run(ctx context.Context, log *slog.Logger, o options) (err error) {
 			return fmt.Errorf("unknown scenario %q (want %s)", s, strings.Join(scenarioNames, ", "))
 		}
 	}
+	missed := false // a target not met: the logs are kept
 	stateDir, err := os.MkdirTemp("", "bench-chaos-")
 	if err != nil {
 		return err
@@ -118,7 +120,7 @@ func run(ctx context.Context, log *slog.Logger, o options) (err error) {
 		if derr := l.Down(); derr != nil {
 			err = errors.Join(err, derr)
 		}
-		if err == nil {
+		if err == nil && !missed {
 			_ = os.RemoveAll(stateDir)
 		} else {
 			log.Info("logs kept", "dir", stateDir)
@@ -161,6 +163,7 @@ func run(ctx context.Context, log *slog.Logger, o options) (err error) {
 			res.Notes = append(res.Notes, "did not complete: "+serr.Error())
 		}
 		results = append(results, res)
+		missed = missed || slices.ContainsFunc(res.Rows, func(r chaos.Row) bool { return !r.Met })
 	}
 	table := chaos.Table(results, o.nodes)
 	fmt.Print(table)
