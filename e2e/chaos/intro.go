@@ -66,7 +66,9 @@ const Intro = "`make bench-chaos` (e2e/cmd/bench-chaos, scenarios in e2e/chaos) 
 	"  as `previoussecretkey`, the replaced one, while the others still hold the old key alone; the others get the\n" +
 	"  new files only once it has joined them and `--ml-alone-after` (10 s) + 5 s have passed. The client probes every\n" +
 	"  address (one ARP request each, all replies collected) throughout: *most nodes answering one address* (target\n" +
-	"  1, the restart included), probes nobody answered and probes answered by another node than the owner from\n" +
+	"  1; reported apart, without a target, for the hand-back: from the restarted speaker's start until 2 s after it\n" +
+	"  joined, when it takes its addresses back and the interim owner may answer for up to one gratuitous burst, as\n" +
+	"  in any hand-over, see \"Two nodes answering for one address\"), probes nobody answered and probes answered by another node than the owner from\n" +
 	"  before (target 0, outside the restart window: from the stop until every address is answered by its owner alone\n" +
 	"  again, the restarted node's addresses fail over and back as in any restart); restarted speakers that elected as\n" +
 	"  if alone (their log) or had not joined the others within 1 min (target 0).\n" +
