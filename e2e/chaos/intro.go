@@ -68,10 +68,11 @@ const Intro = "`make bench-chaos` (e2e/cmd/bench-chaos, scenarios in e2e/chaos) 
 	"  address (one ARP request each, all replies collected) throughout: *most nodes answering one address* (target\n" +
 	"  1; reported apart, without a target, for the hand-back: from the restarted speaker's start until 2 s after it\n" +
 	"  joined, when it takes its addresses back and the interim owner may answer for up to one gratuitous burst, as\n" +
-	"  in any hand-over, see \"Two nodes answering for one address\"), probes nobody answered and probes answered by another node than the owner from\n" +
-	"  before (target 0, outside the restart window: from the stop until every address is answered by its owner alone\n" +
-	"  again, the restarted node's addresses fail over and back as in any restart); restarted speakers that elected as\n" +
-	"  if alone (their log) or had not joined the others within 1 min (target 0).\n" +
+	"  in any hand-over, see \"Two nodes answering for one address\"); probes nobody answered and probes answered by\n" +
+	"  another node than the owner from before (target 0, outside the restart window: from the stop until every\n" +
+	"  address is answered by its owner alone again, the restarted node's addresses fail over and back as in any\n" +
+	"  restart); restarted speakers that elected as if alone (their log) or had not joined the others within 1 min\n" +
+	"  (target 0).\n" +
 	"- **a peer sends a full table**: a second router (gobgp, in the router namespace on 198.51.100.2:1790) sends\n" +
 	"  200,000 IPv6 /64s to one node's speaker through a BGPPeer for that node only. The speaker's RSS is read from\n" +
 	"  /proc (VmRSS every 100 ms, VmHWM at the end): *peak RSS* against the speaker container's memory limit in the\n" +
