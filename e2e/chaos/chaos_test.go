@@ -249,3 +249,30 @@ func TestShortAddrs(t *testing.T) {
 		t.Errorf("got %q", got)
 	}
 }
+
+func TestPathFrom(t *testing.T) {
+	node := netip.MustParseAddr("198.51.100.11")
+	viaHop := lab.BGPPath{PeerID: "198.51.100.12"}
+	viaHop.NextHops = append(viaHop.NextHops, struct {
+		IP   string `json:"ip"`
+		AFI  string `json:"afi"`
+		Used bool   `json:"used"`
+	}{IP: "198.51.100.11", AFI: "ipv4"})
+	other := lab.BGPPath{PeerID: "198.51.100.12"}
+	other.NextHops = append(other.NextHops, viaHop.NextHops[0])
+	other.NextHops[0].IP = "198.51.100.12"
+	for _, tc := range []struct {
+		name string
+		p    lab.BGPPath
+		want bool
+	}{
+		{"learnt from the node", lab.BGPPath{PeerID: "198.51.100.11"}, true},
+		{"next hop the node", viaHop, true},
+		{"another node", other, false},
+		{"empty", lab.BGPPath{}, false},
+	} {
+		if got := pathFrom(tc.p, node); got != tc.want {
+			t.Errorf("%s: pathFrom = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}

@@ -16,13 +16,21 @@ const Intro = "`make bench-chaos` (e2e/cmd/bench-chaos, scenarios in e2e/chaos) 
 	"  node. *Neighbour entries at a non-owner* are the client's kernel entries (learnt over HTTP before the restart)\n" +
 	"  that name another node than the owner 4 s after the start: traffic that goes to a node not announcing the\n" +
 	"  address (with `externalTrafficPolicy: Local` it may have no endpoint) until the entry expires.\n" +
-	"- **rolling update of the speakers**: every speaker in turn is stopped (SIGTERM) and started, the next one once\n" +
-	"  it is ready and the ServiceL2Status objects are stable again, while the client requests each of 6 layer 2\n" +
-	"  addresses over HTTP every 100 ms (new connection each, 1 s timeout). *Requests lost* failed or timed out;\n" +
-	"  the *longest gap* is the longest time between two answered requests of one address (target ≤ 1 s);\n" +
-	"  *answered by another node* counts requests, once the statuses settled, that reached a node other than the\n" +
-	"  announcing one (in the lab every node serves every address, so a wrong neighbour entry shows here rather than\n" +
-	"  as a loss).\n" +
+	"- **rolling update of the speakers**: every speaker in turn is stopped (SIGTERM), started again 2 s later (the\n" +
+	"  old Pod gone, the new one not yet running), the next one once it is ready, the ServiceL2Status objects are\n" +
+	"  stable again and the router has every BGP prefix from every node again; meanwhile the client requests each of\n" +
+	"  6 layer 2 addresses and 4 BGP addresses (a BGPPeer from every node to FRR, graceful restart on; the client\n" +
+	"  reaches them through the router) over HTTP every 100 ms (new connection each, 1 s timeout). *Requests lost*\n" +
+	"  failed or timed out; the *longest gap* is the longest time between two answered requests of one address\n" +
+	"  (target ≤ 1 s); *answered by another node* counts requests to layer 2 addresses, once the statuses settled,\n" +
+	"  that reached a node other than the announcing one (in the lab every node serves every address, so a wrong\n" +
+	"  neighbour entry shows here rather than as a loss). BGP rows: *routes to a node whose speaker is gone* are\n" +
+	"  reads of FRR's table (about every 200 ms while a speaker is stopped, per prefix, the first right after the\n" +
+	"  process ended) that still hold a path from that node, stale or not (target 0: the speaker sends a Cease\n" +
+	"  NOTIFICATION, RFC 4271 §6.7 and RFC 4486, before it exits, so FRR withdraws at once and graceful restart,\n" +
+	"  RFC 4724, keeps nothing; a SIGKILL instead counts every read); requests to BGP addresses lost, reported (the\n" +
+	"  router always has the other nodes' paths, but a connection in flight when its path is withdrawn is hashed to\n" +
+	"  another node, which resets it: ECMP without resilient hashing), and their longest gap (target ≤ 1 s).\n" +
 	"- **controller kills during a burst**: 1,000 IPv6 LoadBalancer Services are created in 20 chunks; the controller\n" +
 	"  is SIGKILLed while each chunk is being created and started again. A watch on the Services sees every state\n" +
 	"  the API server stored: *duplicates* are addresses held by two Services at one moment; *changed* are Services\n" +
@@ -53,13 +61,21 @@ const Intro = "`make bench-chaos` (e2e/cmd/bench-chaos, scenarios in e2e/chaos) 
 	"- **memberlist Secret deleted; key rotated**: with 4 layer 2 addresses announced, the memberlist Secret is\n" +
 	"  deleted; the controller creates it again with a new key, which reaches the speakers' mounted files one node at\n" +
 	"  a time (10 s apart), as the kubelet updates mounted Secrets; each speaker installs the new key, all finish the\n" +
-	"  rotation (their logs name the key's ID). The client probes every address (one ARP request each, all replies\n" +
-	"  collected) throughout: *most nodes answering one address* (target 1), probes nobody answered and probes\n" +
-	"  answered by another node than the owner from before (target 0).\n" +
+	"  rotation (their logs name the key's ID). In each rotation, once the Secret is re-created and before any\n" +
+	"  node's files are updated, one speaker is restarted (SIGTERM, start): like a new Pod it mounts the new key and,\n" +
+	"  as `previoussecretkey`, the replaced one, while the others still hold the old key alone; the others get the\n" +
+	"  new files only once it has joined them and `--ml-alone-after` (10 s) + 5 s have passed. The client probes every\n" +
+	"  address (one ARP request each, all replies collected) throughout: *most nodes answering one address* (target\n" +
+	"  1; reported apart, without a target, for the hand-back: from the restarted speaker's start until 2 s after it\n" +
+	"  joined, when it takes its addresses back and the interim owner may answer for up to one gratuitous burst, as\n" +
+	"  in any hand-over, see \"Two nodes answering for one address\"); probes nobody answered and probes answered by\n" +
+	"  another node than the owner from before (target 0, outside the restart window: from the stop until every\n" +
+	"  address is answered by its owner alone again, the restarted node's addresses fail over and back as in any\n" +
+	"  restart); restarted speakers that elected as if alone (their log) or had not joined the others within 1 min\n" +
+	"  (target 0).\n" +
 	"- **a peer sends a full table**: a second router (gobgp, in the router namespace on 198.51.100.2:1790) sends\n" +
 	"  200,000 IPv6 /64s to one node's speaker through a BGPPeer for that node only. The speaker's RSS is read from\n" +
 	"  /proc (VmRSS every 100 ms, VmHWM at the end): *peak RSS* against the speaker container's memory limit in the\n" +
 	"  manifests (target: under it; the lab enforces no limit, so it is a comparison); the session must be torn down\n" +
 	"  at the received-prefix limit (`--bgp-max-received-prefixes`, 10,000) with a `prefixLimitExceeded` event on the\n" +
-	"  BGPPeer (the speaker opens it again after 2 min, outside the window).\n\n" +
-	"Not covered yet: BGP during the speaker rollout.\n"
+	"  BGPPeer (the speaker opens it again after 2 min, outside the window).\n"
