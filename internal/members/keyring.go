@@ -58,6 +58,10 @@ import (
 // have completed the rotation and removed it (then only the new key lets
 // it in). Nobody reads its metadata before it has joined, so switching the
 // primary then advertises nothing that is not true.
+// A join with the new key can succeed through a member that already holds
+// both while others hold only the previous one; once joined, planKeys sees
+// their advertisements and goes back to a key every member holds
+// ("fallback").
 //
 // When gossip started unencrypted (no secret), a secret learnt later is not
 // applied (switching between plain and encrypted gossip needs a restart of
@@ -107,7 +111,8 @@ func decodeMeta(b []byte) nodeMeta {
 // keyStep is the next action of the rotation: make Use primary (when not
 // ""), then remove Remove. Waiting lists the members whose advertisement
 // holds up the next phase, sorted; Phase names it ("use" or "remove", ""
-// when nothing is pending).
+// when nothing is pending; "fallback" when Use is an older key, see
+// planKeys).
 type keyStep struct {
 	Use     string
 	Remove  []string
@@ -132,6 +137,20 @@ func planKeys(installed []string, desired string, peers map[string]nodeMeta) key
 		}
 		slices.Sort(out)
 		return out
+	}
+	// Never encrypt with a key that a known member lacks while another
+	// installed key is held by every member: a speaker that started during
+	// a rotation may have joined with the new key (its join with the
+	// previous one failed, see tryNextPrimary) through a member that holds
+	// both, while others still hold only the previous key and could not
+	// read it. Members without metadata hold no key as far as this is
+	// concerned, so they never cause a fallback.
+	if lacking := blocked(func(m nodeMeta) bool { return slices.Contains(m.Keys, installed[0]) }); len(lacking) > 0 {
+		for _, id := range installed[1:] {
+			if len(blocked(func(m nodeMeta) bool { return slices.Contains(m.Keys, id) })) == 0 {
+				return keyStep{Use: id, Waiting: lacking, Phase: "fallback"}
+			}
+		}
 	}
 	if installed[0] != desired {
 		st.Waiting = blocked(func(m nodeMeta) bool { return slices.Contains(m.Keys, desired) })
@@ -371,7 +390,12 @@ func (l *List) stepKeys() bool {
 		// is not every member agreeing (see "Starting during a rotation").
 		st = planKeys(before, desired, k.peers)
 	}
-	if st.Use != "" {
+	switch {
+	case st.Use != "" && st.Phase == "fallback":
+		_ = k.ring.UseKey(k.keyByIDLocked(st.Use)) // installed: cannot fail
+		l.log.Info("memberlist key rotation: members lack the key this speaker encrypts with; encrypting with a key every member holds",
+			"key", st.Use, "members", st.Waiting)
+	case st.Use != "":
 		_ = k.ring.UseKey(k.desired) // installed: cannot fail
 		l.log.Info("memberlist key rotation: every member holds the new key; encrypting with it", "key", st.Use)
 	}
@@ -384,7 +408,7 @@ func (l *List) stepKeys() bool {
 		l.log.Info("memberlist key rotation complete: every member encrypts with the new key; old keys removed", "key", desired, "removed", st.Remove)
 	}
 	k.blocked = len(st.Waiting)
-	if w := st.Phase + ":" + strings.Join(st.Waiting, ","); len(st.Waiting) > 0 && w != k.waiting {
+	if w := st.Phase + ":" + strings.Join(st.Waiting, ","); len(st.Waiting) > 0 && w != k.waiting && st.Phase != "fallback" {
 		k.waiting = w
 		what := map[string]string{"use": "to install the new key", "remove": "to encrypt with the new key"}[st.Phase]
 		l.log.Info("memberlist key rotation waiting for members "+what, "key", desired, "members", st.Waiting)

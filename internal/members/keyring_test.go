@@ -53,6 +53,15 @@ func TestPlanKeys(t *testing.T) {
 			want:  keyStep{Remove: []string{o, x}}},
 		{name: "a peer that already removed the old key", installed: []string{n}, desired: n,
 			peers: map[string]nodeMeta{"b": holds(n, n, o)}},
+		{name: "encrypting with a key a peer lacks: back to one every peer holds", installed: []string{n, o}, desired: n,
+			peers: map[string]nodeMeta{"b": holds(o, o), "c": holds(o, o, n)},
+			want:  keyStep{Use: o, Waiting: []string{"b"}, Phase: "fallback"}},
+		{name: "a peer lacks the primary but no key is held by all: no fallback", installed: []string{n, o}, desired: n,
+			peers: map[string]nodeMeta{"b": holds(o, o), "c": holds(n, n)},
+			want:  keyStep{Waiting: []string{"b"}, Phase: "remove"}},
+		{name: "a peer without metadata causes no fallback", installed: []string{n, o}, desired: n,
+			peers: map[string]nodeMeta{"b": {}, "c": holds(o, o, n)},
+			want:  keyStep{Waiting: []string{"b", "c"}, Phase: "remove"}},
 		{name: "second rotation before the first completed", installed: []string{n, o, x}, desired: x,
 			peers: map[string]nodeMeta{"b": holds(n, n, o)},
 			want:  keyStep{Waiting: []string{"b"}, Phase: "use"}},
@@ -400,5 +409,41 @@ func TestRestartDuringKeyRotation(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestJoinedWithNewKeyFallsBack: a speaker that started during a rotation
+// (new key, previous key kept) and joined with the new key as primary
+// through a member that holds both, while another member still holds only
+// the previous key, must go back to encrypting with the previous key once it
+// sees that member's advertisement: otherwise that member cannot read its
+// gossip and probes, and the two views of who is live can diverge (one
+// chaos run counted unanswered addresses after a join like this). Without
+// the fallback the speaker kept encrypting with the new key.
+func TestJoinedWithNewKeyFallsBack(t *testing.T) {
+	t.Parallel()
+	oldSecret, newSecret := []byte("Q0bm9mS4rV2yT1uX7wZ3cA"), []byte("H5jK8lN2pR4tV6xZ9bD1fG")
+	oldID := SecretID(oldSecret)
+	both := start(t, testConfig("fb-both", oldSecret))
+	both.SetSecret(newSecret) // holds both, encrypts with the old key
+	oldOnly := start(t, testConfig("fb-old", oldSecret))
+	both.SetPeers([]netip.AddrPort{both.Addr(), oldOnly.Addr()})
+	poll.Until(t, sanityLimit, "fb-both and fb-old form a cluster", sees(both.List, "fb-both", "fb-old"))
+
+	cfg := testConfig("fb-restarted", newSecret)
+	cfg.PreviousSecret = oldSecret
+	cfg.Timings.AloneAfter = time.Minute
+	c := start(t, cfg)
+	// As after a failed join round: the new key is primary.
+	if id := c.tryNextPrimary(); id != SecretID(newSecret) {
+		t.Fatalf("tryNextPrimary = %s, want the new key %s", id, SecretID(newSecret))
+	}
+	c.SetPeers([]netip.AddrPort{both.Addr()}) // joins through the member holding both
+	all := []string{"fb-both", "fb-old", "fb-restarted"}
+	for _, nd := range []*testNode{both, oldOnly, c} {
+		poll.Until(t, sanityLimit, nd.cfg.NodeName+" sees all three", sees(nd.List, all...))
+	}
+	if ids, _ := c.keyStatus(); len(ids) == 0 || ids[0] != oldID {
+		t.Errorf("restarted speaker encrypts with %v, want the previous key %s first", ids, oldID)
 	}
 }
