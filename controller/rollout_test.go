@@ -20,6 +20,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/herald-lb/herald/api/v1beta1"
@@ -313,10 +314,10 @@ func TestRolloutDuringBurst(t *testing.T) {
 		Webhooks: []admissionregistrationv1.ValidatingWebhook{{
 			Name:                    "probe.test.herald.io",
 			AdmissionReviewVersions: []string{"v1"},
-			SideEffects:             ptrTo(admissionregistrationv1.SideEffectClassNone),
-			FailurePolicy:           ptrTo(admissionregistrationv1.Ignore),
+			SideEffects:             ptr.To(admissionregistrationv1.SideEffectClassNone),
+			FailurePolicy:           ptr.To(admissionregistrationv1.Ignore),
 			ClientConfig: admissionregistrationv1.WebhookClientConfig{Service: &admissionregistrationv1.ServiceReference{
-				Namespace: herald, Name: "herald-webhook-service", Path: ptrTo("/validate-metallb-io-v1beta1-ipaddresspool"),
+				Namespace: herald, Name: "herald-webhook-service", Path: ptr.To("/validate-metallb-io-v1beta1-ipaddresspool"),
 			}},
 			Rules: []admissionregistrationv1.RuleWithOperations{{
 				Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
