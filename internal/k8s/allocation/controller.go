@@ -60,8 +60,13 @@ type Options struct {
 	APIReader client.Reader
 	// Recorder emits Service and configuration events; nil emits none.
 	Recorder events.EventRecorder
-	// Log receives the controller's logs; nil discards them.
+	// Log receives the controller's logs; nil discards them. The caller
+	// names the part (logging.KeySubsystem "serviceip"): the package adds
+	// no identity key.
 	Log *slog.Logger
+	// PoolStatusLog receives the pool status writer's logs (the caller
+	// names it, logging.KeySubsystem "poolstatus"); nil: Log.
+	PoolStatusLog *slog.Logger
 	// Namespace is Herald's namespace (configuration objects).
 	Namespace string
 	// LBClass is --lb-class: only Services of this loadBalancerClass are
@@ -152,12 +157,16 @@ func New(opts Options) (*Controller, error) {
 	}
 	c := &Controller{
 		opts:  opts,
-		log:   log.With("controller", "serviceip"),
+		log:   log,
 		alloc: ipam.New(),
+	}
+	poolLog := opts.PoolStatusLog
+	if poolLog == nil {
+		poolLog = log
 	}
 	if c.pools, err = newPoolStatus(poolStatusOptions{
 		Client: opts.Client, Reader: opts.Cache, Namespace: opts.Namespace, Stats: c.alloc.Stats,
-		Delay: opts.PoolStatusDelay, Log: log, Registerer: opts.Registerer,
+		Delay: opts.PoolStatusDelay, Log: poolLog, Registerer: opts.Registerer,
 	}); err != nil {
 		return nil, err
 	}

@@ -72,7 +72,7 @@ func newPoolStatus(opts poolStatusOptions) (*poolStatusWriter, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	w := &poolStatusWriter{opts: opts, log: log.With("controller", "poolstatus"), dirty: make(chan struct{}, 1), known: map[string]bool{}}
+	w := &poolStatusWriter{opts: opts, log: log, dirty: make(chan struct{}, 1), known: map[string]bool{}}
 	for i, d := range []struct{ name, help string }{
 		{"addresses_total", "Number of usable IP addresses in the pool, both families (saturated at the int64 maximum)."},
 		{"ipv4_addresses_total", "Number of usable IPv4 addresses in the pool."},
