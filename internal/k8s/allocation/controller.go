@@ -270,7 +270,15 @@ func (c *Controller) run(ctx context.Context, q workqueue.TypedRateLimitingInter
 // idle reports whether the controller is initialised and has no work queued
 // or in progress (events not yet delivered by the informers aside).
 func (c *Controller) idle() bool {
-	return c.initialized.Load() && c.busy.Load() == 0 && c.svcQueue.Len() == 0 &&
+	return c.initialized.Load() && c.drained()
+}
+
+// drained reports whether no work is queued or in progress, initialised or
+// not (a controller that never had a valid configuration is drained once it
+// has looked at every event, and never idle). Items waiting for a
+// rate-limited retry are not counted.
+func (c *Controller) drained() bool {
+	return c.busy.Load() == 0 && c.svcQueue.Len() == 0 &&
 		c.annQueue.Len() == 0 && c.confQueue.Len() == 0 && c.retryQueue.Len() == 0
 }
 
