@@ -26,6 +26,7 @@ import (
 	"github.com/herald-lb/herald/api/v1beta1"
 	"github.com/herald-lb/herald/internal/k8s/allocation/allocationtest"
 	"github.com/herald-lb/herald/internal/poll"
+	"github.com/herald-lb/herald/internal/testenv"
 )
 
 // process is one controller binary run against the test API server.
@@ -201,7 +202,7 @@ type history struct {
 	dups  []string
 }
 
-func watchHistory(t *testing.T, env *allocationtest.Server, ns string) *history {
+func watchHistory(t *testing.T, env *testenv.Env, ns string) *history {
 	t.Helper()
 	wc, err := client.NewWithWatch(env.Config, client.Options{Scheme: env.Scheme})
 	if err != nil {

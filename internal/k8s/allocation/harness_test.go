@@ -32,12 +32,13 @@ import (
 	"github.com/herald-lb/herald/internal/k8s/allocation/allocationtest"
 	"github.com/herald-lb/herald/internal/k8s/configload"
 	"github.com/herald-lb/herald/internal/poll"
+	"github.com/herald-lb/herald/internal/testenv"
 )
 
 // srv is the package's API server (one for all tests: starting one takes
 // seconds). Tests run one at a time: each starts its own controller, which
 // watches Services cluster-wide, and deletes its Services when done.
-var srv *allocationtest.Server
+var srv *testenv.Env
 
 func TestMain(m *testing.M) {
 	flag.Parse()
