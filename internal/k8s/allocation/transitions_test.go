@@ -143,8 +143,11 @@ func (f *fixture) freezeStatus(ns string) func() {
 	poll.Until(f.t, 30*time.Second, "the freeze policy in force", func() error {
 		body := []byte(fmt.Sprintf(`{"status":{"conditions":[{"type":"probe","status":"True","reason":"Probe","message":"","lastTransitionTime":%q}]}}`, time.Now().UTC().Format(time.RFC3339)))
 		err := f.c.Status().Patch(f.ctx(), probe.DeepCopy(), client.RawPatch(types.StrategicMergePatchType, body))
-		if err == nil || !strings.Contains(err.Error(), "status frozen") {
-			return fmt.Errorf("%v", err)
+		if err == nil {
+			return errors.New("the probe's status patch went through")
+		}
+		if !strings.Contains(err.Error(), "status frozen") {
+			return err
 		}
 		return nil
 	})
