@@ -103,9 +103,43 @@ func TestStartsDuringAPIOutage(t *testing.T) {
 		}
 		return nil
 	})
+	// The binary names the allocation part: its lines carry
+	// subsystem=serviceip, and every identity key once.
+	b, err := os.ReadFile(p.log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkIdentityKeys(t, string(b), "configuration loaded", "serviceip")
 	if exited() {
 		t.Errorf("the controller exited")
 	}
+}
+
+// checkIdentityKeys checks the first JSON log line with message msg: it has
+// component=controller and subsystem=subsystem, each once, and none of
+// the keys a library must not add (internal/logging/keys.go).
+func checkIdentityKeys(t *testing.T, log, msg, subsystem string) {
+	t.Helper()
+	for _, line := range strings.Split(log, "\n") {
+		if !strings.Contains(line, `"msg":"`+msg+`"`) {
+			continue
+		}
+		for key, want := range map[string]string{"component": "controller", "subsystem": subsystem} {
+			if n := strings.Count(line, `"`+key+`":`); n != 1 {
+				t.Errorf("%q: key %s %d times, want once: %s", msg, key, n, line)
+			}
+			if !strings.Contains(line, `"`+key+`":"`+want+`"`) {
+				t.Errorf("%q: %s is not %q: %s", msg, key, want, line)
+			}
+		}
+		for _, key := range []string{"controller", "node", "source"} {
+			if strings.Contains(line, `"`+key+`":`) {
+				t.Errorf("%q: key %s (a library's identity key): %s", msg, key, line)
+			}
+		}
+		return
+	}
+	t.Errorf("no log line %q", msg)
 }
 
 // alive reports whether /healthz answers 200.

@@ -13,20 +13,19 @@ import (
 	"log/slog"
 	"os"
 
-	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
-	"github.com/herald-lb/herald/api/v1beta1"
-	"github.com/herald-lb/herald/api/v1beta2"
 	"github.com/herald-lb/herald/internal/k8s/allocation"
 	"github.com/herald-lb/herald/internal/k8s/apiretry"
 	"github.com/herald-lb/herald/internal/k8s/configload"
+	"github.com/herald-lb/herald/internal/k8s/fieldmanager"
 	"github.com/herald-lb/herald/internal/k8s/mlsecret"
+	"github.com/herald-lb/herald/internal/k8s/scheme"
 	"github.com/herald-lb/herald/internal/k8s/webhook"
 	"github.com/herald-lb/herald/internal/logging"
 	"github.com/herald-lb/herald/internal/version"
@@ -53,16 +52,6 @@ func main() {
 	log.Info("stopped")
 }
 
-func newScheme() (*runtime.Scheme, error) {
-	s := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, v1beta1.AddToScheme, v1beta2.AddToScheme} {
-		if err := add(s); err != nil {
-			return nil, fmt.Errorf("build scheme: %w", err)
-		}
-	}
-	return s, nil
-}
-
 // run builds the manager, adds the components --webhook-mode asks for and
 // runs until ctx ends (SIGTERM), then shuts down gracefully.
 func run(ctx context.Context, o *options, log *slog.Logger) error {
@@ -73,8 +62,9 @@ func run(ctx context.Context, o *options, log *slog.Logger) error {
 	// client-go's default 5 QPS / 10 burst would throttle a burst of new
 	// Services to a crawl.
 	cfg.QPS, cfg.Burst = float32(o.apiQPS), o.apiBurst
-	cfg.UserAgent = "herald-controller/" + version.Version
-	scheme, err := newScheme()
+	// Names the controller in the API server's audit log.
+	cfg.UserAgent = fieldmanager.Controller + "/" + version.Version
+	sch, err := scheme.New()
 	if err != nil {
 		return err
 	}
@@ -93,14 +83,17 @@ func run(ctx context.Context, o *options, log *slog.Logger) error {
 		return err
 	}
 	mopts := manager.Options{
-		Scheme:                 scheme,
+		Scheme: sch,
+		// Every write of the manager's client names the controller in
+		// managedFields.
+		Client:                 client.Options{FieldOwner: fieldmanager.Controller},
 		Cache:                  allocation.CacheOptions(o.namespace),
 		Metrics:                metricsOpts,
 		HealthProbeBindAddress: o.serving.HealthProbeAddress(),
 		LeaderElection:         o.leaderElect,
-		LeaseDuration:          ptrTo(leaseDuration),
-		RenewDeadline:          ptrTo(renewDeadline),
-		RetryPeriod:            ptrTo(retryPeriod),
+		LeaseDuration:          ptr.To(leaseDuration),
+		RenewDeadline:          ptr.To(renewDeadline),
+		RetryPeriod:            ptr.To(retryPeriod),
 		// The process exits right after the manager stops: hand the lease
 		// over at once instead of letting it expire.
 		LeaderElectionReleaseOnCancel: true,
@@ -110,7 +103,7 @@ func run(ctx context.Context, o *options, log *slog.Logger) error {
 		if err != nil {
 			return err
 		}
-		if mopts.LeaderElectionResourceLockInterface, err = leaderLock(cfg, scheme, o.namespace, id); err != nil {
+		if mopts.LeaderElectionResourceLockInterface, err = leaderLock(cfg, sch, o.namespace, id); err != nil {
 			return err
 		}
 		log.Info("leader election", "lease", o.namespace+"/"+leaseName, "identity", id)
@@ -137,7 +130,7 @@ func run(ctx context.Context, o *options, log *slog.Logger) error {
 			WebhookConfigName: o.webhookConfig,
 			ConversionCRDs:    []string{"bgppeers.metallb.io"},
 			TLSOpts:           tlsOpts,
-			Logger:            log.With("subsystem", "webhook"),
+			Logger:            log.With(logging.KeySubsystem, "webhook"),
 		}); err != nil {
 			return fmt.Errorf("webhooks: %w", err)
 		}
@@ -158,7 +151,7 @@ func run(ctx context.Context, o *options, log *slog.Logger) error {
 func addAllocation(ctx context.Context, mgr manager.Manager, o *options, log *slog.Logger) error {
 	// Uncached: the Reporter creates the ConfigurationState and reads it
 	// back at once, before any cache could have seen it.
-	uncached, err := client.New(mgr.GetConfig(), client.Options{Scheme: mgr.GetScheme()})
+	uncached, err := client.New(mgr.GetConfig(), client.Options{Scheme: mgr.GetScheme(), FieldOwner: fieldmanager.Controller})
 	if err != nil {
 		return fmt.Errorf("client: %w", err)
 	}
@@ -178,11 +171,14 @@ func addAllocation(ctx context.Context, mgr manager.Manager, o *options, log *sl
 		Cache:     mgr.GetCache(),
 		APIReader: mgr.GetAPIReader(),
 		Recorder:  mgr.GetEventRecorder(eventSource),
-		Log:       log,
-		Namespace: o.namespace,
-		LBClass:   o.lbClass,
-		Workers:   o.workers,
-		Reporter:  reporter,
+		// The binary names the parts (libraries add no identity keys):
+		// Service IPs, and the pool counters.
+		Log:           log.With(logging.KeySubsystem, "serviceip"),
+		PoolStatusLog: log.With(logging.KeySubsystem, "poolstatus"),
+		Namespace:     o.namespace,
+		LBClass:       o.lbClass,
+		Workers:       o.workers,
+		Reporter:      reporter,
 		// Registered when this replica starts leading (a standby has no
 		// configuration loop).
 		ConfigMetrics: configload.NewUnregisteredMetrics(), ConfigMetricsRegisterer: crmetrics.Registry,
@@ -198,8 +194,6 @@ func addAllocation(ctx context.Context, mgr manager.Manager, o *options, log *sl
 	// namespace are in the cache (allocation.CacheOptions).
 	return mlsecret.Setup(mgr, mlsecret.Options{
 		Client: uncached, Namespace: o.namespace, Name: o.mlSecretName, Deployment: o.deployment,
-		Recorder: mgr.GetEventRecorder(eventSource), Log: log.With("subsystem", "mlsecret"),
+		Recorder: mgr.GetEventRecorder(eventSource), Log: log.With(logging.KeySubsystem, "mlsecret"),
 	})
 }
-
-func ptrTo[T any](v T) *T { return &v }

@@ -20,11 +20,13 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/herald-lb/herald/api/v1beta1"
 	"github.com/herald-lb/herald/internal/k8s/allocation/allocationtest"
 	"github.com/herald-lb/herald/internal/poll"
+	"github.com/herald-lb/herald/internal/testenv"
 )
 
 // process is one controller binary run against the test API server.
@@ -200,7 +202,7 @@ type history struct {
 	dups  []string
 }
 
-func watchHistory(t *testing.T, env *allocationtest.Server, ns string) *history {
+func watchHistory(t *testing.T, env *testenv.Env, ns string) *history {
 	t.Helper()
 	wc, err := client.NewWithWatch(env.Config, client.Options{Scheme: env.Scheme})
 	if err != nil {
@@ -313,10 +315,10 @@ func TestRolloutDuringBurst(t *testing.T) {
 		Webhooks: []admissionregistrationv1.ValidatingWebhook{{
 			Name:                    "probe.test.herald.io",
 			AdmissionReviewVersions: []string{"v1"},
-			SideEffects:             ptrTo(admissionregistrationv1.SideEffectClassNone),
-			FailurePolicy:           ptrTo(admissionregistrationv1.Ignore),
+			SideEffects:             ptr.To(admissionregistrationv1.SideEffectClassNone),
+			FailurePolicy:           ptr.To(admissionregistrationv1.Ignore),
 			ClientConfig: admissionregistrationv1.WebhookClientConfig{Service: &admissionregistrationv1.ServiceReference{
-				Namespace: herald, Name: "herald-webhook-service", Path: ptrTo("/validate-metallb-io-v1beta1-ipaddresspool"),
+				Namespace: herald, Name: "herald-webhook-service", Path: ptr.To("/validate-metallb-io-v1beta1-ipaddresspool"),
 			}},
 			Rules: []admissionregistrationv1.RuleWithOperations{{
 				Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},

@@ -50,6 +50,7 @@ import (
 
 	"github.com/herald-lb/herald/api/v1beta1"
 	"github.com/herald-lb/herald/internal/k8s/allocation/allocationtest"
+	"github.com/herald-lb/herald/internal/testenv"
 )
 
 const (
@@ -408,7 +409,7 @@ func deleteNamespaceServices(ctx context.Context, cs kubernetes.Interface, ns st
 	wg.Wait()
 }
 
-func waitConfigValid(ctx context.Context, srv *allocationtest.Server, timeout time.Duration) error {
+func waitConfigValid(ctx context.Context, srv *testenv.Env, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	for time.Now().Before(deadline) {
 		var cs v1beta1.ConfigurationState

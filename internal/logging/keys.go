@@ -10,7 +10,9 @@ package logging
 // it was given and adds no identity key of its own, so a key appears once
 // per line and the same part is named the same way in every binary. The
 // one exception is KeyLibrary, which an adapter adds to the lines it
-// forwards from an embedded third-party library's own logger.
+// forwards from an embedded third-party library's own logger. `make lint`
+// checks the rule (.golangci.yml: revive's string-format on log.With and
+// slog.String literals, forbidigo on these constants outside the binaries).
 //
 // controller-runtime's own lines (routed through the same logger by [New])
 // carry its keys "controller" (its reconciler's name) and "source" (an

@@ -1,6 +1,7 @@
 package allocation
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -8,10 +9,12 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/herald-lb/herald/api/v1beta1"
 	"github.com/herald-lb/herald/internal/annotations"
+	"github.com/herald-lb/herald/internal/poll"
 )
 
 // A new LoadBalancer Service gets the lowest free address, an IPAllocated
@@ -31,24 +34,33 @@ func TestAssignsIP(t *testing.T) {
 		t.Errorf("condition = %+v", cond)
 	}
 	f.waitEvent("web", EventIPAllocated, `Assigned IP ["198.51.100.10"]`)
-	eventually(t, 30*time.Second, "pool annotation", func() (bool, string) {
+	poll.Until(t, 30*time.Second, "pool annotation", func() error {
 		got := f.get("web").Annotations[annotations.AllocatedFromPool]
-		return got == "pool-a", got
+		if got != "pool-a" {
+			return fmt.Errorf("annotation %q", got)
+		}
+		return nil
 	})
 
 	f.svc("api")
 	f.waitIPs("api", "198.51.100.11")
-	eventually(t, 30*time.Second, "pool status", func() (bool, string) {
+	poll.Until(t, 30*time.Second, "pool status", func() error {
 		var p v1beta1.IPAddressPool
 		if err := f.c.Get(f.ctx(), client.ObjectKey{Namespace: f.herald, Name: "pool-a"}, &p); err != nil {
-			return false, err.Error()
+			return err
 		}
-		return p.Status.AssignedIPv4 == 2 && p.Status.AvailableIPv4 == 1, fmt.Sprintf("%+v", p.Status)
+		if p.Status.AssignedIPv4 != 2 || p.Status.AvailableIPv4 != 1 {
+			return fmt.Errorf("%+v", p.Status)
+		}
+		return nil
 	})
-	eventually(t, 10*time.Second, "in-use metric", func() (bool, string) {
+	poll.Until(t, 10*time.Second, "in-use metric", func() error {
 		v, _ := gauge(t, r.reg, "metallb_allocator_addresses_in_use_total", "pool", "pool-a")
 		tot, _ := gauge(t, r.reg, "metallb_allocator_ipv4_addresses_total", "pool", "pool-a")
-		return v == 2 && tot == 3, ""
+		if v != 2 || tot != 3 {
+			return fmt.Errorf("in use %v of %v", v, tot)
+		}
+		return nil
 	})
 	if n, ok := gauge(t, r.reg, "herald_allocation_duration_seconds"); !ok || n < 2 {
 		t.Errorf("allocation duration samples = %v, want >= 2", n)
@@ -84,11 +96,13 @@ func TestAssignsIP(t *testing.T) {
 	if err := f.c.Patch(f.ctx(), s, client.MergeFrom(base)); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 30*time.Second, "web cleared", func() (bool, string) {
+	poll.Until(t, 30*time.Second, "web cleared", func() error {
 		s := f.get("web")
 		_, ann := s.Annotations[annotations.AllocatedFromPool]
-		return len(s.Status.LoadBalancer.Ingress) == 0 && len(s.Status.Conditions) == 0 && !ann,
-			strings.Join(ingressStrings(s), ",")
+		if len(s.Status.LoadBalancer.Ingress) > 0 || len(s.Status.Conditions) > 0 || ann {
+			return errors.New(strings.Join(ingressStrings(s), ","))
+		}
+		return nil
 	})
 	f.svc("next")
 	f.waitIPs("next", "198.51.100.10")
@@ -100,7 +114,7 @@ func TestAssignsIP(t *testing.T) {
 func TestRequestedIPAndPool(t *testing.T) {
 	f := newFixture(t)
 	f.pool("pool-a", []string{"198.51.100.0/28"})
-	f.pool("pool-b", []string{"203.0.113.0/28"}, func(p *v1beta1.IPAddressPool) { p.Spec.AutoAssign = ptr(false) })
+	f.pool("pool-b", []string{"203.0.113.0/28"}, func(p *v1beta1.IPAddressPool) { p.Spec.AutoAssign = ptr.To(false) })
 	f.start()
 
 	f.svc("named", withAnnotation(annotations.AddressPool, "pool-b"))
@@ -126,9 +140,12 @@ func TestRequestedIPAndPool(t *testing.T) {
 	}
 	f.waitIPs("req", "198.51.100.9")
 	f.waitEvent("req", EventClearAssignment, "198.51.100.7")
-	eventually(t, 30*time.Second, "annotation pool-b", func() (bool, string) {
+	poll.Until(t, 30*time.Second, "annotation pool-b", func() error {
 		got := f.get("named").Annotations[annotations.AllocatedFromPool]
-		return got == "pool-b", got
+		if got != "pool-b" {
+			return fmt.Errorf("annotation %q", got)
+		}
+		return nil
 	})
 }
 
@@ -138,7 +155,7 @@ func TestRequestedIPAndPool(t *testing.T) {
 func TestWarnsWhenPoolNotAdvertised(t *testing.T) {
 	f := newFixture(t)
 	f.pool("quiet", []string{"198.51.100.10-198.51.100.12"}, func(p *v1beta1.IPAddressPool) {
-		p.Spec.AutoAssign = ptr(false)
+		p.Spec.AutoAssign = ptr.To(false)
 	})
 	f.pool("announced", []string{"203.0.113.10-203.0.113.12"})
 	if err := f.c.Create(f.ctx(), &v1beta1.L2Advertisement{

@@ -60,8 +60,13 @@ type Options struct {
 	APIReader client.Reader
 	// Recorder emits Service and configuration events; nil emits none.
 	Recorder events.EventRecorder
-	// Log receives the controller's logs; nil discards them.
+	// Log receives the controller's logs; nil discards them. The caller
+	// names the part (logging.KeySubsystem "serviceip"): the package adds
+	// no identity key.
 	Log *slog.Logger
+	// PoolStatusLog receives the pool status writer's logs (the caller
+	// names it, logging.KeySubsystem "poolstatus"); nil: Log.
+	PoolStatusLog *slog.Logger
 	// Namespace is Herald's namespace (configuration objects).
 	Namespace string
 	// LBClass is --lb-class: only Services of this loadBalancerClass are
@@ -152,12 +157,16 @@ func New(opts Options) (*Controller, error) {
 	}
 	c := &Controller{
 		opts:  opts,
-		log:   log.With("controller", "serviceip"),
+		log:   log,
 		alloc: ipam.New(),
+	}
+	poolLog := opts.PoolStatusLog
+	if poolLog == nil {
+		poolLog = log
 	}
 	if c.pools, err = newPoolStatus(poolStatusOptions{
 		Client: opts.Client, Reader: opts.Cache, Namespace: opts.Namespace, Stats: c.alloc.Stats,
-		Delay: opts.PoolStatusDelay, Log: log, Registerer: opts.Registerer,
+		Delay: opts.PoolStatusDelay, Log: poolLog, Registerer: opts.Registerer,
 	}); err != nil {
 		return nil, err
 	}
@@ -261,7 +270,15 @@ func (c *Controller) run(ctx context.Context, q workqueue.TypedRateLimitingInter
 // idle reports whether the controller is initialised and has no work queued
 // or in progress (events not yet delivered by the informers aside).
 func (c *Controller) idle() bool {
-	return c.initialized.Load() && c.busy.Load() == 0 && c.svcQueue.Len() == 0 &&
+	return c.initialized.Load() && c.drained()
+}
+
+// drained reports whether no work is queued or in progress, initialised or
+// not (a controller that never had a valid configuration is drained once it
+// has looked at every event, and never idle). Items waiting for a
+// rate-limited retry are not counted.
+func (c *Controller) drained() bool {
+	return c.busy.Load() == 0 && c.svcQueue.Len() == 0 &&
 		c.annQueue.Len() == 0 && c.confQueue.Len() == 0 && c.retryQueue.Len() == 0
 }
 

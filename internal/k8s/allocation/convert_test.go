@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
 
 	"github.com/herald-lb/herald/api/v1beta1"
 	"github.com/herald-lb/herald/internal/config"
@@ -144,7 +145,7 @@ func TestHandled(t *testing.T) {
 func TestPoolsForEmptyServiceAllocation(t *testing.T) {
 	snap, err := config.Build(config.Resources{Pools: []v1beta1.IPAddressPool{
 		{ObjectMeta: metaName("pinned"), Spec: v1beta1.IPAddressPoolSpec{Addresses: []string{"198.51.100.0/28"}, ServiceAllocation: &v1beta1.ServiceAllocation{}}},
-		{ObjectMeta: metaName("open"), Spec: v1beta1.IPAddressPoolSpec{Addresses: []string{"203.0.113.0/28"}, AutoAssign: ptr(false), AvoidBuggyIPs: true}},
+		{ObjectMeta: metaName("open"), Spec: v1beta1.IPAddressPoolSpec{Addresses: []string{"203.0.113.0/28"}, AutoAssign: ptr.To(false), AvoidBuggyIPs: true}},
 	}}, config.Options{})
 	if err != nil {
 		t.Fatal(err)

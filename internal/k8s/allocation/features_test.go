@@ -3,11 +3,11 @@ package allocation
 import (
 	"strings"
 	"testing"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/herald-lb/herald/api/v1beta1"
@@ -46,7 +46,7 @@ func TestDualStack(t *testing.T) {
 	f := newFixture(t)
 	f.pool("v4only", []string{"203.0.113.0/28"})
 	f.pool("dual", []string{"198.51.100.0/28", "2001:db8::/124"}, func(p *v1beta1.IPAddressPool) {
-		p.Spec.AutoAssign = ptr(false)
+		p.Spec.AutoAssign = ptr.To(false)
 	})
 	f.start()
 	require := corev1.IPFamilyPolicyRequireDualStack
@@ -76,12 +76,14 @@ func TestLoadBalancerClass(t *testing.T) {
 	f := newFixture(t)
 	f.pool("pool-a", []string{"198.51.100.0/28"})
 	const class = "herald.io/test"
-	f.start(func(o *Options) { o.LBClass = class })
-	f.svc("classless")
-	f.svc("mine", func(s *corev1.Service) { s.Spec.LoadBalancerClass = ptr(class) })
-	f.svc("other", func(s *corev1.Service) { s.Spec.LoadBalancerClass = ptr("example.com/other") })
+	r := f.start(func(o *Options) { o.LBClass = class })
+	classless := f.svc("classless")
+	f.svc("mine", func(s *corev1.Service) { s.Spec.LoadBalancerClass = ptr.To(class) })
+	other := f.svc("other", func(s *corev1.Service) { s.Spec.LoadBalancerClass = ptr.To("example.com/other") })
 	f.waitIPs("mine", "198.51.100.0")
-	time.Sleep(500 * time.Millisecond)
+	f.waitCached(r, classless, false)
+	f.waitCached(r, other, false)
+	waitQuiet(t, r.ctrl.idle)
 	for _, name := range []string{"classless", "other"} {
 		s := f.get(name)
 		if len(s.Status.LoadBalancer.Ingress) > 0 || len(s.Status.Conditions) > 0 || s.Annotations[annotations.AllocatedFromPool] != "" {

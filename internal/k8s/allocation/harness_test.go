@@ -2,10 +2,12 @@ package allocation
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -19,6 +21,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrlconfig "sigs.k8s.io/controller-runtime/pkg/config"
@@ -28,12 +31,14 @@ import (
 	"github.com/herald-lb/herald/api/v1beta1"
 	"github.com/herald-lb/herald/internal/k8s/allocation/allocationtest"
 	"github.com/herald-lb/herald/internal/k8s/configload"
+	"github.com/herald-lb/herald/internal/poll"
+	"github.com/herald-lb/herald/internal/testenv"
 )
 
 // srv is the package's API server (one for all tests: starting one takes
 // seconds). Tests run one at a time: each starts its own controller, which
 // watches Services cluster-wide, and deletes its Services when done.
-var srv *allocationtest.Server
+var srv *testenv.Env
 
 func TestMain(m *testing.M) {
 	flag.Parse()
@@ -127,7 +132,7 @@ func (f *fixture) startAs(cfg *rest.Config, mods ...func(*Options)) *running {
 		Cache:                  CacheOptions(f.herald),
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
-		Controller:             ctrlconfig.Controller{SkipNameValidation: ptr(true)},
+		Controller:             ctrlconfig.Controller{SkipNameValidation: ptr.To(true)},
 	})
 	if err != nil {
 		f.t.Fatalf("manager: %v", err)
@@ -166,7 +171,58 @@ func (f *fixture) startAs(cfg *rest.Config, mods ...func(*Options)) *running {
 	return &running{ctrl: c, reg: reg, stop: stop}
 }
 
-func ptr[T any](v T) *T { return &v }
+// waitCached waits until r's cache (what its event handlers are called
+// from) holds obj at least at the resourceVersion the test's write gave it,
+// or, with gone, no longer holds it. Together with waitQuiet it replaces a
+// sleep "long enough for the informers to deliver the events".
+func (f *fixture) waitCached(r *running, obj client.Object, gone bool) {
+	f.t.Helper()
+	want, err := strconv.ParseUint(obj.GetResourceVersion(), 10, 64)
+	if err != nil && !gone {
+		f.t.Fatalf("%T %s: resourceVersion %q: %v", obj, obj.GetName(), obj.GetResourceVersion(), err)
+	}
+	key := client.ObjectKeyFromObject(obj)
+	poll.Until(f.t, 30*time.Second, fmt.Sprintf("%T %s in the controller's cache", obj, key), func() error {
+		got, ok := obj.DeepCopyObject().(client.Object)
+		if !ok {
+			return fmt.Errorf("%T is not a client.Object", obj)
+		}
+		err := r.ctrl.opts.Cache.Get(f.ctx(), key, got)
+		switch {
+		case gone && apierrors.IsNotFound(err):
+			return nil
+		case gone && err == nil:
+			return errors.New("still cached")
+		case err != nil:
+			return err
+		}
+		rv, err := strconv.ParseUint(got.GetResourceVersion(), 10, 64)
+		if err != nil || rv < want {
+			return fmt.Errorf("cached at resourceVersion %s, want %d", got.GetResourceVersion(), want)
+		}
+		return nil
+	})
+}
+
+// waitQuiet waits until quiet (r.ctrl.idle, or r.ctrl.drained for a
+// controller that cannot initialise) holds on several checks in a row: by
+// then the handlers of every event waitCached saw have run and their work
+// is done. What a "nothing else happens" check reads after it is final.
+func waitQuiet(t *testing.T, quiet func() bool) {
+	t.Helper()
+	n := 0
+	poll.Until(t, 60*time.Second, "controller quiet", func() error {
+		if quiet() {
+			n++
+		} else {
+			n = 0
+		}
+		if n < 4 {
+			return fmt.Errorf("quiet on %d checks in a row", n)
+		}
+		return nil
+	})
+}
 
 // pool creates an IPAddressPool in the Herald namespace.
 func (f *fixture) pool(name string, addrs []string, mods ...func(*v1beta1.IPAddressPool)) *v1beta1.IPAddressPool {
@@ -199,7 +255,7 @@ func newService(ns, name string, mods ...func(*corev1.Service)) *corev1.Service 
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
 		Spec: corev1.ServiceSpec{
 			Type:                          corev1.ServiceTypeLoadBalancer,
-			AllocateLoadBalancerNodePorts: ptr(false),
+			AllocateLoadBalancerNodePorts: ptr.To(false),
 			Selector:                      map[string]string{"app": name},
 			Ports:                         []corev1.ServicePort{{Name: "http", Protocol: corev1.ProtocolTCP, Port: 80, TargetPort: intstr.FromInt32(8080)}},
 		},
@@ -235,31 +291,17 @@ func (f *fixture) get(name string) *corev1.Service {
 	return &s
 }
 
-// eventually polls cond until it holds or timeout passes; cond's text says
-// what it saw.
-func eventually(t *testing.T, timeout time.Duration, what string, cond func() (bool, string)) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		ok, seen := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s; last seen: %s", timeout, what, seen)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
 // waitIPs waits until Service name has exactly want as ingress IPs.
 func (f *fixture) waitIPs(name string, want ...string) *corev1.Service {
 	f.t.Helper()
 	var s *corev1.Service
-	eventually(f.t, 30*time.Second, name+" ingress "+strings.Join(want, ","), func() (bool, string) {
+	poll.Until(f.t, 30*time.Second, name+" ingress "+strings.Join(want, ","), func() error {
 		s = f.get(name)
 		got := ingressStrings(s)
-		return slices.Equal(got, want), fmt.Sprintf("%v (conditions %v)", got, s.Status.Conditions)
+		if !slices.Equal(got, want) {
+			return fmt.Errorf("%v (conditions %v)", got, s.Status.Conditions)
+		}
+		return nil
 	})
 	return s
 }
@@ -268,15 +310,18 @@ func (f *fixture) waitIPs(name string, want ...string) *corev1.Service {
 func (f *fixture) waitCondition(name, reason string) metav1.Condition {
 	f.t.Helper()
 	var cond metav1.Condition
-	eventually(f.t, 30*time.Second, name+" condition "+reason, func() (bool, string) {
+	poll.Until(f.t, 30*time.Second, name+" condition "+reason, func() error {
 		s := f.get(name)
 		for _, c := range s.Status.Conditions {
 			if c.Type == ConditionType {
 				cond = c
-				return c.Reason == reason, fmt.Sprintf("%+v", c)
+				if c.Reason != reason {
+					return fmt.Errorf("%+v", c)
+				}
+				return nil
 			}
 		}
-		return false, "no condition"
+		return errors.New("no condition")
 	})
 	return cond
 }
@@ -294,10 +339,10 @@ func ingressStrings(s *corev1.Service) []string {
 func (f *fixture) waitEvent(name, reason, substr string) string {
 	f.t.Helper()
 	var msg string
-	eventually(f.t, 30*time.Second, fmt.Sprintf("event %s %q on %s", reason, substr, name), func() (bool, string) {
+	poll.Until(f.t, 30*time.Second, fmt.Sprintf("event %s %q on %s", reason, substr, name), func() error {
 		var list corev1.EventList
 		if err := f.c.List(f.ctx(), &list, client.InNamespace(f.ns)); err != nil {
-			return false, err.Error()
+			return err
 		}
 		var seen []string
 		for _, e := range list.Items {
@@ -307,10 +352,10 @@ func (f *fixture) waitEvent(name, reason, substr string) string {
 			seen = append(seen, e.Reason+": "+e.Message)
 			if e.Reason == reason && strings.Contains(e.Message, substr) {
 				msg = e.Message
-				return true, ""
+				return nil
 			}
 		}
-		return false, strings.Join(seen, " | ")
+		return errors.New(strings.Join(seen, " | "))
 	})
 	return msg
 }

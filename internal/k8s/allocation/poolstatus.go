@@ -16,6 +16,7 @@ import (
 
 	"github.com/herald-lb/herald/api/v1beta1"
 	"github.com/herald-lb/herald/internal/ipam"
+	"github.com/herald-lb/herald/internal/k8s/fieldmanager"
 )
 
 // DefaultPoolStatusDelay is the debounce delay when Options.PoolStatusDelay
@@ -72,7 +73,7 @@ func newPoolStatus(opts poolStatusOptions) (*poolStatusWriter, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	w := &poolStatusWriter{opts: opts, log: log.With("controller", "poolstatus"), dirty: make(chan struct{}, 1), known: map[string]bool{}}
+	w := &poolStatusWriter{opts: opts, log: log, dirty: make(chan struct{}, 1), known: map[string]bool{}}
 	for i, d := range []struct{ name, help string }{
 		{"addresses_total", "Number of usable IP addresses in the pool, both families (saturated at the int64 maximum)."},
 		{"ipv4_addresses_total", "Number of usable IPv4 addresses in the pool."},
@@ -174,7 +175,8 @@ func (w *poolStatusWriter) publish(ctx context.Context) error {
 			return err
 		}
 		target := &v1beta1.IPAddressPool{ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace, Name: p.Name}}
-		if err := w.opts.Client.Status().Patch(ctx, target, client.RawPatch(types.MergePatchType, body)); err != nil && !apierrors.IsNotFound(err) {
+		if err := w.opts.Client.Status().Patch(ctx, target, client.RawPatch(types.MergePatchType, body),
+			client.FieldOwner(fieldmanager.Controller)); err != nil && !apierrors.IsNotFound(err) {
 			errs = append(errs, fmt.Errorf("patch IPAddressPool %s/%s status: %w", p.Namespace, p.Name, err))
 		}
 	}

@@ -19,11 +19,9 @@ import (
 
 	"github.com/herald-lb/herald/internal/annotations"
 	"github.com/herald-lb/herald/internal/ipam"
+	"github.com/herald-lb/herald/internal/k8s/fieldmanager"
 	"github.com/herald-lb/herald/internal/svcstate"
 )
-
-// fieldManager names the controller's writes in managedFields.
-const fieldManager = "herald-controller"
 
 func splitKey(key string) client.ObjectKey {
 	ns, name, _ := strings.Cut(key, "/")
@@ -290,7 +288,7 @@ func (c *Controller) patchStatus(ctx context.Context, svc *corev1.Service, ips [
 	key := Key(svc)
 	target := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: svc.Namespace, Name: svc.Name}}
 	if err := c.opts.Client.Status().Patch(ctx, target, client.RawPatch(types.StrategicMergePatchType, body),
-		client.FieldOwner(fieldManager)); err != nil {
+		client.FieldOwner(fieldmanager.Controller)); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil // deleted meanwhile: the delete event releases it
 		}
@@ -416,7 +414,7 @@ func (c *Controller) syncAnnotation(ctx context.Context, key string) error {
 		return fmt.Errorf("build annotation patch: %w", err)
 	}
 	target := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: svc.Namespace, Name: svc.Name}}
-	if err := c.opts.Client.Status().Patch(ctx, target, client.RawPatch(types.MergePatchType, body), client.FieldOwner(fieldManager)); err != nil {
+	if err := c.opts.Client.Status().Patch(ctx, target, client.RawPatch(types.MergePatchType, body), client.FieldOwner(fieldmanager.Controller)); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil
 		}

@@ -5,11 +5,11 @@ import (
 	"math/rand/v2"
 	"strings"
 	"testing"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/herald-lb/herald/api/v1beta1"
@@ -108,56 +108,47 @@ func randomOps(seed uint64, n int) []op {
 	return out
 }
 
-// apply performs one step against the API server.
-func (f *fixture) apply(o op) {
+// apply performs one step against the API server and returns the object it
+// wrote (gone: deleted), for waitCached.
+func (f *fixture) apply(o op) (obj client.Object, gone bool) {
 	f.t.Helper()
 	ctx := f.ctx()
 	poolKey := client.ObjectKey{Namespace: f.herald, Name: o.name}
 	var err error
 	switch o.kind {
 	case "createPool":
-		f.pool(o.name, o.addrs, func(p *v1beta1.IPAddressPool) { p.Spec.AutoAssign = ptr(o.auto) })
+		obj = f.pool(o.name, o.addrs, func(p *v1beta1.IPAddressPool) { p.Spec.AutoAssign = ptr.To(o.auto) })
 	case "editPool":
-		var p v1beta1.IPAddressPool
-		if err = f.c.Get(ctx, poolKey, &p); err == nil {
+		p := &v1beta1.IPAddressPool{}
+		if err = f.c.Get(ctx, poolKey, p); err == nil {
 			base := p.DeepCopy()
-			p.Spec.Addresses, p.Spec.AutoAssign = o.addrs, ptr(o.auto)
-			err = f.c.Patch(ctx, &p, client.MergeFrom(base))
+			p.Spec.Addresses, p.Spec.AutoAssign = o.addrs, ptr.To(o.auto)
+			err = f.c.Patch(ctx, p, client.MergeFrom(base))
 		}
+		obj = p
 	case "deletePool":
-		err = f.c.Delete(ctx, &v1beta1.IPAddressPool{ObjectMeta: metaNS(f.herald, o.name)})
+		obj, gone = &v1beta1.IPAddressPool{ObjectMeta: metaNS(f.herald, o.name)}, true
+		err = f.c.Delete(ctx, obj)
 	case "createSvc":
 		s := newService(f.ns, o.name, withPort(o.port))
 		s.Annotations = o.ann
 		err = f.c.Create(ctx, s)
+		obj = s
 	case "editSvc":
 		s := f.get(o.name)
 		base := s.DeepCopy()
 		s.Annotations = o.ann
 		s.Spec.Ports[0].Port = o.port
 		err = f.c.Patch(ctx, s, client.MergeFrom(base))
+		obj = s
 	case "deleteSvc":
-		err = f.c.Delete(ctx, &corev1.Service{ObjectMeta: metaNS(f.ns, o.name)})
+		obj, gone = &corev1.Service{ObjectMeta: metaNS(f.ns, o.name)}, true
+		err = f.c.Delete(ctx, obj)
 	}
 	if err != nil && !apierrors.IsNotFound(err) {
 		f.t.Fatalf("%v: %v", o, err)
 	}
-}
-
-// waitQuiet waits until the controller has been idle for a while (long
-// enough for the informers to deliver the step's events).
-func waitQuiet(t *testing.T, r *running) {
-	t.Helper()
-	time.Sleep(100 * time.Millisecond)
-	quiet := 0
-	eventually(t, 60*time.Second, "controller idle", func() (bool, string) {
-		if r.ctrl.idle() {
-			quiet++
-		} else {
-			quiet = 0
-		}
-		return quiet >= 4, fmt.Sprint(quiet)
-	})
+	return obj, gone
 }
 
 // state renders every Service's addresses ("" = none), sorted by name.
@@ -179,15 +170,16 @@ func (f *fixture) state() map[string]string {
 func replay(t *testing.T, ops []op, restartAt int) map[string]string {
 	f := newFixture(t)
 	r := f.start()
-	waitQuiet(t, r)
+	waitQuiet(t, r.ctrl.idle)
 	for i, o := range ops {
 		if i == restartAt {
 			r.stop()
 			r = f.start()
-			waitQuiet(t, r)
+			waitQuiet(t, r.ctrl.idle)
 		}
-		f.apply(o)
-		waitQuiet(t, r)
+		obj, gone := f.apply(o)
+		f.waitCached(r, obj, gone)
+		waitQuiet(t, r.ctrl.idle)
 	}
 	out := f.state()
 	r.stop()

@@ -14,6 +14,7 @@ import (
 	"github.com/herald-lb/herald/api/v1beta1"
 	"github.com/herald-lb/herald/api/v1beta2"
 	"github.com/herald-lb/herald/internal/annotations"
+	"github.com/herald-lb/herald/internal/poll"
 )
 
 // listIPs returns name -> ingress IPs of every Service of ns that has some.
@@ -62,9 +63,12 @@ func TestRestartMidBurst(t *testing.T) {
 			}
 		})
 	}
-	eventually(t, 60*time.Second, "a third of the burst addressed", func() (bool, string) {
+	poll.Until(t, 60*time.Second, "a third of the burst addressed", func() error {
 		got := len(f.listIPs())
-		return got >= n/3, fmt.Sprint(got)
+		if got < n/3 {
+			return fmt.Errorf("%v", got)
+		}
+		return nil
 	})
 	r1.stop()
 	before := f.listIPs()
@@ -78,9 +82,12 @@ func TestRestartMidBurst(t *testing.T) {
 
 	f.start()
 	var after map[string]string
-	eventually(t, 90*time.Second, "every Service addressed", func() (bool, string) {
+	poll.Until(t, 90*time.Second, "every Service addressed", func() error {
 		after = f.listIPs()
-		return len(after) == n, fmt.Sprint(len(after))
+		if len(after) != n {
+			return fmt.Errorf("%d", len(after))
+		}
+		return nil
 	})
 	checkNoDuplicates(t, after)
 	for name, ip := range before {
@@ -111,9 +118,12 @@ func TestInvalidConfigKeepsAddresses(t *testing.T) {
 			t.Errorf("errorSummary %q does not name %q", state.ErrorSummary, want)
 		}
 	}
-	eventually(t, 10*time.Second, "stale metric 1", func() (bool, string) {
+	poll.Until(t, 10*time.Second, "stale metric 1", func() error {
 		v, _ := gauge(t, r.reg, "metallb_k8s_client_config_stale_bool")
-		return v == 1, fmt.Sprint(v)
+		if v != 1 {
+			return fmt.Errorf("%v", v)
+		}
+		return nil
 	})
 	f.waitEventIn(f.herald, "pool-bad", EventInvalidConfiguration, "spec.addresses[0]")
 	// The last valid configuration still serves new Services.
@@ -122,8 +132,17 @@ func TestInvalidConfigKeepsAddresses(t *testing.T) {
 
 	r.stop()
 	r2 := f.start()
-	f.svc("d")
-	time.Sleep(2 * time.Second)
+	d := f.svc("d")
+	// The new controller has rejected the configuration and looked at d
+	// (it never initialises, so it is drained, not idle).
+	poll.Until(t, 10*time.Second, "stale metric 1 after restart", func() error {
+		if v, _ := gauge(t, r2.reg, "metallb_k8s_client_config_stale_bool"); v != 1 {
+			return fmt.Errorf("%v", v)
+		}
+		return nil
+	})
+	f.waitCached(r2, d, false)
+	waitQuiet(t, r2.ctrl.drained)
 	if got := f.listIPs(); got["a"] != "198.51.100.0" || got["b"] != "198.51.100.1" || got["c"] != "198.51.100.2" || got["d"] != "" {
 		t.Errorf("after restart with an invalid configuration: %v", got)
 	}
@@ -143,39 +162,45 @@ func TestInvalidConfigKeepsAddresses(t *testing.T) {
 	if got := f.listIPs(); got["a"] != "198.51.100.0" || got["b"] != "198.51.100.1" || got["c"] != "198.51.100.2" {
 		t.Errorf("after the fix: %v", got)
 	}
-	eventually(t, 10*time.Second, "stale metric 0", func() (bool, string) {
+	poll.Until(t, 10*time.Second, "stale metric 0", func() error {
 		v, _ := gauge(t, r2.reg, "metallb_k8s_client_config_stale_bool")
-		return v == 0, fmt.Sprint(v)
+		if v != 0 {
+			return fmt.Errorf("%v", v)
+		}
+		return nil
 	})
 }
 
 func (f *fixture) waitConfigState(result v1beta1.ConfigurationResult) v1beta1.ConfigurationStateStatus {
 	f.t.Helper()
 	var st v1beta1.ConfigurationStateStatus
-	eventually(f.t, 30*time.Second, "ConfigurationState "+string(result), func() (bool, string) {
+	poll.Until(f.t, 30*time.Second, "ConfigurationState "+string(result), func() error {
 		var cs v1beta1.ConfigurationState
 		if err := f.c.Get(f.ctx(), client.ObjectKey{Namespace: f.herald, Name: "controller"}, &cs); err != nil {
-			return false, err.Error()
+			return err
 		}
 		st = cs.Status
-		return cs.Status.Result == result, fmt.Sprintf("%+v", cs.Status)
+		if cs.Status.Result != result {
+			return fmt.Errorf("%+v", cs.Status)
+		}
+		return nil
 	})
 	return st
 }
 
 func (f *fixture) waitEventIn(ns, name, reason, substr string) {
 	f.t.Helper()
-	eventually(f.t, 30*time.Second, "event "+reason+" on "+name, func() (bool, string) {
+	poll.Until(f.t, 30*time.Second, "event "+reason+" on "+name, func() error {
 		var list corev1.EventList
 		if err := f.c.List(f.ctx(), &list, client.InNamespace(ns)); err != nil {
-			return false, err.Error()
+			return err
 		}
 		for _, e := range list.Items {
 			if e.InvolvedObject.Name == name && e.Reason == reason && strings.Contains(e.Message, substr) {
-				return true, ""
+				return nil
 			}
 		}
-		return false, fmt.Sprint(len(list.Items), " events")
+		return fmt.Errorf("%d events", len(list.Items))
 	})
 }
 

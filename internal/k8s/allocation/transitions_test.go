@@ -1,6 +1,7 @@
 package allocation
 
 import (
+	"errors"
 	"fmt"
 	"net/netip"
 	"os"
@@ -18,10 +19,12 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
 	"github.com/herald-lb/herald/internal/annotations"
+	"github.com/herald-lb/herald/internal/poll"
 	"github.com/herald-lb/herald/internal/testenv"
 )
 
@@ -39,7 +42,7 @@ func TestStaleWriterRefused(t *testing.T) {
 
 	// A newer writer (the new leader) gives a another address.
 	newer := stale.DeepCopy()
-	newer.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: "198.51.100.7", IPMode: ptr(corev1.LoadBalancerIPModeVIP)}}
+	newer.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: "198.51.100.7", IPMode: ptr.To(corev1.LoadBalancerIPModeVIP)}}
 	if err := f.c.Status().Update(f.ctx(), newer); err != nil {
 		t.Fatal(err)
 	}
@@ -89,7 +92,7 @@ func (f *fixture) freezeStatus(ns string) func() {
 	policy := &admissionregistrationv1.ValidatingAdmissionPolicy{
 		ObjectMeta: metav1.ObjectMeta{Name: name},
 		Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{
-			FailurePolicy: ptr(admissionregistrationv1.Fail),
+			FailurePolicy: ptr.To(admissionregistrationv1.Fail),
 			MatchConstraints: &admissionregistrationv1.MatchResources{
 				ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{
 					RuleWithOperations: admissionregistrationv1.RuleWithOperations{
@@ -137,10 +140,16 @@ func (f *fixture) freezeStatus(ns string) func() {
 	if err := f.c.Create(f.ctx(), probe); err != nil {
 		f.t.Fatal(err)
 	}
-	eventually(f.t, 30*time.Second, "the freeze policy in force", func() (bool, string) {
+	poll.Until(f.t, 30*time.Second, "the freeze policy in force", func() error {
 		body := []byte(fmt.Sprintf(`{"status":{"conditions":[{"type":"probe","status":"True","reason":"Probe","message":"","lastTransitionTime":%q}]}}`, time.Now().UTC().Format(time.RFC3339)))
 		err := f.c.Status().Patch(f.ctx(), probe.DeepCopy(), client.RawPatch(types.StrategicMergePatchType, body))
-		return err != nil && strings.Contains(err.Error(), "status frozen"), fmt.Sprint(err)
+		if err == nil {
+			return errors.New("the probe's status patch went through")
+		}
+		if !strings.Contains(err.Error(), "status frozen") {
+			return err
+		}
+		return nil
 	})
 	return lift
 }
@@ -168,14 +177,14 @@ func TestFreedAddressHeldWhileClearingWriteFails(t *testing.T) {
 
 	f.svc("b")
 	var seen string
-	eventually(t, 30*time.Second, "b's condition", func() (bool, string) {
+	poll.Until(t, 30*time.Second, "b's condition", func() error {
 		for _, c := range f.get("b").Status.Conditions {
 			if c.Type == ConditionType {
 				seen = c.Reason + ": " + c.Message
-				return true, seen
+				return nil
 			}
 		}
-		return false, "no condition"
+		return errors.New("no condition")
 	})
 	if got := f.listIPs(); got["b"] != "" || got["a"] != "198.51.100.0" {
 		t.Fatalf("while a's clearing write fails: addresses %v (b: %s); want a still showing 198.51.100.0 and b none", got, seen)
@@ -268,9 +277,12 @@ func TestControllerWorksWithManifestRBAC(t *testing.T) {
 	r := f.startAs(cfg)
 	f.svc("a")
 	f.waitIPs("a", "198.51.100.0")
-	eventually(t, 30*time.Second, "pool annotation on a", func() (bool, string) {
+	poll.Until(t, 30*time.Second, "pool annotation on a", func() error {
 		v := f.get("a").Annotations[annotations.AllocatedFromPool]
-		return v == "pool-a", v
+		if v != "pool-a" {
+			return fmt.Errorf("annotation %q", v)
+		}
+		return nil
 	})
 	f.waitEvent("a", EventIPAllocated, "198.51.100.0")
 	f.waitConfigState("Valid")
@@ -280,10 +292,13 @@ func TestControllerWorksWithManifestRBAC(t *testing.T) {
 	if err := f.c.Update(f.ctx(), a); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 30*time.Second, "a cleared", func() (bool, string) {
+	poll.Until(t, 30*time.Second, "a cleared", func() error {
 		s := f.get("a")
 		_, has := s.Annotations[annotations.AllocatedFromPool]
-		return len(s.Status.LoadBalancer.Ingress) == 0 && !has, fmt.Sprintf("%v %v", ingressStrings(s), s.Annotations)
+		if len(s.Status.LoadBalancer.Ingress) > 0 || has {
+			return fmt.Errorf("%v %v", ingressStrings(s), s.Annotations)
+		}
+		return nil
 	})
 	for _, reason := range []string{"Forbidden", "Invalid", "Unknown"} {
 		if v, _ := gauge(t, r.reg, "herald_service_status_write_errors_total", "reason", reason); v != 0 {
