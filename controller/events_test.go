@@ -3,15 +3,12 @@ package main
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
 	eventsv1 "k8s.io/api/events/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/herald-lb/herald/internal/k8s/allocation/allocationtest"
 	"github.com/herald-lb/herald/internal/poll"
 )
 
@@ -23,21 +20,7 @@ func TestEventSource(t *testing.T) {
 	if testing.Short() {
 		t.Skip("needs a real API server; skipped under -short")
 	}
-	env, err := allocationtest.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := env.Stop(); err != nil {
-			t.Errorf("stop API server: %v", err)
-		}
-	})
-	dir := t.TempDir()
-	bin := buildController(t, dir)
-	kc := filepath.Join(dir, "kubeconfig")
-	if err := os.WriteFile(kc, env.KubeConfig, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	env, bin, kc := controllerEnv(t)
 	ctx := context.Background()
 	herald, app, vwc := heraldFixture(t, env.Client, "198.51.100.0/28")
 	startController(t, bin, kc, herald, vwc.Name, "controller", "--pod-name=herald-controller-x")

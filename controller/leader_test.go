@@ -3,8 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -13,7 +11,6 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/herald-lb/herald/internal/k8s/allocation/allocationtest"
 	"github.com/herald-lb/herald/internal/poll"
 )
 
@@ -28,21 +25,7 @@ func TestRestartedContainerLeadsAtOnce(t *testing.T) {
 	if testing.Short() {
 		t.Skip("needs a real API server; skipped under -short")
 	}
-	env, err := allocationtest.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := env.Stop(); err != nil {
-			t.Errorf("stop API server: %v", err)
-		}
-	})
-	dir := t.TempDir()
-	bin := buildController(t, dir)
-	kc := filepath.Join(dir, "kubeconfig")
-	if err := os.WriteFile(kc, env.KubeConfig, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	env, bin, kc := controllerEnv(t)
 	ctx := context.Background()
 	herald, app, vwc := heraldFixture(t, env.Client, "198.51.100.0/28")
 	const pod = "herald-controller-6f8b9c7d4-x2k9q"

@@ -124,6 +124,30 @@ func (p *process) metric(name string) ([]string, error) {
 }
 
 // buildController builds this package's binary into dir and returns its path.
+// controllerEnv starts a real API server (allocationtest's flags: a Service
+// range for hundreds of Services), stopped at the end of the test, builds
+// the controller binary and writes a kubeconfig for it; it returns the
+// environment, the binary and the kubeconfig's path.
+func controllerEnv(t *testing.T) (env *testenv.Env, bin, kubeconfig string) {
+	t.Helper()
+	env, err := allocationtest.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := env.Stop(); err != nil {
+			t.Errorf("stop API server: %v", err)
+		}
+	})
+	dir := t.TempDir()
+	bin = buildController(t, dir)
+	kubeconfig = filepath.Join(dir, "kubeconfig")
+	if err := os.WriteFile(kubeconfig, env.KubeConfig, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return env, bin, kubeconfig
+}
+
 func buildController(t *testing.T, dir string) string {
 	t.Helper()
 	bin := filepath.Join(dir, "controller")
@@ -278,21 +302,7 @@ func TestRolloutDuringBurst(t *testing.T) {
 	if testing.Short() {
 		t.Skip("needs a real API server; skipped under -short")
 	}
-	env, err := allocationtest.Start() // a Service range for hundreds of Services
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := env.Stop(); err != nil {
-			t.Errorf("stop API server: %v", err)
-		}
-	})
-	dir := t.TempDir()
-	bin := buildController(t, dir)
-	kc := filepath.Join(dir, "kubeconfig")
-	if err := os.WriteFile(kc, env.KubeConfig, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	env, bin, kc := controllerEnv(t) // a Service range for hundreds of Services
 	ctx := context.Background()
 	newNS := func() string {
 		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "herald-test-"}}
