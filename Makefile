@@ -30,8 +30,25 @@ tools: $(BIN)/controller-gen $(BIN)/helm $(BIN)/golangci-lint
 $(BIN)/controller-gen: hack/tools/gen/go.mod hack/tools/gen/go.sum
 	cd hack/tools/gen && go build -o $(BIN)/controller-gen sigs.k8s.io/controller-tools/cmd/controller-gen
 
+# Helm's own release build sets its version and the Kubernetes version it
+# assumes without a cluster (`helm template`, `helm lint`) from its
+# k8s.io/client-go dependency; without these ldflags a plain build assumes
+# Kubernetes 1.20 and `helm template charts/herald` refuses the chart
+# (kubeVersion >= 1.27).
+HELM_VERSION = $(shell cd hack/tools/helm && go list -m -f '{{.Version}}' helm.sh/helm/v3)
+HELM_K8S_MINOR = $(shell cd hack/tools/helm && go list -m -f '{{.Version}}' k8s.io/client-go | cut -d. -f2)
 $(BIN)/helm: hack/tools/helm/go.mod hack/tools/helm/go.sum
-	cd hack/tools/helm && go build -o $(BIN)/helm helm.sh/helm/v3/cmd/helm
+	cd hack/tools/helm && go build -o $(BIN)/helm -ldflags "\
+	  -X helm.sh/helm/v3/internal/version.version=$(HELM_VERSION) \
+	  -X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMajor=1 -X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMinor=$(HELM_K8S_MINOR) \
+	  -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMajor=1 -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMinor=$(HELM_K8S_MINOR)" \
+	  helm.sh/helm/v3/cmd/helm
+
+# Short names for the tools' paths (`make helm`, `make golangci-lint`).
+.PHONY: helm golangci-lint controller-gen
+helm: $(BIN)/helm
+golangci-lint: $(BIN)/golangci-lint
+controller-gen: $(BIN)/controller-gen
 
 $(BIN)/golangci-lint: hack/tools/lint/go.mod hack/tools/lint/go.sum
 	cd hack/tools/lint && go build -o $(BIN)/golangci-lint github.com/golangci/golangci-lint/v2/cmd/golangci-lint
@@ -42,6 +59,7 @@ $(BIN)/golangci-lint: hack/tools/lint/go.mod hack/tools/lint/go.sum
 # memberlist, netlink, sockets). All in .golangci.yml; results are cached in
 # golangci-lint's default cache (~/.cache/golangci-lint).
 lint: $(BIN)/golangci-lint
+	@echo "lint: gofmt, govet, staticcheck, unused, unparam, revive, godot, nolintlint, errorlint, forbidigo and the depguard import rules of .golangci.yml (pure decision packages, one package per library)"
 	$(BIN)/golangci-lint run ./...
 
 # generate rewrites the deepcopy code and CRD YAML from the markers in api/.

@@ -349,7 +349,9 @@ func (l *List) keyLoop(ctx context.Context, ml *memberlist.Memberlist) {
 		wg.Go(func() { watchFile(ctx, l.cfg.SecretFile, l.cfg.Secret, secretFilePoll, l.log, l.SetSecret) })
 	}
 	if installed, desired := l.keyStatus(); desired != "" {
-		l.log.Info("memberlist gossip encrypted", "key", desired, "installed", installed)
+		// key: the Secret's current key; primary: the one it encrypts with
+		// (the previous key when it started during a rotation).
+		l.log.Info("memberlist gossip encrypted", "key", desired, "primary", installed[0], "installed", installed)
 	}
 	for {
 		if l.stepKeys() {
