@@ -43,9 +43,9 @@ func (e *env) scrape(token string, target netip.AddrPort) ([]byte, error) {
 }
 
 // metricSum is the sum of every sample of metric name in the text
-// exposition body whose labels include every name="value" in labels.
-func metricSum(body []byte, name string, labels ...string) float64 {
-	var sum float64
+// exposition body whose labels include every name="value" in labels, and
+// whether there was any.
+func metricSum(body []byte, name string, labels ...string) (sum float64, found bool) {
 	sc := bufio.NewScanner(bytes.NewReader(body))
 	sc.Buffer(make([]byte, 0, 64*1024), 1024*1024)
 	for sc.Scan() {
@@ -67,9 +67,10 @@ func metricSum(body []byte, name string, labels ...string) float64 {
 		}
 		if v, err := strconv.ParseFloat(value, 64); ok && err == nil {
 			sum += v
+			found = true
 		}
 	}
-	return sum
+	return sum, found
 }
 
 // queuesIdle reports an error unless every workqueue named in names has
@@ -77,10 +78,14 @@ func metricSum(body []byte, name string, labels ...string) float64 {
 func queuesIdle(body []byte, names ...string) error {
 	for _, n := range names {
 		l := `name="` + n + `"`
-		if d := metricSum(body, "workqueue_depth", l); d != 0 {
+		d, found := metricSum(body, "workqueue_depth", l)
+		if !found {
+			return fmt.Errorf("no workqueue_depth of workqueue %s", n)
+		}
+		if d != 0 {
 			return fmt.Errorf("workqueue %s: %v queued", n, d)
 		}
-		if u := metricSum(body, "workqueue_unfinished_work_seconds", l); u != 0 {
+		if u, _ := metricSum(body, "workqueue_unfinished_work_seconds", l); u != 0 {
 			return fmt.Errorf("workqueue %s: an item in progress (%vs)", n, u)
 		}
 	}
@@ -104,7 +109,7 @@ func (e *env) speakerReconciles(t *testing.T, nodes ...string) map[string]float6
 			if err := queuesIdle(body, "speaker"); err != nil {
 				return fmt.Errorf("speaker %s: %w", n, err)
 			}
-			done[n] = metricSum(body, "controller_runtime_reconcile_total", `controller="speaker"`)
+			done[n], _ = metricSum(body, "controller_runtime_reconcile_total", `controller="speaker"`)
 		}
 		return nil
 	})
@@ -123,7 +128,7 @@ func (e *env) waitSpeakersReconciled(t *testing.T, since map[string]float64) {
 			if err != nil {
 				return err
 			}
-			if got := metricSum(body, "controller_runtime_reconcile_total", `controller="speaker"`); got <= before {
+			if got, _ := metricSum(body, "controller_runtime_reconcile_total", `controller="speaker"`); got <= before {
 				return fmt.Errorf("speaker %s: %v reconciles, no more than before the change", n, got)
 			}
 			if err := queuesIdle(body, "speaker"); err != nil {
