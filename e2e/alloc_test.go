@@ -11,8 +11,10 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/herald-lb/herald/api/v1beta1"
 	"github.com/herald-lb/herald/e2e/lab"
@@ -72,22 +74,48 @@ func within(ips []netip.Addr, prefixes ...string) bool {
 	return len(ips) > 0
 }
 
-// staysPending checks that Service ns/name has no address for a while
-// (the controller had every chance to give one) and returns its events.
+// conditionIPAllocated is the Service condition the controller maintains.
+const conditionIPAllocated = "herald.io/IPAllocated"
+
+// staysPending checks that Service ns/name has no address once the
+// controller has decided that it cannot have one (condition
+// herald.io/IPAllocated False for its current generation, and the
+// AllocationFailed event) and gone idle, and returns its events.
 func (e *env) staysPending(t *testing.T, ns, name string) string {
 	t.Helper()
-	deadline := time.Now().Add(3 * time.Second)
-	for time.Now().Before(deadline) {
-		ips, err := e.h.ServiceIPs(testCtx(t, 10*time.Second), ns, name)
-		if err != nil {
-			t.Fatal(err)
+	var ev string
+	poll.Until(t, time.Minute, fmt.Sprintf("service %s/%s refused by the controller", ns, name), func() error {
+		var svc corev1.Service
+		if err := e.c.Get(testCtx(t, 10*time.Second), client.ObjectKey{Namespace: ns, Name: name}, &svc); err != nil {
+			return err
 		}
-		if len(ips) > 0 {
-			t.Fatalf("service %s/%s got %v, want no address", ns, name, ips)
+		if len(svc.Status.LoadBalancer.Ingress) > 0 {
+			t.Fatalf("service %s/%s got %v, want no address", ns, name, svc.Status.LoadBalancer.Ingress)
 		}
-		time.Sleep(200 * time.Millisecond)
+		c := meta.FindStatusCondition(svc.Status.Conditions, conditionIPAllocated)
+		if c == nil || c.Status != metav1.ConditionFalse || c.ObservedGeneration != svc.Generation {
+			return fmt.Errorf("condition %s: %+v (generation %d)", conditionIPAllocated, c, svc.Generation)
+		}
+		if ev = e.events(ns, name); !strings.Contains(ev, "AllocationFailed") {
+			return fmt.Errorf("no %s event, events:%s", "AllocationFailed", ev)
+		}
+		return nil
+	})
+	e.waitControllerIdle(t)
+	e.noAddress(t, ns, name)
+	return ev
+}
+
+// noAddress fails t if Service ns/name has an address.
+func (e *env) noAddress(t *testing.T, ns, name string) {
+	t.Helper()
+	ips, err := e.h.ServiceIPs(testCtx(t, 10*time.Second), ns, name)
+	if err != nil {
+		t.Fatal(err)
 	}
-	return e.events(ns, name)
+	if len(ips) > 0 {
+		t.Fatalf("service %s/%s got %v, want no address", ns, name, ips)
+	}
 }
 
 // testPoolsByNamespaceAndLabel: a pool reserved to namespace alloc-a serves
@@ -221,7 +249,17 @@ func (e *env) testLBClass(t *testing.T) {
 	if ips := e.ips(t, ns, "mine", 1); !within(ips, "203.0.113.72/29") {
 		t.Errorf("mine got %v, want from 203.0.113.72/29", ips)
 	}
-	e.staysPending(t, ns, "other")
+	// The controller saw "other" before "mine" (created first); once it is
+	// idle it has left "other" alone for good: no address, no condition.
+	e.waitControllerIdle(t)
+	e.noAddress(t, ns, "other")
+	var other corev1.Service
+	if err := e.c.Get(testCtx(t, 10*time.Second), client.ObjectKey{Namespace: ns, Name: "other"}, &other); err != nil {
+		t.Fatal(err)
+	}
+	if c := meta.FindStatusCondition(other.Status.Conditions, conditionIPAllocated); c != nil {
+		t.Errorf("other (class other.example/lb) has condition %+v, want none", c)
+	}
 }
 
 // testPoolEdits: growing a full pool serves the pending Service and moves

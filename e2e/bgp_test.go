@@ -324,11 +324,28 @@ func (e *bgpEnv) testAggregation(t *testing.T) {
 			t.Errorf("FRR has %s as a host route (%d paths, %v); want only the aggregate", a, len(paths), err)
 		}
 	}
+	// Every speaker wrote agg1's ServiceBGPStatus (n1 to n3 at least, the
+	// nodes with sessions to FRR); each deletes its own once it has decided
+	// on agg1's deletion.
+	agg1Statuses := func(ok func(n int) bool) func() error {
+		return func() error {
+			st, err := e.h.BGPStatuses(ctx, bgpNS, "agg1")
+			if err != nil {
+				return err
+			}
+			if !ok(len(st)) {
+				return fmt.Errorf("%d ServiceBGPStatuses of agg1", len(st))
+			}
+			return nil
+		}
+	}
+	poll.Until(t, time.Minute, "agg1's ServiceBGPStatuses on n1, n2 and n3", agg1Statuses(func(n int) bool { return n >= 3 }))
 	if err := e.l.Client().CoreV1().Services(bgpNS).Delete(ctx, "agg1", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	// agg2 still uses the aggregate: it must stay, from every node.
-	time.Sleep(2 * time.Second)
+	// agg2 still uses the aggregate: it must stay, from every node, once
+	// every speaker has withdrawn agg1.
+	poll.Until(t, time.Minute, "every speaker done with agg1 (ServiceBGPStatuses gone)", agg1Statuses(func(n int) bool { return n == 0 }))
 	if _, err := bgpWaitPrefix(ctx, e.l, agg, bgpV4Peers(1, 2, 3), time.Second); err != nil {
 		t.Errorf("with one Service left in it: %v", err)
 	}

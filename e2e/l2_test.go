@@ -292,14 +292,16 @@ func (e l2Env) testARPAndNDP(t *testing.T) {
 func (e l2Env) testNoReadyEndpoint(t *testing.T) {
 	svc := lbService(l2NS, "unready", withAnnotation("metallb.io/address-pool", "l2"))
 	e.createService(t, svc)
+	ip := e.ips(t, l2NS, "unready", 1)[0]
+	// Every speaker, idle after the Service got its address, decides on its
+	// unready endpoint before the address is found silent.
+	reconciled := e.speakerReconciles(t, e.allNodes()...)
 	ctx := testCtx(t, time.Minute)
 	if err := e.l.SetEndpoints(ctx, l2NS, "unready", []lab.Endpoint{{Node: "n1", Ready: false}}); err != nil {
 		t.Fatal(err)
 	}
-	ip := e.ips(t, l2NS, "unready", 1)[0]
 	key := types.NamespacedName{Namespace: l2NS, Name: "unready"}
-	// Let the speakers see the Service before concluding it is silent.
-	time.Sleep(2 * time.Second)
+	e.waitSpeakersReconciled(t, reconciled)
 	e.waitSilent(t, key, ip)
 	e.endpoints(t, l2NS, "unready", "n1")
 	e.waitAnnouncer(t, key, ip, "announced once an endpoint is ready", anyNode)
@@ -334,7 +336,18 @@ func (e l2Env) testSharedIP(t *testing.T) {
 	}
 	// share-a loses its endpoints: share-b still needs the address.
 	e.endpoints(t, l2NS, "share-a")
-	time.Sleep(2 * time.Second)
+	// The announcing speaker has decided on it once share-a's
+	// ServiceL2Status is gone.
+	poll.Until(t, 20*time.Second, "share-a's ServiceL2Status deleted", func() error {
+		st, err := e.h.L2Statuses(context.Background(), l2NS, "share-a")
+		if err != nil {
+			return err
+		}
+		if len(st) != 0 {
+			return fmt.Errorf("ServiceL2Status of share-a on %v", l2Nodes(st))
+		}
+		return nil
+	})
 	e.waitAnnouncer(t, types.NamespacedName{Namespace: l2NS, Name: "share-b"}, a, "still announced for share-b", anyNode)
 	// share-b is deleted too: nobody needs it any more.
 	if err := e.k.CoreV1().Services(l2NS).Delete(ctx, "share-b", metav1.DeleteOptions{}); err != nil {

@@ -49,6 +49,10 @@ type Announcer struct {
 	// or not), so that a frame from another of its interfaces on the same
 	// segment is not taken for a conflict.
 	ownMACs map[string]bool
+
+	// scans counts completed interface scans (the tests wait on it to know
+	// that later scans changed nothing).
+	scans atomic.Uint64
 }
 
 // link is one interface with its responders and the IPs active on it.
@@ -261,6 +265,7 @@ func (a *Announcer) scan(ctx context.Context, h *netlink.Handle, ns netns.NsHand
 		a.log.Error("interface scan", "error", err)
 		return false
 	}
+	defer a.scans.Add(1) // after the unlock below: the scan's effects are visible
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	clear(a.ownMACs)

@@ -621,8 +621,14 @@ func TestRealInterfaceChanges(t *testing.T) {
 	a, _ := l.start(t, Options{GratuitousCount: count, GratuitousInterval: 20 * time.Millisecond})
 	v4 := netip.MustParseAddr("198.51.100.232")
 	v6 := netip.MustParseAddr("2001:db8::232")
+	scanned := a.scans.Load()
 	setIPs(t, a, "ns/svc", v4, v6)
-	time.Sleep(500 * time.Millisecond) // two rescans
+	poll.Until(t, 10*time.Second, "two more interface scans", func() error {
+		if n := a.scans.Load() - scanned; n < 2 {
+			return fmt.Errorf("%d more scans", n)
+		}
+		return nil
+	})
 	if got := a.Interfaces(v4); len(got) != 0 {
 		t.Fatalf("announced on %v while eth0 is down", got)
 	}

@@ -46,6 +46,9 @@ type List struct {
 	// leavingWaitHook, when set (tests only), is called when announceLeaving
 	// starts waiting for acknowledgements.
 	leavingWaitHook func()
+	// joinsTried counts completed join attempts (successful or not) of
+	// joinMissing; the tests wait on it.
+	joinsTried atomic.Uint64
 
 	mu   sync.Mutex
 	ml   *memberlist.Memberlist // set by Run
@@ -418,7 +421,9 @@ func (l *List) joinMissing(ctx context.Context, ml *memberlist.Memberlist) bool 
 			if ctx.Err() != nil {
 				return nil
 			}
-			if _, err := ml.Join([]string{p.String()}); err != nil {
+			_, err := ml.Join([]string{p.String()})
+			l.joinsTried.Add(1)
+			if err != nil {
 				l.log.Debug("memberlist join failed; retrying later", "peer", p, "error", err)
 				return nil
 			}

@@ -284,10 +284,17 @@ func TestKeys(t *testing.T) {
 	plain.SetPeers([]netip.AddrPort{a.Addr(), b.Addr()})
 	poll.Until(t, sanityLimit, "same secret joins", sees(a.List, "key-a", "key-b"))
 
-	// Give the mismatched members several probe and rejoin opportunities.
+	// Give the mismatched members several rejoin opportunities: each tries
+	// to join a and b at least three more times.
+	triedOther, triedPlain := other.joinsTried.Load(), plain.joinsTried.Load()
 	other.SetPeers([]netip.AddrPort{a.Addr(), b.Addr()})
 	plain.SetPeers([]netip.AddrPort{a.Addr(), b.Addr()})
-	time.Sleep(10 * a.cfg.Timings.ProbeInterval)
+	poll.Until(t, sanityLimit, "mismatched members' join attempts", func() error {
+		if o, p := other.joinsTried.Load()-triedOther, plain.joinsTried.Load()-triedPlain; o < 6 || p < 6 {
+			return fmt.Errorf("%d more join attempts by key-other, %d by key-plain", o, p)
+		}
+		return nil
+	})
 	for _, n := range []*testNode{a, b} {
 		if got := liveSet(n.List); !slices.Equal(got, []string{"key-a", "key-b"}) {
 			t.Errorf("%s Live = %v, want only key-a and key-b", n.cfg.NodeName, got)

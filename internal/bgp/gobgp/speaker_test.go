@@ -3,10 +3,13 @@ package gobgp
 import (
 	"context"
 	"errors"
+	"fmt"
+	"log/slog"
 	"net/netip"
 	"reflect"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -324,20 +327,71 @@ func TestMD5(t *testing.T) {
 	bad := newRouter(t, routerASN, "198.51.100.253", "127.0.0.2")
 	good.addPeer(t, "127.0.0.1", ourASN, withPassword("s3cret"))
 	bad.addPeer(t, "127.0.0.1", ourASN, withPassword("other"))
-	s := newSpeaker(t, Options{})
+	// gobgp logs each failed connection attempt (at debug level).
+	failed := &recordCounter{Handler: testLogger(t).Handler(), n: new(atomic.Int64), match: func(r slog.Record) bool {
+		return r.Message == "failed to connect" && recordAttr(r, "Key") == "127.0.0.2"
+	}}
+	s := newSpeaker(t, Options{Logger: slog.New(failed).With("side", "herald")})
 	pg, pb := good.peerConfig("good", ourASN), bad.peerConfig("bad", ourASN)
 	pg.Password, pb.Password = "s3cret", "s3cret"
 	if err := s.SetPeers(context.Background(), []bgp.PeerConfig{pg, pb}); err != nil {
 		t.Fatal(err)
 	}
 	waitEstablished(t, s, "good")
-	time.Sleep(4 * time.Second) // several ConnectRetry (1 s) attempts
+	// Several connection attempts (ConnectRetry 1 s) to the bad router.
+	poll.Until(t, 30*time.Second, "three failed connection attempts to bad", func() error {
+		if n := failed.n.Load(); n < 3 {
+			return fmt.Errorf("%d failed attempts", n)
+		}
+		return nil
+	})
 	if st := stateOf(s, "bad"); st.State == bgp.StateEstablished || st.EstablishedCount != 0 {
 		t.Fatalf("session with the wrong MD5 password: %+v", st)
 	}
 	if p := bad.peerInfo(t, "127.0.0.1"); p.GetState().GetMessages().GetReceived().GetOpen() != 0 {
 		t.Errorf("router with a different password received %d OPENs", p.GetState().GetMessages().GetReceived().GetOpen())
 	}
+}
+
+// recordCounter is a slog.Handler that counts the records match accepts
+// (at any level, debug included) and passes on what Handler is enabled for.
+type recordCounter struct {
+	slog.Handler
+	match func(slog.Record) bool
+	n     *atomic.Int64
+}
+
+func (h *recordCounter) Enabled(context.Context, slog.Level) bool { return true }
+
+func (h *recordCounter) Handle(ctx context.Context, r slog.Record) error {
+	if h.match(r) {
+		h.n.Add(1)
+	}
+	if !h.Handler.Enabled(ctx, r.Level) {
+		return nil
+	}
+	return h.Handler.Handle(ctx, r)
+}
+
+func (h *recordCounter) WithAttrs(as []slog.Attr) slog.Handler {
+	return &recordCounter{Handler: h.Handler.WithAttrs(as), match: h.match, n: h.n}
+}
+
+func (h *recordCounter) WithGroup(name string) slog.Handler {
+	return &recordCounter{Handler: h.Handler.WithGroup(name), match: h.match, n: h.n}
+}
+
+// recordAttr is the value of r's attribute key as text ("" if absent).
+func recordAttr(r slog.Record, key string) string {
+	v := ""
+	r.Attrs(func(a slog.Attr) bool {
+		if a.Key == key {
+			v = a.Value.String()
+			return false
+		}
+		return true
+	})
+	return v
 }
 
 // TestGracefulRestart: with RFC 4724 graceful restart on both sides, the

@@ -83,6 +83,10 @@ type Controller struct {
 	// configured: a configuration snapshot is in force (see Ready); set
 	// once, never reset (a later rejection keeps the last one in force).
 	configured atomic.Bool
+
+	// sessionChecks counts completed warnSessionsDown passes (the tests
+	// wait on it to know that further checks found nothing to report).
+	sessionChecks atomic.Uint64
 }
 
 // ReadyCheckName is the name under which Setup registers [Controller.Ready]
@@ -273,6 +277,7 @@ func (s *Controller) runTriggers(ctx context.Context) error {
 			s.peerState(ctx, st, sessions)
 		case <-check.C:
 			s.warnSessionsDown(ctx, sessions)
+			s.sessionChecks.Add(1)
 		}
 	}
 }

@@ -428,7 +428,14 @@ func TestSpeakerThroughAPIServer(t *testing.T) {
 			}
 			return nil
 		})
-		time.Sleep(4 * 300 * time.Millisecond) // several more checks of the same stretch
+		// Several more checks of the same stretch.
+		checked := s.spk.sessionChecks.Load()
+		poll.Until(t, 30*time.Second, "four more session checks", func() error {
+			if n := s.spk.sessionChecks.Load() - checked; n < 4 {
+				return fmt.Errorf("%d more session checks", n)
+			}
+			return nil
+		})
 		if n := s.rec.count(notUp); n != 1 {
 			t.Errorf("%d sessionNotEstablished events for one stretch down, want 1", n)
 		}
