@@ -18,6 +18,7 @@ type Fake struct {
 	paths  []Path
 	closed bool
 	calls  int
+	held   map[string]bool
 	// Err is returned (once) by the next SetPeers/SetPaths.
 	Err error
 }
@@ -65,6 +66,31 @@ func (f *Fake) pre() error {
 		return err
 	}
 	return nil
+}
+
+// SetPeerHeld implements Speaker: it records the hold (see Held).
+func (f *Fake) SetPeerHeld(_ context.Context, name string, held bool, _ string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.closed {
+		return ErrClosed
+	}
+	if f.held == nil {
+		f.held = map[string]bool{}
+	}
+	if held {
+		f.held[name] = true
+	} else {
+		delete(f.held, name)
+	}
+	return nil
+}
+
+// Held reports whether SetPeerHeld holds the peer called name down.
+func (f *Fake) Held(name string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.held[name]
 }
 
 // PeerStates implements Speaker: every peer Established, advertised = the

@@ -309,6 +309,13 @@ type Speaker interface {
 	SetPaths(ctx context.Context, paths []Path) error
 	// PeerStates returns a snapshot of every configured session, sorted by name.
 	PeerStates() []PeerState
+	// SetPeerHeld closes the session to the peer called name at once and
+	// keeps it closed (held true; reason is sent to the peer where
+	// possible and logged), or lets it re-establish (held false). The
+	// speaker uses it when the peer's BFD session (RFC 5880, RFC 5882 §4.3)
+	// goes Down and Up again. A hold on a name not (yet) applied takes
+	// effect when SetPeers adds it and ends when SetPeers removes it.
+	SetPeerHeld(ctx context.Context, name string, held bool, reason string) error
 	// Close withdraws everything, closes all sessions (with a Cease
 	// NOTIFICATION) and releases resources. Further calls return ErrClosed.
 	Close() error
