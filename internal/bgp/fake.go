@@ -2,6 +2,7 @@ package bgp
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -18,7 +19,7 @@ type Fake struct {
 	paths  []Path
 	closed bool
 	calls  int
-	held   map[string]bool
+	resets map[string]int
 	// Err is returned (once) by the next SetPeers/SetPaths.
 	Err error
 }
@@ -68,29 +69,29 @@ func (f *Fake) pre() error {
 	return nil
 }
 
-// SetPeerHeld implements Speaker: it records the hold (see Held).
-func (f *Fake) SetPeerHeld(_ context.Context, name string, held bool, _ string) error {
+// ResetPeer implements Speaker: it counts the resets of an applied peer
+// (see Resets).
+func (f *Fake) ResetPeer(_ context.Context, name, _ string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.closed {
 		return ErrClosed
 	}
-	if f.held == nil {
-		f.held = map[string]bool{}
+	if !slices.ContainsFunc(f.peers, func(p PeerConfig) bool { return p.Name == name }) {
+		return fmt.Errorf("reset peer %q: not applied", name)
 	}
-	if held {
-		f.held[name] = true
-	} else {
-		delete(f.held, name)
+	if f.resets == nil {
+		f.resets = map[string]int{}
 	}
+	f.resets[name]++
 	return nil
 }
 
-// Held reports whether SetPeerHeld holds the peer called name down.
-func (f *Fake) Held(name string) bool {
+// Resets returns how often ResetPeer reset the peer called name.
+func (f *Fake) Resets(name string) int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return f.held[name]
+	return f.resets[name]
 }
 
 // PeerStates implements Speaker: every peer Established, advertised = the

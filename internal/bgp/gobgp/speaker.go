@@ -84,9 +84,6 @@ type Speaker struct {
 	desiredPaths []bgp.Path                // merged
 	paths        map[netip.Prefix]bgp.Path // announced to gobgp
 	watchCancel  context.CancelFunc
-	// held are the peers SetPeerHeld keeps down (by name): added with
-	// AdminDown while held; forgotten when the peer is removed.
-	held map[string]string
 
 	stateMu sync.Mutex
 	byKey   map[string]string // neighbor key -> peer name (applied peers)
@@ -110,7 +107,6 @@ func New(opts Options) (*Speaker, error) {
 		srv:     server.NewBgpServer(server.LoggerOption(adapter)),
 		peers:   map[string]bgp.PeerConfig{},
 		paths:   map[netip.Prefix]bgp.Path{},
-		held:    map[string]string{},
 		byKey:   map[string]string{},
 		runtime: map[string]*peerRuntime{},
 	}
@@ -235,7 +231,6 @@ func (s *Speaker) SetPeers(ctx context.Context, peers []bgp.PeerConfig) error {
 	var toAdd []bgp.PeerConfig
 	for _, p := range d.Delete {
 		errs = append(errs, s.deletePeer(ctx, p))
-		delete(s.held, p.Name)
 	}
 	for _, u := range d.Update {
 		// Every change recreates the peer (a new OPEN carries the new
@@ -265,12 +260,7 @@ func (s *Speaker) SetPeers(ctx context.Context, peers []bgp.PeerConfig) error {
 		s.byKey[p.Key()] = p.Name
 		s.runtime[p.Name] = &peerRuntime{label: p.MetricLabel(), state: bgp.StateIdle}
 		s.stateMu.Unlock()
-		ap := toAPIPeer(p, s.opts.MaxReceivedPrefixes)
-		if reason, held := s.held[p.Name]; held {
-			ap.Conf.AdminDown = true
-			s.log.Info("BGP peer added held down", "peer", p.Name, "address", p.Key(), "reason", reason)
-		}
-		if err := s.srv.AddPeer(ctx, &api.AddPeerRequest{Peer: ap}); err != nil {
+		if err := s.srv.AddPeer(ctx, &api.AddPeerRequest{Peer: toAPIPeer(p, s.opts.MaxReceivedPrefixes)}); err != nil {
 			s.forgetPeer(p)
 			errs = append(errs, fmt.Errorf("add peer %q (%s): %w", p.Name, p.Key(), err))
 			continue
@@ -285,44 +275,28 @@ func (s *Speaker) SetPeers(ctx context.Context, peers []bgp.PeerConfig) error {
 	return errors.Join(errs...)
 }
 
-// SetPeerHeld implements bgp.Speaker. Holding closes the session at once
-// with gobgp's DisablePeer (a Cease NOTIFICATION, Administrative Shutdown
-// with reason as the RFC 8203 communication, where the link still carries
-// it) and keeps the neighbor administratively down; releasing enables it,
-// so the session re-establishes (RFC 4271 §8: ManualStart). A hold set on
-// a peer not yet applied takes effect when SetPeers adds it, survives the
-// peer's recreation, and ends when SetPeers removes the peer.
-func (s *Speaker) SetPeerHeld(ctx context.Context, name string, held bool, reason string) error {
+// ResetPeer implements bgp.Speaker with gobgp's hard reset: a Cease
+// NOTIFICATION, Administrative Reset (RFC 4486 §4), with reason as the
+// RFC 8203 communication where the link still carries it, closes the
+// session at once; gobgp's FSM then reconnects on its own (ConnectRetry).
+func (s *Speaker) ResetPeer(ctx context.Context, name, reason string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
 		return bgp.ErrClosed
 	}
-	_, was := s.held[name]
-	if held {
-		s.held[name] = reason
-	} else {
-		delete(s.held, name)
-	}
 	p, applied := s.peers[name]
-	if !applied || !s.started || was == held {
-		return nil
-	}
-	if p.Interface != "" {
-		return fmt.Errorf("hold peer %q: an interface peer cannot be held", name)
+	if !applied || !s.started {
+		return fmt.Errorf("reset peer %q: not applied", name)
 	}
 	addr := p.Address.String()
-	if held {
-		if err := s.srv.DisablePeer(ctx, &api.DisablePeerRequest{Address: addr, Communication: reason}); err != nil {
-			return fmt.Errorf("hold peer %q (%s) down: %w", name, addr, err)
-		}
-		s.log.Warn("BGP session held down", "peer", name, "address", addr, "reason", reason)
-		return nil
+	if p.Interface != "" {
+		addr = p.Interface
 	}
-	if err := s.srv.EnablePeer(ctx, &api.EnablePeerRequest{Address: addr}); err != nil {
-		return fmt.Errorf("release peer %q (%s): %w", name, addr, err)
+	if err := s.srv.ResetPeer(ctx, &api.ResetPeerRequest{Address: addr, Communication: reason}); err != nil {
+		return fmt.Errorf("reset peer %q (%s): %w", name, addr, err)
 	}
-	s.log.Info("BGP session released", "peer", name, "address", addr, "reason", reason)
+	s.log.Warn("BGP session reset", "peer", name, "address", p.Key(), "reason", reason)
 	return nil
 }
 

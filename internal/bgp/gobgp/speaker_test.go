@@ -3,6 +3,7 @@ package gobgp
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/netip"
 	"reflect"
 	"strings"
@@ -659,55 +660,32 @@ func TestGracefulRestartRecovery(t *testing.T) {
 	}
 }
 
-// TestSetPeerHeld: holding a peer closes its Established session at once
-// (the router sees it go down) and keeps it down, also across the peer's
-// recreation by SetPeers; releasing lets it re-establish; removing the peer
-// forgets the hold.
-func TestSetPeerHeld(t *testing.T) {
+// TestResetPeer: resetting a peer closes its Established session at once
+// (the router counts a dropped connection) and the session re-establishes
+// by itself; an unknown peer is an error.
+func TestResetPeer(t *testing.T) {
 	skipShort(t)
 	a := newRouter(t, routerASN, "198.51.100.254", "127.0.0.1")
 	a.addPeer(t, "127.0.0.1", ourASN)
 	s := newSpeaker(t, Options{})
 	ctx := context.Background()
-	pa := a.peerConfig("a", ourASN)
-	if err := s.SetPeers(ctx, []bgp.PeerConfig{pa}); err != nil {
+	if err := s.SetPeers(ctx, []bgp.PeerConfig{a.peerConfig("a", ourASN)}); err != nil {
 		t.Fatal(err)
 	}
 	waitEstablished(t, s, "a")
-	routerState := func() api.PeerState_SessionState { return a.peerInfo(t, "127.0.0.1").GetState().GetSessionState() }
+	before := a.peerInfo(t, "127.0.0.1").GetState().GetFlops()
 
-	if err := s.SetPeerHeld(ctx, "a", true, "BFD session down (test)"); err != nil {
+	if err := s.ResetPeer(ctx, "a", "BFD session down (test)"); err != nil {
 		t.Fatal(err)
 	}
-	poll.Until(t, 20*time.Second, "router sees the session down", func() bool {
-		return routerState() != api.PeerState_ESTABLISHED && stateOf(s, "a").State != bgp.StateEstablished
+	poll.Until(t, 30*time.Second, "session reset and re-established", func() error {
+		flops, st := a.peerInfo(t, "127.0.0.1").GetState().GetFlops(), stateOf(s, "a")
+		if flops <= before || st.EstablishedCount != 2 || st.State != bgp.StateEstablished {
+			return fmt.Errorf("router flops %d (before %d), ours %+v", flops, before, st)
+		}
+		return nil
 	})
-	// Recreated while held (a changed hold time): stays down.
-	pa.HoldTime = 15 * time.Second
-	if err := s.SetPeers(ctx, []bgp.PeerConfig{pa}); err != nil {
-		t.Fatal(err)
+	if err := s.ResetPeer(ctx, "nope", "test"); err == nil {
+		t.Error("ResetPeer of an unknown peer: no error")
 	}
-	var admin api.PeerState_AdminState
-	s.srv.ListPeer(ctx, &api.ListPeerRequest{Address: "127.0.0.1"}, func(p *api.Peer) { admin = p.GetState().GetAdminState() })
-	if admin != api.PeerState_DOWN {
-		t.Errorf("recreated held peer: admin state %v, want DOWN", admin)
-	}
-
-	if err := s.SetPeerHeld(ctx, "a", false, "BFD session up"); err != nil {
-		t.Fatal(err)
-	}
-	waitEstablished(t, s, "a")
-	poll.Until(t, 20*time.Second, "router sees the session established", func() bool { return routerState() == api.PeerState_ESTABLISHED })
-
-	// A hold on a removed peer is forgotten: added again, it comes up.
-	if err := s.SetPeerHeld(ctx, "a", true, "BFD session down (test)"); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.SetPeers(ctx, nil); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.SetPeers(ctx, []bgp.PeerConfig{pa}); err != nil {
-		t.Fatal(err)
-	}
-	waitEstablished(t, s, "a")
 }

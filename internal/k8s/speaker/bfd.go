@@ -40,84 +40,62 @@ type BFDChange struct {
 	Time time.Time
 }
 
-// bfdState is what the glue knows of the BFD sessions: which BGP sessions
-// it holds down, and when each BFD session last went down (for the
-// measured time in the up event).
+// bfdState keeps when each peer's BFD session last went down (for the
+// time down in the up event).
 type bfdState struct {
 	mu   sync.Mutex
-	held map[string]bool
 	down map[string]time.Time
 }
 
-// syncBFD applies the node's BFD sessions and releases the BGP sessions
-// held down for a peer that no longer has one.
-func (s *Controller) syncBFD(ctx context.Context, sessions []announce.BFDSession) error {
+// syncBFD applies the node's BFD sessions.
+func (s *Controller) syncBFD(sessions []announce.BFDSession) error {
 	if s.opts.BFD == nil {
 		return nil
 	}
-	err := s.opts.BFD.SetSessions(sessions)
-	want := map[string]bool{}
-	for _, b := range sessions {
-		want[b.Peer] = true
-	}
-	s.bfd.mu.Lock()
-	var release []string
-	for name := range s.bfd.held {
-		if !want[name] {
-			release = append(release, name)
-			delete(s.bfd.held, name)
-		}
-	}
-	s.bfd.mu.Unlock()
-	for _, name := range release {
-		if rerr := s.opts.BGP.SetPeerHeld(ctx, name, false, "BFD no longer configured"); rerr != nil {
-			s.log.Error("releasing the BGP session held down by BFD failed", "peer", name, "error", rerr)
-		}
-	}
-	if err != nil {
+	if err := s.opts.BFD.SetSessions(sessions); err != nil {
 		s.log.Error("applying BFD sessions failed", "error", err)
 		return fmt.Errorf("apply BFD sessions: %w", err)
 	}
 	return nil
 }
 
-// bfdChange acts on one BFD state change: Up to Down (detection time
-// expired or the peer signalled Down or AdminDown) closes the BGP session
-// to that peer at once and holds it down; Up again releases it (RFC 5882
-// §4.3: BFD as the BGP session's liveness). Our own removal (AdminDown,
-// CauseAdmin) changes nothing.
+// bfdChange acts on one BFD state change. Up to Down (detection time
+// expired, or the peer signalled Down or AdminDown) resets the BGP session
+// to that peer at once (RFC 5882 §4.3: BFD as the session's liveness
+// detection), with a bfdSessionDown event; BGP then re-establishes on its
+// own when the path works again. Up is reported (bfdSessionUp, with the
+// time down). Our own removal (AdminDown, CauseAdmin) changes nothing.
+//
+// The BGP session is reset, not held down until BFD is Up: a router with
+// dynamic neighbors (FRR's "bgp listen range") deletes the neighbor, and
+// with it its BFD session, when BGP goes down, so BFD could never come up
+// again while BGP waited for it.
 func (s *Controller) bfdChange(ctx context.Context, c BFDChange) {
 	switch {
 	case c.Cause == bfd.CauseAdmin:
 		return
 	case c.From == bfd.StateUp && c.To != bfd.StateUp:
 		s.bfd.mu.Lock()
-		s.bfd.held[c.Peer] = true
 		s.bfd.down[c.Peer] = c.Time
 		s.bfd.mu.Unlock()
-		reason := fmt.Sprintf("BFD session down (%s)", c.Diag)
-		err := s.opts.BGP.SetPeerHeld(ctx, c.Peer, true, reason)
-		s.log.Warn("BFD session down: BGP session closed and held down", "peer", c.Peer, "address", c.Address,
-			"state", c.To, "diag", c.Diag, "error", err)
+		err := s.opts.BGP.ResetPeer(ctx, c.Peer, fmt.Sprintf("BFD session down (%s)", c.Diag))
+		s.log.Warn("BFD session down: BGP session reset", "peer", c.Peer, "address", c.Address,
+			"state", c.To.String(), "diag", c.Diag.String(), "error", err)
 		s.peerEvent(ctx, c.Peer, corev1.EventTypeWarning, reasonBFDDown,
-			"BFD session to %s down on node %s (%s): BGP session closed until BFD is up again", c.Address, s.opts.NodeName, c.Diag)
+			"BFD session to %s down on node %s (%s): BGP session reset", c.Address, s.opts.NodeName, c.Diag)
 	case c.To == bfd.StateUp:
 		s.bfd.mu.Lock()
-		wasHeld := s.bfd.held[c.Peer]
-		delete(s.bfd.held, c.Peer)
 		since, wasDown := s.bfd.down[c.Peer]
 		delete(s.bfd.down, c.Peer)
 		s.bfd.mu.Unlock()
-		var err error
-		if wasHeld {
-			err = s.opts.BGP.SetPeerHeld(ctx, c.Peer, false, "BFD session up")
-		}
-		s.log.Info("BFD session up", "peer", c.Peer, "address", c.Address, "bgpReleased", wasHeld, "error", err)
 		if wasDown {
+			d := c.Time.Sub(since).Round(time.Millisecond)
+			s.log.Info("BFD session up again", "peer", c.Peer, "address", c.Address, "down", d.String())
 			s.peerEvent(ctx, c.Peer, corev1.EventTypeNormal, reasonBFDUp,
-				"BFD session to %s up again on node %s after %s: BGP session re-establishing", c.Address, s.opts.NodeName, c.Time.Sub(since).Round(time.Millisecond))
-		} else {
-			s.peerEvent(ctx, c.Peer, corev1.EventTypeNormal, reasonBFDUp, "BFD session to %s up on node %s", c.Address, s.opts.NodeName)
+				"BFD session to %s up again on node %s after %s", c.Address, s.opts.NodeName, d)
+			return
 		}
+		s.log.Info("BFD session up", "peer", c.Peer, "address", c.Address)
+		s.peerEvent(ctx, c.Peer, corev1.EventTypeNormal, reasonBFDUp, "BFD session to %s up on node %s", c.Address, s.opts.NodeName)
 	}
 }

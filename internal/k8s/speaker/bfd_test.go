@@ -43,12 +43,12 @@ func (f *fakeBFD) get() []announce.BFDSession {
 	return slices.Clone(f.sessions)
 }
 
-// TestBFDHoldsBGPDown: a BGPPeer naming a BFDProfile gets a BFD session
-// with the profile's parameters; BFD Up to Down holds that BGP session down
-// with a bfdSessionDown event, Up releases it with bfdSessionUp, our own
-// AdminDown changes nothing, and dropping the profile from the peer
-// removes the session and releases a held BGP session.
-func TestBFDHoldsBGPDown(t *testing.T) {
+// TestBFDResetsBGP: a BGPPeer naming a BFDProfile gets a BFD session
+// with the profile's parameters; BFD Up to Down resets that BGP session
+// with a bfdSessionDown event, Up again gives bfdSessionUp with the time
+// down, our own AdminDown changes nothing, and dropping the profile from
+// the peer removes the session.
+func TestBFDResetsBGP(t *testing.T) {
 	env := testenv.Start(t)
 	ctx := context.Background()
 	c := env.Client
@@ -78,62 +78,48 @@ func TestBFDHoldsBGPDown(t *testing.T) {
 	send := func(from, to bfd.State, cause bfd.Cause) {
 		s.bfdCh <- BFDChange{Peer: "p1", Address: addr, Transition: bfd.Transition{From: from, To: to, Diag: bfd.DiagControlDetectionTimeExpired, Cause: cause}, Time: time.Now()}
 	}
+	event := func(what, substr string) {
+		t.Helper()
+		poll.Until(t, 10*time.Second, what, func() error {
+			if !s.rec.has(substr) {
+				return fmt.Errorf("events %v", s.rec.events)
+			}
+			return nil
+		})
+	}
 	send(bfd.StateDown, bfd.StateUp, bfd.CauseReceived)
-	poll.Until(t, 10*time.Second, "bfdSessionUp event", func() error {
-		if !s.rec.has("BGPPeer/p1 Normal bfdSessionUp: BFD session to 203.0.113.1 up on node n1") {
-			return fmt.Errorf("events %v", s.rec.events)
-		}
-		return nil
-	})
-	if s.bgp.Held("p1") {
-		t.Fatal("BGP held down after BFD came up the first time")
+	event("bfdSessionUp event", "BGPPeer/p1 Normal bfdSessionUp: BFD session to 203.0.113.1 up on node n1")
+	if n := s.bgp.Resets("p1"); n != 0 {
+		t.Fatalf("BGP reset %d times by BFD coming up", n)
 	}
 
 	send(bfd.StateUp, bfd.StateDown, bfd.CauseDetectionTimer)
-	poll.Until(t, 10*time.Second, "BGP held down, bfdSessionDown event", func() error {
-		if !s.bgp.Held("p1") {
-			return errors.New("BGP session not held down")
-		}
-		if !s.rec.has("BGPPeer/p1 Warning bfdSessionDown: BFD session to 203.0.113.1 down on node n1 (Control Detection Time Expired): BGP session closed until BFD is up again") {
-			return fmt.Errorf("events %v", s.rec.events)
-		}
-		return nil
-	})
-
+	event("bfdSessionDown event", "BGPPeer/p1 Warning bfdSessionDown: BFD session to 203.0.113.1 down on node n1 (Control Detection Time Expired): BGP session reset")
+	if n := s.bgp.Resets("p1"); n != 1 {
+		t.Fatalf("BGP reset %d times, want 1", n)
+	}
 	send(bfd.StateDown, bfd.StateUp, bfd.CauseReceived)
-	poll.Until(t, 10*time.Second, "BGP released, bfdSessionUp event with the time down", func() error {
-		if s.bgp.Held("p1") {
-			return errors.New("BGP session still held down")
-		}
-		if !s.rec.has("bfdSessionUp: BFD session to 203.0.113.1 up again on node n1 after") {
-			return fmt.Errorf("events %v", s.rec.events)
-		}
-		return nil
-	})
+	event("bfdSessionUp event with the time down", "bfdSessionUp: BFD session to 203.0.113.1 up again on node n1 after")
 
-	// Our own removal (AdminDown, CauseAdmin) holds nothing.
+	// Our own removal (AdminDown, CauseAdmin) resets nothing.
 	send(bfd.StateUp, bfd.StateAdminDown, bfd.CauseAdmin)
-	// Down again, then the profile is dropped from the peer: the BFD
-	// session goes and the BGP session is released.
-	send(bfd.StateUp, bfd.StateDown, bfd.CauseDetectionTimer)
-	poll.Until(t, 10*time.Second, "held down again", func() error {
-		if !s.bgp.Held("p1") {
-			return errors.New("BGP session not held down")
+	send(bfd.StateDown, bfd.StateUp, bfd.CauseReceived) // a marker: handled after the AdminDown
+	poll.Until(t, 10*time.Second, "marker handled", func() error {
+		if n := s.rec.count("bfdSessionUp: BFD session to 203.0.113.1 up on node n1"); n != 2 {
+			return fmt.Errorf("%d first-up events", n)
 		}
 		return nil
 	})
-	if n := s.rec.count("bfdSessionDown"); n != 2 {
-		t.Errorf("%d bfdSessionDown events, want 2 (our AdminDown is none)", n)
+	if n := s.bgp.Resets("p1"); n != 1 {
+		t.Errorf("BGP reset %d times after our own AdminDown, want 1", n)
 	}
+
 	must(t, c.Get(ctx, client.ObjectKeyFromObject(peer), peer))
 	peer.Spec.BFDProfile = ""
 	must(t, c.Update(ctx, peer))
-	poll.Until(t, 30*time.Second, "BFD session removed, BGP released", func() error {
+	poll.Until(t, 30*time.Second, "BFD session removed", func() error {
 		if got := s.bfd.get(); len(got) != 0 {
 			return fmt.Errorf("sessions %+v", got)
-		}
-		if s.bgp.Held("p1") {
-			return errors.New("BGP session still held down")
 		}
 		return nil
 	})

@@ -189,14 +189,14 @@ func (s *Controller) syncPeers(ctx context.Context, snap *config.Snapshot, view 
 		}
 	}
 	if s.peersApplied && bgp.DiffPeers(desired, s.appliedPeers).Empty() {
-		return s.syncBFD(ctx, announce.BFDSessions(snap, nodeLabels))
+		return s.syncBFD(announce.BFDSessions(snap, nodeLabels))
 	}
 	if err := s.opts.BGP.SetPeers(ctx, desired); err != nil {
 		s.peersApplied = false
 		s.log.Error("applying BGP peers failed", "error", err)
 		return fmt.Errorf("apply BGP peers: %w", err)
 	}
-	bfdErr := s.syncBFD(ctx, announce.BFDSessions(snap, nodeLabels))
+	bfdErr := s.syncBFD(announce.BFDSessions(snap, nodeLabels))
 	names := make([]string, 0, len(desired))
 	for _, p := range desired {
 		names = append(names, p.Name)

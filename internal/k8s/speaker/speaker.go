@@ -142,7 +142,7 @@ func Setup(mgr manager.Manager, opts Options) (*Controller, error) {
 		triggers:   make(chan event.TypedGenericEvent[string], 16),
 		services:   map[string]*serviceState{},
 		peerErrors: map[string]string{},
-		bfd:        bfdState{held: map[string]bool{}, down: map[string]time.Time{}},
+		bfd:        bfdState{down: map[string]time.Time{}},
 	}
 	var err error
 	if s.announced, err = newAnnouncedMetric(opts.Registerer); err != nil {
