@@ -210,6 +210,35 @@ func (e *bgpEnv) testBFD(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A changed profile reaches the Up sessions by a Poll Sequence (RFC
+	// 5880 §6.5), without taking them down.
+	changeStart := fileSize(t, log)
+	var prof v1beta1.BFDProfile
+	if err := e.c.Get(ctx, client.ObjectKey{Namespace: lab.HeraldNamespace, Name: "fast"}, &prof); err != nil {
+		t.Fatal(err)
+	}
+	prof.Spec.ReceiveInterval, prof.Spec.TransmitInterval = ptr.To[uint32](200), ptr.To[uint32](200)
+	if err := e.c.Update(ctx, &prof); err != nil {
+		t.Fatal(err)
+	}
+	err = bgpWait(ctx, time.Minute, func() error {
+		ps, err := frrBFDPeers(ctx, e.l)
+		if err != nil {
+			return err
+		}
+		for _, a := range bgpV4Peers(1, 2, 3) {
+			if p := ps[a]; p.Status != "up" || p.RemoteReceive != 200 || p.RemoteTransmit != 200 {
+				return fmt.Errorf("FRR BFD peer %s: %+v, want up with Herald's 200 ms", a, p)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := readFrom(t, log, changeStart); strings.Contains(s, "BFD session down") {
+		t.Errorf("speaker n1's BFD session went down on a profile change:\n%s", s)
+	}
 	t.Logf("BFD 300 ms x 3, n1's link cut: FRR's BFD down after %s, n1's path withdrawn after %s, n1's speaker logged BFD down and reset BGP by %s; link restored: n1's path back after %s",
 		bfdDown.Round(time.Millisecond), withdrawn.Round(time.Millisecond), speakerDown.Round(time.Millisecond), back.Round(time.Millisecond))
 }

@@ -21,8 +21,15 @@ type bfdSessions struct {
 	m       *bfdnet.Manager
 	changes chan speaker.BFDChange
 
+	// mu serialises SetSessions and guards applied. It is held while the
+	// Manager is called (Update waits for the session's goroutine), so
+	// OnChange, which runs on that goroutine, must not take it: it reads
+	// the peer names under namesMu, never held across a Manager call.
 	mu      sync.Mutex
 	applied map[netip.Addr]announce.BFDSession // by peer address
+
+	namesMu sync.Mutex
+	names   map[netip.Addr]string // BGPPeer name by peer address
 }
 
 var _ speaker.BFDSessions = (*bfdSessions)(nil)
@@ -32,11 +39,12 @@ var _ speaker.BFDSessions = (*bfdSessions)(nil)
 // buffer; a full buffer drops the change and logs it (never blocks a
 // session's goroutine).
 func newBFDSessions(log *slog.Logger, reg prometheus.Registerer) (*bfdSessions, error) {
-	b := &bfdSessions{changes: make(chan speaker.BFDChange, 256), applied: map[netip.Addr]announce.BFDSession{}}
+	b := &bfdSessions{changes: make(chan speaker.BFDChange, 256),
+		applied: map[netip.Addr]announce.BFDSession{}, names: map[netip.Addr]string{}}
 	m, err := bfdnet.New(log, reg, bfdnet.Options{OnChange: func(c bfdnet.Change) {
-		b.mu.Lock()
-		name := b.applied[c.Key.Peer].Peer
-		b.mu.Unlock()
+		b.namesMu.Lock()
+		name := b.names[c.Key.Peer]
+		b.namesMu.Unlock()
 		select {
 		case b.changes <- speaker.BFDChange{Peer: name, Address: c.Key.Peer, Transition: c.Transition, Time: c.Time}:
 		default:
@@ -65,9 +73,7 @@ func (b *bfdSessions) SetSessions(sessions []announce.BFDSession) error {
 	var errs []error
 	for addr, old := range b.applied {
 		if n, ok := want[addr]; !ok || bfdKey(n) != bfdKey(old) || n.Peer != old.Peer {
-			b.mu.Unlock() // Remove reports AdminDown through OnChange
-			b.m.Remove(addr)
-			b.mu.Lock()
+			b.m.Remove(addr) // AdminDown to the peer, reported through OnChange
 			delete(b.applied, addr)
 		}
 	}
@@ -75,11 +81,12 @@ func (b *bfdSessions) SetSessions(sessions []announce.BFDSession) error {
 		old, ok := b.applied[addr]
 		switch {
 		case !ok:
-			b.applied[addr] = n // before Add: the first change names the peer
+			b.setName(addr, n.Peer) // before Add: the first change names the peer
 			if _, err := b.m.Add(bfdKey(n), n.Params); err != nil {
-				delete(b.applied, addr)
 				errs = append(errs, fmt.Errorf("BGPPeer %s: BFD profile %s: %w", n.Peer, n.Profile, err))
+				continue
 			}
+			b.applied[addr] = n
 		case old.Params != n.Params:
 			s, found := b.m.Session(addr)
 			if !found {
@@ -95,6 +102,12 @@ func (b *bfdSessions) SetSessions(sessions []announce.BFDSession) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+func (b *bfdSessions) setName(addr netip.Addr, name string) {
+	b.namesMu.Lock()
+	defer b.namesMu.Unlock()
+	b.names[addr] = name
 }
 
 // Close removes every session (AdminDown to each peer).

@@ -303,6 +303,15 @@ func (p *Peer) BFDProfileName() string {
 	return p.BFD.Name
 }
 
+// bfdKey renders a peer's BFD profile, name and every field, so that a
+// changed profile changes the snapshot's fingerprint.
+func bfdKey(b *BFDProfile) string {
+	if b == nil {
+		return ""
+	}
+	return fmt.Sprintf("%+v", *b)
+}
+
 // resolveBFDProfile returns the BFDProfile named by spec.bfdProfile. A
 // missing profile is transient (as in MetalLB); an invalid one, and what
 // the speaker's BFD cannot run (a peer given by interface, a VRF, multihop
@@ -332,7 +341,7 @@ func peerKey(p *Peer) string {
 	return fmt.Sprintf("my=%d peer=%d local=%d addr=%v if=%s port=%d src=%v rid=%v t=%v/%v/%v nodes=%q pw=%q pwsecret=%q gr=%v mh=%v vrf=%s ds=%v bfd=%v",
 		p.MyASN, p.PeerASN, p.LocalASN, p.Address, p.Interface, p.Port, p.SourceAddress, p.RouterID,
 		p.HoldTime, p.KeepaliveTime, p.ConnectTime, selectorStrings(p.NodeSelectors), p.Password.Reveal(), p.PasswordSecret,
-		p.GracefulRestart, p.EBGPMultiHop, p.VRF, p.DualStack, p.BFDProfileName())
+		p.GracefulRestart, p.EBGPMultiHop, p.VRF, p.DualStack, bfdKey(p.BFD))
 }
 
 // checkPeersPerNode enforces what one embedded gobgp server per speaker

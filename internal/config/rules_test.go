@@ -668,3 +668,25 @@ func TestBFDProfileParams(t *testing.T) {
 		t.Errorf("peer without bfdProfile: BFD = %+v, err %v", snap.Peers()[0].BFD, err)
 	}
 }
+
+// TestBFDProfileChangeChangesSnapshot: a changed BFDProfile used by a peer
+// is a changed configuration (the speaker re-applies its BFD sessions).
+func TestBFDProfileChangeChangesSnapshot(t *testing.T) {
+	build := func(rx uint32) *Snapshot {
+		t.Helper()
+		r := base()
+		r.BFDProfiles = []v1beta1.BFDProfile{{ObjectMeta: meta("fast"), Spec: v1beta1.BFDProfileSpec{ReceiveInterval: u32(rx)}}}
+		r.Peers[0].Spec.BFDProfile = "fast"
+		snap, err := Build(r, Options{Namespace: ns})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return snap
+	}
+	if a, b := build(300), build(200); a.Equal(b) || a.Fingerprint() == b.Fingerprint() {
+		t.Errorf("receiveInterval 300 -> 200: snapshots equal (%x)", a.Fingerprint())
+	}
+	if a, b := build(300), build(300); !a.Equal(b) {
+		t.Error("the same profile: snapshots differ")
+	}
+}
