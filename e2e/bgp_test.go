@@ -101,6 +101,7 @@ func TestBGP(t *testing.T) {
 	t.Run("WithdrawOnServiceDelete", e.testWithdrawOnDelete)
 	t.Run("MD5", e.testMD5)
 	t.Run("GracefulRestart", e.testGracefulRestart)
+	t.Run("BFD", e.testBFD)
 	t.Run("ShutdownSendsCease", e.testShutdownCease)
 }
 

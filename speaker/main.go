@@ -163,6 +163,21 @@ func run(args []string) error {
 			return fmt.Errorf("BGP speaker: %w", err)
 		}
 		sopts.BGP, sopts.PeerStates = bgpSpeaker, states
+
+		// BFD (RFC 5880/5881/5883) for the peers naming a BFDProfile, in
+		// the node's network namespace (the speaker runs with hostNetwork).
+		// Closed after runAll, once the BGP sessions are closed: each peer
+		// gets AdminDown (RFC 5880 §6.8.16).
+		bfdS, err := newBFDSessions(log.With(logging.KeySubsystem, "bfd"), reg)
+		if err != nil {
+			return fmt.Errorf("BFD: %w", err)
+		}
+		defer func() {
+			if err := bfdS.Close(); err != nil {
+				log.Warn("closing BFD sessions", "error", err)
+			}
+		}()
+		sopts.BFD, sopts.BFDChanges = bfdS, bfdS.changes
 	}
 
 	// Manager.

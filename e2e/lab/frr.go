@@ -96,10 +96,17 @@ func (l *Lab) startFRRInstance(ctx context.Context, ns, frrConf string) error {
 	}
 	uid, _ := strconv.Atoi(u.Uid)
 	gid, _ := strconv.Atoi(u.Gid)
+	// The router also runs bfdd (BFD, RFC 5880), idle until a test
+	// configures "bfd" and "neighbor ... bfd" through Vtysh.
+	daemons := []string{"zebra", "bgpd"}
+	if ns == l.RouterNamespace() {
+		daemons = append(daemons, "bfdd")
+	}
 	files := map[string]string{
 		"frr.conf":   frrConf,
 		"zebra.conf": "hostname " + ns + "\nlog stdout informational\n",
-		"daemons":    "zebra=yes\nbgpd=yes\n",
+		"bfdd.conf":  "hostname " + ns + "\nlog stdout informational\n",
+		"daemons":    strings.Join(daemons, "=yes\n") + "=yes\n",
 		"vtysh.conf": "service integrated-vtysh-config\n",
 	}
 	for _, d := range []string{etc, vrun} {
@@ -123,10 +130,10 @@ func (l *Lab) startFRRInstance(ctx context.Context, ns, frrConf string) error {
 	if ns != l.RouterNamespace() {
 		suffix = "-" + strings.TrimPrefix(ns, l.cfg.Prefix+"-")
 	}
-	for _, d := range []string{"zebra", "bgpd"} {
+	for _, d := range daemons {
 		conf := "frr.conf"
-		if d == "zebra" {
-			conf = "zebra.conf" // zebra would log every bgp line of frr.conf as unknown
+		if d != "bgpd" {
+			conf = d + ".conf" // zebra and bfdd would log every bgp line of frr.conf as unknown
 		}
 		args := []string{filepath.Join(frrBin, d), "-N", ns, "-f", filepath.Join(etc, conf),
 			"-i", filepath.Join(vrun, d+".pid"), "-P", "0", "-u", "frr", "-g", "frr"}
@@ -135,7 +142,7 @@ func (l *Lab) startFRRInstance(ctx context.Context, ns, frrConf string) error {
 		}
 	}
 	return poll(ctx, 15*time.Second, func() error {
-		for _, d := range []string{"zebra", "bgpd"} {
+		for _, d := range daemons {
 			if p := l.Process("frr-" + d + suffix); p != nil && !p.Alive() {
 				return permanent(fmt.Errorf("frr: %s in %s exited, see %s", d, ns, p.Log))
 			}

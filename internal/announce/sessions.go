@@ -27,9 +27,9 @@ const MultiHopTTL = 255
 // peer of snap whose nodeSelectors match nodeLabels, sorted by name, each
 // with the node's router ID RouterID(snap, nodeName, nodeLabels, nodeIPv4).
 // A nil snap gives nil. It cannot fail: config.Build refuses every BGPPeer
-// the backend cannot open (dynamicASN, a zoned peerAddress, bfdProfile, a
-// holdTime above 65535 s, peers of one node disagreeing on myASN or
-// routerID), so each result passes bgp.ValidatePeers.
+// the backend cannot open (dynamicASN, a zoned peerAddress, a holdTime
+// above 65535 s, peers of one node disagreeing on myASN or routerID), so
+// each result passes bgp.ValidatePeers. BFD sessions are BFDSessions'.
 //
 // Translation, BGPPeer (v1beta2) field by field:
 //

@@ -2,6 +2,7 @@ package bgp
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -18,6 +19,7 @@ type Fake struct {
 	paths  []Path
 	closed bool
 	calls  int
+	resets map[string]int
 	// Err is returned (once) by the next SetPeers/SetPaths.
 	Err error
 }
@@ -65,6 +67,31 @@ func (f *Fake) pre() error {
 		return err
 	}
 	return nil
+}
+
+// ResetPeer implements Speaker: it counts the resets of an applied peer
+// (see Resets).
+func (f *Fake) ResetPeer(_ context.Context, name, _ string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.closed {
+		return ErrClosed
+	}
+	if !slices.ContainsFunc(f.peers, func(p PeerConfig) bool { return p.Name == name }) {
+		return fmt.Errorf("reset peer %q: not applied", name)
+	}
+	if f.resets == nil {
+		f.resets = map[string]int{}
+	}
+	f.resets[name]++
+	return nil
+}
+
+// Resets returns how often ResetPeer reset the peer called name.
+func (f *Fake) Resets(name string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.resets[name]
 }
 
 // PeerStates implements Speaker: every peer Established, advertised = the

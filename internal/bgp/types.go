@@ -309,6 +309,13 @@ type Speaker interface {
 	SetPaths(ctx context.Context, paths []Path) error
 	// PeerStates returns a snapshot of every configured session, sorted by name.
 	PeerStates() []PeerState
+	// ResetPeer closes the session to the peer called name at once (a
+	// Cease NOTIFICATION, Administrative Reset, RFC 4486; reason is sent
+	// where the link still carries it, RFC 8203, and logged); the session
+	// then re-establishes on its own. The speaker calls it when the peer's
+	// BFD session goes from Up to Down (RFC 5882 §4.3). An unknown name is
+	// an error.
+	ResetPeer(ctx context.Context, name, reason string) error
 	// Close withdraws everything, closes all sessions (with a Cease
 	// NOTIFICATION) and releases resources. Further calls return ErrClosed.
 	Close() error

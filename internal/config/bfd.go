@@ -2,15 +2,18 @@ package config
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/herald-lb/herald/api/v1beta1"
+	"github.com/herald-lb/herald/internal/bfd"
 )
 
-// BFDProfile is one parsed BFDProfile, defaults filled in. Herald's BGP
-// backend (gobgp v3) has no BFD, so no peer may use a profile (see
-// BGPPeer spec.bfdProfile); profiles are still validated so that the objects
-// MetalLB users already have are checked the same way, but the snapshot does
-// not keep them (a profile cannot change what a speaker does).
+// BFDProfile is one parsed BFDProfile, defaults filled in. A BGPPeer that
+// names it in spec.bfdProfile gets a BFD session (RFC 5880 asynchronous
+// mode; RFC 5881 single hop, RFC 5883 multihop with spec.ebgpMultiHop) run
+// by the speaker (internal/bfd/bfdnet). spec.echoMode: true is refused:
+// Herald does not implement the Echo function (RFC 5880 §6.4);
+// spec.echoInterval is validated and, as in FRR without echo mode, unused.
 type BFDProfile struct {
 	Name             string
 	ReceiveInterval  uint32 // ms, 10..60000, default 300
@@ -58,9 +61,25 @@ func buildBFDProfile(obj *v1beta1.BFDProfile, p *problems) *BFDProfile {
 		}
 		*r.dst = *r.v
 	}
+	if b.EchoMode {
+		p.add(ref.invalid("spec.echoMode", "true", "the BFD Echo function (RFC 5880 §6.4) is not supported by Herald (asynchronous mode only); set echoMode to false or remove it"))
+		ok = false
+	}
 	if !ok {
 		return nil
 	}
-	p.warn(ref, "", "BFD is not supported by Herald's BGP backend (gobgp has no BFD); the profile cannot be used by any BGPPeer")
 	return b
+}
+
+// Params returns the profile as the session parameters of internal/bfd
+// (intervals in milliseconds become time.Duration).
+func (b *BFDProfile) Params() bfd.Params {
+	return bfd.Params{
+		ReceiveInterval:  time.Duration(b.ReceiveInterval) * time.Millisecond,
+		TransmitInterval: time.Duration(b.TransmitInterval) * time.Millisecond,
+		DetectMultiplier: uint8(b.DetectMultiplier),
+		PassiveMode:      b.PassiveMode,
+		EchoMode:         b.EchoMode,
+		MinimumTTL:       uint8(b.MinimumTTL),
+	}
 }

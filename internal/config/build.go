@@ -125,14 +125,14 @@ func Build(r Resources, opts Options) (*Snapshot, error) {
 	}
 	slices.SortFunc(snap.aliases, func(a, b CommunityAlias) int { return strings.Compare(a.Name, b.Name) })
 
-	// BFD profiles: validated, as MetalLB does, but not kept: no BGPPeer
-	// can use one (spec.bfdProfile is refused), so a profile changes
-	// nothing a speaker does.
+	// BFD profiles, by name; an invalid one is kept as nil so that a peer
+	// naming it is refused rather than waiting for it (transient).
+	bfdProfiles := map[string]*BFDProfile{}
 	seen = map[string]bool{}
 	for i := range r.BFDProfiles {
 		b := &r.BFDProfiles[i]
 		if home(KindBFDProfile, &b.ObjectMeta) && uniqueName(KindBFDProfile, &b.ObjectMeta, seen, p) {
-			buildBFDProfile(b, p)
+			bfdProfiles[b.Name] = buildBFDProfile(b, p)
 		}
 	}
 
@@ -150,7 +150,7 @@ func Build(r Resources, opts Options) (*Snapshot, error) {
 	}
 
 	// Peers.
-	env := peerEnv{namespace: opts.Namespace, secrets: map[string]*corev1.Secret{}}
+	env := peerEnv{namespace: opts.Namespace, secrets: map[string]*corev1.Secret{}, bfdProfiles: bfdProfiles}
 	for i := range r.Secrets {
 		s := &r.Secrets[i]
 		if opts.Namespace == "" || s.Namespace == opts.Namespace {

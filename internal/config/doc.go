@@ -26,7 +26,9 @@
 // Behaviour follows the MetalLB API contract (metallb.io v1beta1/v1beta2)
 // with Herald's backend rules on top, so that every peer Build admits is one
 // the embedded gobgp v3 opens (internal/announce.Sessions translates it): a
-// BGPPeer is refused when it names a bfdProfile (gobgp has no BFD), sets
+// BGPPeer is refused when it names a bfdProfile it cannot use (an interface
+// or VRF peer, multihop without sourceAddress; a missing profile is
+// transient, as in MetalLB, and echoMode is refused on the BFDProfile), sets
 // dynamicASN (gobgp would accept any remote ASN without checking the
 // internal/external class), has a zoned peerAddress (use interface), or a
 // holdTime above 65535 s (the OPEN's Hold Time is 2 octets, RFC 4271 §4.2);

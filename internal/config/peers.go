@@ -72,6 +72,11 @@ type Peer struct {
 	GracefulRestart bool // RFC 4724
 	VRF             string
 	DualStack       bool // spec.dualStackAddressFamily
+
+	// BFD is the BFDProfile named by spec.bfdProfile (RFC 5880 asynchronous
+	// mode, RFC 5881 single hop or, with EBGPMultiHop, RFC 5883 multihop
+	// from SourceAddress); nil when unset.
+	BFD *BFDProfile
 }
 
 // IBGP reports whether the session is internal BGP: the remote ASN equals the
@@ -94,6 +99,8 @@ func (p *Peer) MatchesNode(node labels.Labels) bool { return matchesAny(p.NodeSe
 type peerEnv struct {
 	namespace string // Herald's namespace ("" = the peer's own namespace)
 	secrets   map[string]*corev1.Secret
+	// bfdProfiles are the BFDProfiles by name; nil for an invalid one.
+	bfdProfiles map[string]*BFDProfile
 }
 
 func buildPeer(obj *v1beta2.BGPPeer, env peerEnv, p *problems) *Peer {
@@ -211,7 +218,7 @@ func buildPeer(obj *v1beta2.BGPPeer, env peerEnv, p *problems) *Peer {
 	}
 
 	if s.BFDProfile != "" {
-		p.add(ref.invalid("spec.bfdProfile", s.BFDProfile, "BFD is not supported by Herald's BGP backend (gobgp has no BFD); remove the field"))
+		peer.BFD = resolveBFDProfile(ref, s, env, p)
 	}
 	if s.EBGPMultiHop && peer.MyASN != 0 && peer.PeerASN != 0 && peer.IBGP() {
 		p.add(ref.invalid("spec.ebgpMultiHop", "", "cannot be set on an iBGP session (peer ASN equals the local ASN)"))
@@ -288,13 +295,53 @@ func resolvePasswordSecret(ref objRef, sr *corev1.SecretReference, env peerEnv, 
 	return "", key
 }
 
+// BFDProfileName is the name of the peer's BFDProfile, "" without BFD.
+func (p *Peer) BFDProfileName() string {
+	if p.BFD == nil {
+		return ""
+	}
+	return p.BFD.Name
+}
+
+// bfdKey renders a peer's BFD profile, name and every field, so that a
+// changed profile changes the snapshot's fingerprint.
+func bfdKey(b *BFDProfile) string {
+	if b == nil {
+		return ""
+	}
+	return fmt.Sprintf("%+v", *b)
+}
+
+// resolveBFDProfile returns the BFDProfile named by spec.bfdProfile. A
+// missing profile is transient (as in MetalLB); an invalid one, and what
+// the speaker's BFD cannot run (a peer given by interface, a VRF, multihop
+// without sourceAddress), are refused.
+func resolveBFDProfile(ref objRef, s *v1beta2.BGPPeerSpec, env peerEnv, p *problems) *BFDProfile {
+	b, ok := env.bfdProfiles[s.BFDProfile]
+	switch {
+	case s.Interface != "":
+		p.add(ref.invalid("spec.bfdProfile", s.BFDProfile, "BFD is not supported on an unnumbered (spec.interface) peer: Herald's BFD needs the peer's address"))
+	case s.VRF != "":
+		p.add(ref.invalid("spec.bfdProfile", s.BFDProfile, "BFD is not supported on a peer in a VRF (spec.vrf): Herald's BFD sessions run in the default VRF"))
+	case s.EBGPMultiHop && s.SourceAddress == "":
+		p.add(ref.invalid("spec.bfdProfile", s.BFDProfile, "multihop BFD (RFC 5883, with spec.ebgpMultiHop) needs spec.sourceAddress, the address BFD packets are sent from"))
+	case !ok:
+		p.addTransient(ref.transient("spec.bfdProfile", s.BFDProfile, "BFDProfile not found"))
+	case b == nil:
+		p.add(ref.invalid("spec.bfdProfile", s.BFDProfile, "BFDProfile %s is invalid (see its errors)", s.BFDProfile))
+	default:
+		return b
+	}
+	return nil
+}
+
 // peerKey renders everything of a parsed peer except its name, to find
 // duplicate peers.
 func peerKey(p *Peer) string {
-	return fmt.Sprintf("my=%d peer=%d local=%d addr=%v if=%s port=%d src=%v rid=%v t=%v/%v/%v nodes=%q pw=%q pwsecret=%q gr=%v mh=%v vrf=%s ds=%v",
+	return fmt.Sprintf("my=%d peer=%d local=%d addr=%v if=%s port=%d src=%v rid=%v t=%v/%v/%v nodes=%q pw=%q pwsecret=%q gr=%v mh=%v vrf=%s ds=%v bfd=%v",
 		p.MyASN, p.PeerASN, p.LocalASN, p.Address, p.Interface, p.Port, p.SourceAddress, p.RouterID,
 		p.HoldTime, p.KeepaliveTime, p.ConnectTime, selectorStrings(p.NodeSelectors), p.Password.Reveal(), p.PasswordSecret,
-		p.GracefulRestart, p.EBGPMultiHop, p.VRF, p.DualStack)
+		p.GracefulRestart, p.EBGPMultiHop, p.VRF, p.DualStack, bfdKey(p.BFD))
 }
 
 // checkPeersPerNode enforces what one embedded gobgp server per speaker

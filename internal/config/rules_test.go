@@ -7,9 +7,11 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	"github.com/herald-lb/herald/api/v1beta1"
 	"github.com/herald-lb/herald/api/v1beta2"
+	"github.com/herald-lb/herald/internal/bfd"
 )
 
 // ruleCase mutates the valid base configuration. want lists substrings the
@@ -374,10 +376,33 @@ func TestPeerRules(t *testing.T) {
 		{name: "ebgp multihop on ebgp", mutate: pe(func(s *v1beta2.BGPPeerSpec) { s.EBGPMultiHop = true })},
 		{name: "ebgp multihop on ibgp", mutate: pe(func(s *v1beta2.BGPPeerSpec) { s.EBGPMultiHop, s.PeerASN = true, 64500 }),
 			want: []string{obj + `spec.ebgpMultiHop: cannot be set on an iBGP session`}},
-		{name: "bfd profile rejected", mutate: func(r *Resources) {
+		{name: "bfd profile accepted", mutate: func(r *Resources) {
 			r.BFDProfiles = []v1beta1.BFDProfile{{ObjectMeta: meta("fast")}}
 			r.Peers[0].Spec.BFDProfile = "fast"
-		}, want: []string{obj + `spec.bfdProfile "fast": BFD is not supported by Herald's BGP backend (gobgp has no BFD); remove the field`}},
+		}},
+		{name: "bfd profile missing is transient", mutate: pe(func(s *v1beta2.BGPPeerSpec) { s.BFDProfile = "nope" }),
+			want: []string{obj + `spec.bfdProfile "nope": BFDProfile not found`}, transient: true},
+		{name: "bfd profile invalid refuses the peer", mutate: func(r *Resources) {
+			r.BFDProfiles = []v1beta1.BFDProfile{{ObjectMeta: meta("fast"), Spec: v1beta1.BFDProfileSpec{DetectMultiplier: u32(1)}}}
+			r.Peers[0].Spec.BFDProfile = "fast"
+		}, want: []string{`BFDProfile herald-system/fast: spec.detectMultiplier "1"`, obj + `spec.bfdProfile "fast": BFDProfile fast is invalid`}},
+		{name: "bfd on an interface peer refused", mutate: func(r *Resources) {
+			r.BFDProfiles = []v1beta1.BFDProfile{{ObjectMeta: meta("fast")}}
+			r.Peers[0].Spec.PeerAddress, r.Peers[0].Spec.Interface, r.Peers[0].Spec.BFDProfile = "", "eth1", "fast"
+		}, want: []string{obj + `spec.bfdProfile "fast": BFD is not supported on an unnumbered (spec.interface) peer`}},
+		{name: "bfd in a vrf refused", mutate: func(r *Resources) {
+			r.BFDProfiles = []v1beta1.BFDProfile{{ObjectMeta: meta("fast")}}
+			r.Peers[0].Spec.VRF, r.Peers[0].Spec.BFDProfile = "red", "fast"
+		}, want: []string{obj + `spec.bfdProfile "fast": BFD is not supported on a peer in a VRF`}},
+		{name: "multihop bfd without source address refused", mutate: func(r *Resources) {
+			r.BFDProfiles = []v1beta1.BFDProfile{{ObjectMeta: meta("fast")}}
+			r.Peers[0].Spec.PeerASN, r.Peers[0].Spec.EBGPMultiHop, r.Peers[0].Spec.BFDProfile = 64999, true, "fast"
+		}, want: []string{obj + `spec.bfdProfile "fast": multihop BFD (RFC 5883, with spec.ebgpMultiHop) needs spec.sourceAddress`}},
+		{name: "multihop bfd with source address", mutate: func(r *Resources) {
+			r.BFDProfiles = []v1beta1.BFDProfile{{ObjectMeta: meta("fast")}}
+			r.Peers[0].Spec.PeerASN, r.Peers[0].Spec.EBGPMultiHop, r.Peers[0].Spec.BFDProfile = 64999, true, "fast"
+			r.Peers[0].Spec.SourceAddress = "198.51.100.10"
+		}},
 		{name: "disableMP is a warning", mutate: pe(func(s *v1beta2.BGPPeerSpec) { s.DisableMP = true }),
 			warning: `BGPPeer herald-system/peer-a: spec.disableMP: deprecated and ignored`},
 		{name: "graceful restart, vrf, dual stack accepted", mutate: pe(func(s *v1beta2.BGPPeerSpec) {
@@ -448,8 +473,10 @@ func TestBFDProfileRules(t *testing.T) {
 		return func(r *Resources) { r.BFDProfiles = []v1beta1.BFDProfile{{ObjectMeta: meta("fast"), Spec: s}} }
 	}
 	runRuleCases(t, []ruleCase{
-		{name: "profile valid but warned", mutate: prof(v1beta1.BFDProfileSpec{ReceiveInterval: u32(100), DetectMultiplier: u32(5), MinimumTTL: u32(254)}),
-			warning: `BFDProfile herald-system/fast: BFD is not supported`},
+		{name: "profile valid", mutate: prof(v1beta1.BFDProfileSpec{ReceiveInterval: u32(100), DetectMultiplier: u32(5), MinimumTTL: u32(254)})},
+		{name: "echo mode refused", mutate: prof(v1beta1.BFDProfileSpec{EchoMode: ptr.To(true), EchoInterval: u32(50)}),
+			want: []string{`BFDProfile herald-system/fast: spec.echoMode "true": the BFD Echo function (RFC 5880 §6.4) is not supported by Herald`}},
+		{name: "echo mode false accepted", mutate: prof(v1beta1.BFDProfileSpec{EchoMode: ptr.To(false), EchoInterval: u32(50)})},
 		{name: "receive interval too small", mutate: prof(v1beta1.BFDProfileSpec{ReceiveInterval: u32(5)}),
 			want: []string{`BFDProfile herald-system/fast: spec.receiveInterval "5": must be between 10 and 60000`}},
 		{name: "transmit interval too large", mutate: prof(v1beta1.BFDProfileSpec{TransmitInterval: u32(60001)}),
@@ -600,5 +627,66 @@ func TestPoolCovers(t *testing.T) {
 				t.Errorf("Covers = %v, want %v", got, tc.wantCovers)
 			}
 		})
+	}
+}
+
+// TestBFDProfileParams: a peer naming a BFDProfile carries the profile's
+// fields, defaults filled in, as internal/bfd's session parameters.
+func TestBFDProfileParams(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		spec v1beta1.BFDProfileSpec
+		want bfd.Params
+	}{
+		{name: "defaults", want: bfd.Params{ReceiveInterval: 300 * time.Millisecond, TransmitInterval: 300 * time.Millisecond, DetectMultiplier: 3, MinimumTTL: 254}},
+		{name: "every field", spec: v1beta1.BFDProfileSpec{ReceiveInterval: u32(100), TransmitInterval: u32(200), DetectMultiplier: u32(5),
+			EchoMode: ptr.To(false), EchoInterval: u32(70), PassiveMode: ptr.To(true), MinimumTTL: u32(250)},
+			want: bfd.Params{ReceiveInterval: 100 * time.Millisecond, TransmitInterval: 200 * time.Millisecond, DetectMultiplier: 5, PassiveMode: true, MinimumTTL: 250}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := base()
+			r.BFDProfiles = []v1beta1.BFDProfile{{ObjectMeta: meta("fast"), Spec: tc.spec}}
+			r.Peers[0].Spec.BFDProfile = "fast"
+			snap, err := Build(r, Options{Namespace: ns})
+			if err != nil {
+				t.Fatal(err)
+			}
+			p := snap.Peers()[0]
+			if p.BFD == nil || p.BFDProfileName() != "fast" {
+				t.Fatalf("peer %s: BFD = %+v, want profile fast", p.Name, p.BFD)
+			}
+			if got := p.BFD.Params(); got != tc.want {
+				t.Errorf("Params() = %+v, want %+v", got, tc.want)
+			}
+			if err := p.BFD.Params().Validate(); err != nil {
+				t.Errorf("Validate: %v", err)
+			}
+		})
+	}
+	r := base()
+	if snap, err := Build(r, Options{Namespace: ns}); err != nil || snap.Peers()[0].BFD != nil {
+		t.Errorf("peer without bfdProfile: BFD = %+v, err %v", snap.Peers()[0].BFD, err)
+	}
+}
+
+// TestBFDProfileChangeChangesSnapshot: a changed BFDProfile used by a peer
+// is a changed configuration (the speaker re-applies its BFD sessions).
+func TestBFDProfileChangeChangesSnapshot(t *testing.T) {
+	build := func(rx uint32) *Snapshot {
+		t.Helper()
+		r := base()
+		r.BFDProfiles = []v1beta1.BFDProfile{{ObjectMeta: meta("fast"), Spec: v1beta1.BFDProfileSpec{ReceiveInterval: u32(rx)}}}
+		r.Peers[0].Spec.BFDProfile = "fast"
+		snap, err := Build(r, Options{Namespace: ns})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return snap
+	}
+	if a, b := build(300), build(200); a.Equal(b) || a.Fingerprint() == b.Fingerprint() {
+		t.Errorf("receiveInterval 300 -> 200: snapshots equal (%x)", a.Fingerprint())
+	}
+	if a, b := build(300), build(300); !a.Equal(b) {
+		t.Error("the same profile: snapshots differ")
 	}
 }

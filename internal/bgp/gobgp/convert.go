@@ -88,6 +88,9 @@ func toAPIPeer(p bgp.PeerConfig, maxReceived uint32) *api.Peer {
 		HoldTime:          hold,
 		KeepaliveInterval: keepalive,
 		ConnectRetry:      seconds(p.ConnectTime),
+		// After ResetPeer (BFD down) reconnect after ConnectRetry, not
+		// gobgp's 30 s default.
+		IdleHoldTimeAfterReset: seconds(p.ConnectTime),
 	}}
 	out := &api.Peer{Conf: conf, Transport: transport, Timers: timers}
 	if p.EBGPMultiHop > 0 {

@@ -275,6 +275,31 @@ func (s *Speaker) SetPeers(ctx context.Context, peers []bgp.PeerConfig) error {
 	return errors.Join(errs...)
 }
 
+// ResetPeer implements bgp.Speaker with gobgp's hard reset: a Cease
+// NOTIFICATION, Administrative Reset (RFC 4486 §4), with reason as the
+// RFC 8203 communication where the link still carries it, closes the
+// session at once; gobgp's FSM then reconnects on its own (ConnectRetry).
+func (s *Speaker) ResetPeer(ctx context.Context, name, reason string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return bgp.ErrClosed
+	}
+	p, applied := s.peers[name]
+	if !applied || !s.started {
+		return fmt.Errorf("reset peer %q: not applied", name)
+	}
+	addr := p.Address.String()
+	if p.Interface != "" {
+		addr = p.Interface
+	}
+	if err := s.srv.ResetPeer(ctx, &api.ResetPeerRequest{Address: addr, Communication: reason}); err != nil {
+		return fmt.Errorf("reset peer %q (%s): %w", name, addr, err)
+	}
+	s.log.Warn("BGP session reset", "peer", name, "address", p.Key(), "reason", reason)
+	return nil
+}
+
 func globalASN(peers []bgp.PeerConfig) uint32 {
 	p := slices.MinFunc(peers, func(a, b bgp.PeerConfig) int { return strings.Compare(a.Name, b.Name) })
 	return p.EffectiveASN()

@@ -712,3 +712,33 @@ func TestGracefulRestartRecovery(t *testing.T) {
 		t.Errorf("stale cleanup took %v: looks like the restart timer, not End-of-RIB", waited)
 	}
 }
+
+// TestResetPeer: resetting a peer closes its Established session at once
+// (the router counts a dropped connection) and the session re-establishes
+// by itself; an unknown peer is an error.
+func TestResetPeer(t *testing.T) {
+	skipShort(t)
+	a := newRouter(t, routerASN, "198.51.100.254", "127.0.0.1")
+	a.addPeer(t, "127.0.0.1", ourASN)
+	s := newSpeaker(t, Options{})
+	ctx := context.Background()
+	if err := s.SetPeers(ctx, []bgp.PeerConfig{a.peerConfig("a", ourASN)}); err != nil {
+		t.Fatal(err)
+	}
+	waitEstablished(t, s, "a")
+	before := a.peerInfo(t, "127.0.0.1").GetState().GetFlops()
+
+	if err := s.ResetPeer(ctx, "a", "BFD session down (test)"); err != nil {
+		t.Fatal(err)
+	}
+	poll.Until(t, 30*time.Second, "session reset and re-established", func() error {
+		flops, st := a.peerInfo(t, "127.0.0.1").GetState().GetFlops(), stateOf(s, "a")
+		if flops <= before || st.EstablishedCount != 2 || st.State != bgp.StateEstablished {
+			return fmt.Errorf("router flops %d (before %d), ours %+v", flops, before, st)
+		}
+		return nil
+	})
+	if err := s.ResetPeer(ctx, "nope", "test"); err == nil {
+		t.Error("ResetPeer of an unknown peer: no error")
+	}
+}

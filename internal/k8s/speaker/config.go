@@ -189,20 +189,21 @@ func (s *Controller) syncPeers(ctx context.Context, snap *config.Snapshot, view 
 		}
 	}
 	if s.peersApplied && bgp.DiffPeers(desired, s.appliedPeers).Empty() {
-		return nil
+		return s.syncBFD(announce.BFDSessions(snap, nodeLabels))
 	}
 	if err := s.opts.BGP.SetPeers(ctx, desired); err != nil {
 		s.peersApplied = false
 		s.log.Error("applying BGP peers failed", "error", err)
 		return fmt.Errorf("apply BGP peers: %w", err)
 	}
+	bfdErr := s.syncBFD(announce.BFDSessions(snap, nodeLabels))
 	names := make([]string, 0, len(desired))
 	for _, p := range desired {
 		names = append(names, p.Name)
 	}
 	s.log.Info("BGP peers applied", "peers", names, "routerID", routerID)
 	s.appliedPeers, s.peersApplied = desired, true
-	return nil
+	return bfdErr
 }
 
 // nodeIPv4 returns the node's first IPv4 InternalIP, else its first IPv4

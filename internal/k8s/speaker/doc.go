@@ -49,6 +49,12 @@
 //
 // All announcing is declarative; withdrawing is announcing less.
 //
+// BFD (bfd.go): with the BGP peers the glue applies announce.BFDSessions
+// through Options.BFD (internal/bfd/bfdnet, wired by speaker/main.go). A
+// BFD session going from Up to Down (Options.BFDChanges) resets that BGP
+// session at once (bgp.Speaker.ResetPeer, RFC 5882 §4.3) with a
+// bfdSessionDown event on the BGPPeer; Up gives bfdSessionUp.
+//
 // Liveness comes from memberlist (Options.Members) or, when memberlist is
 // off, from Node conditions (announce.LiveFromNodeConditions: Ready, network
 // available, not tainted out-of-service).

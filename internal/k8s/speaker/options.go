@@ -100,6 +100,12 @@ type Options struct {
 	// PeerStates, if set, delivers BGP session state changes (from the
 	// gobgp speaker's OnPeerState) for events and logs.
 	PeerStates <-chan bgp.PeerState
+	// BFD runs the BFD sessions of the peers that name a BFDProfile; nil
+	// runs none (such peers then have BGP without BFD). Needs BGP.
+	BFD BFDSessions
+	// BFDChanges, if set, delivers the BFD sessions' state changes: Up to
+	// Down holds the BGP session to that peer down until BFD is Up again.
+	BFDChanges <-chan BFDChange
 	// Members is memberlist; nil means memberlist is off and liveness comes
 	// from Node conditions.
 	Members Members

@@ -69,6 +69,7 @@ type Controller struct {
 	appliedPeers []bgp.PeerConfig
 	peersApplied bool
 	peerErrors   map[string]string // BGPPeer name -> last translation error reported
+	bfd          bfdState
 	// statusListed: reconcileAll has listed every status object of this
 	// node, so a Service first seen later has none (only this process
 	// writes them) and its first decision costs no List request.
@@ -145,6 +146,7 @@ func Setup(mgr manager.Manager, opts Options) (*Controller, error) {
 		triggers:   make(chan event.TypedGenericEvent[string], 16),
 		services:   map[string]*serviceState{},
 		peerErrors: map[string]string{},
+		bfd:        bfdState{down: map[string]time.Time{}},
 	}
 	var err error
 	if s.announced, err = newAnnouncedMetric(opts.Registerer); err != nil {
@@ -259,6 +261,7 @@ func (s *Controller) runTriggers(ctx context.Context) error {
 		changes = s.opts.Members.Changes()
 	}
 	peerStates := s.opts.PeerStates
+	bfdChanges := s.opts.BFDChanges
 	sessions := map[string]*session{}
 	check := time.NewTicker(max(s.opts.SessionWarnAfter/4, 10*time.Millisecond))
 	defer check.Stop()
@@ -275,6 +278,12 @@ func (s *Controller) runTriggers(ctx context.Context) error {
 				continue
 			}
 			s.peerState(ctx, st, sessions)
+		case c, ok := <-bfdChanges:
+			if !ok {
+				bfdChanges = nil
+				continue
+			}
+			s.bfdChange(ctx, c)
 		case <-check.C:
 			s.warnSessionsDown(ctx, sessions)
 			s.sessionChecks.Add(1)

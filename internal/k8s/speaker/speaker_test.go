@@ -45,6 +45,8 @@ type testSpeaker struct {
 	members *fakeMembers
 	reg     *prometheus.Registry
 	states  chan bgp.PeerState
+	bfd     *fakeBFD
+	bfdCh   chan BFDChange
 	spk     *Controller
 }
 
@@ -76,7 +78,7 @@ func startSpeakerProbed(t *testing.T, env *testenv.Env, ns, node string, members
 	t.Helper()
 	s := &testSpeaker{name: node, l2: &fakeL2{}, bgp: &bgp.Fake{}, rec: &fakeRecorder{},
 		logs: newCountingHandler(), reg: prometheus.NewRegistry(),
-		states: make(chan bgp.PeerState, 8)}
+		states: make(chan bgp.PeerState, 8), bfd: &fakeBFD{}, bfdCh: make(chan BFDChange, 8)}
 	skip := true
 	mgr, err := manager.New(env.Config, manager.Options{
 		Scheme:                 env.Scheme,
@@ -95,7 +97,7 @@ func startSpeakerProbed(t *testing.T, env *testenv.Env, ns, node string, members
 	if s.spk, err = Setup(mgr, Options{
 		NodeName: node, Namespace: ns, PodName: "speaker-" + node,
 		Logger: slog.New(s.logs), Registerer: s.reg, Recorder: s.rec,
-		L2: s.l2, BGP: s.bgp, PeerStates: s.states, SessionWarnAfter: 300 * time.Millisecond, Members: members, MemberPort: memberPort, MemberSelector: speakerPods.AsSelector(),
+		L2: s.l2, BGP: s.bgp, PeerStates: s.states, BFD: s.bfd, BFDChanges: s.bfdCh, SessionWarnAfter: 300 * time.Millisecond, Members: members, MemberPort: memberPort, MemberSelector: speakerPods.AsSelector(),
 	}); err != nil {
 		t.Fatal(err)
 	}

@@ -184,9 +184,13 @@ spec:
 			yaml: peer("ibgp-multihop", "peerASN: 64512, peerAddress: 198.51.100.5, ebgpMultiHop: true"),
 			want: []string{"BGPPeer herald-system/ibgp-multihop: spec.ebgpMultiHop: cannot be set on an iBGP session"},
 		}, {
-			name: "bfdProfile",
-			yaml: peer("with-bfd", "peerASN: 64501, peerAddress: 198.51.100.6, bfdProfile: unused"),
-			want: []string{`BGPPeer herald-system/with-bfd: spec.bfdProfile "unused": BFD is not supported by Herald's BGP backend`},
+			name: "bfdProfile in a VRF",
+			yaml: peer("with-bfd", "peerASN: 64501, peerAddress: 198.51.100.6, vrf: red, bfdProfile: fast"),
+			want: []string{`BGPPeer herald-system/with-bfd: spec.bfdProfile "fast": BFD is not supported on a peer in a VRF (spec.vrf)`},
+		}, {
+			name: "BFDProfile with echoMode",
+			yaml: "apiVersion: metallb.io/v1beta1\nkind: BFDProfile\nmetadata: {name: echo, namespace: herald-system}\nspec: {echoMode: true}\n",
+			want: []string{`BFDProfile herald-system/echo: spec.echoMode "true": the BFD Echo function (RFC 5880 §6.4) is not supported by Herald`},
 		}, {
 			name: "wrong namespace",
 			yaml: strings.Replace(pool("elsewhere", "203.0.113.200/29"), "namespace: herald-system", "namespace: default", 1),

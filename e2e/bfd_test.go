@@ -1,0 +1,244 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/herald-lb/herald/api/v1beta1"
+	"github.com/herald-lb/herald/api/v1beta2"
+	"github.com/herald-lb/herald/e2e/lab"
+)
+
+// frrBFDPeer is one entry of FRR's "show bfd peers json".
+type frrBFDPeer struct {
+	Peer             string `json:"peer"`
+	Status           string `json:"status"`
+	Multihop         bool   `json:"multihop"`
+	RemoteReceive    int    `json:"remote-receive-interval"`
+	RemoteTransmit   int    `json:"remote-transmit-interval"`
+	RemoteDetectMult int    `json:"remote-detect-multiplier"`
+}
+
+func frrBFDPeers(ctx context.Context, l *lab.Lab) (map[string]frrBFDPeer, error) {
+	out, err := l.Vtysh(ctx, "show bfd peers json")
+	if err != nil {
+		return nil, fmt.Errorf("show bfd peers: %w: %s", err, out)
+	}
+	var ps []frrBFDPeer
+	if err := json.Unmarshal([]byte(out), &ps); err != nil {
+		return nil, fmt.Errorf("show bfd peers: %w: %s", err, out)
+	}
+	m := map[string]frrBFDPeer{}
+	for _, p := range ps {
+		m[p.Peer] = p
+	}
+	return m, nil
+}
+
+// testBFD runs BFD (RFC 5880, single hop RFC 5881) between Herald's
+// speakers and FRR's bfdd: the ebgp4 peer names a BFDProfile of 300 ms x 3
+// and FRR runs "neighbor NODES bfd profile fast". All three BFD sessions
+// come Up on FRR with Herald's intervals; cutting n1's switch port makes
+// FRR withdraw n1's path (BFD detection instead of the 9 s hold time), and
+// Herald's speaker on n1 reports BFD down and resets its BGP session;
+// after the restore BGP and BFD come up again and FRR has n1's path again. Times are measured and logged, not asserted.
+func (e *bgpEnv) testBFD(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	e.failDump(t)
+	t.Cleanup(func() {
+		if t.Failed() {
+			out, _ := e.l.Vtysh(context.Background(), "show bfd peers")
+			t.Logf("FRR BFD peers:\n%s", out)
+		}
+	})
+	cfg := []string{"configure terminal", "bfd", "profile fast", "receive-interval 300", "transmit-interval 300", "detect-multiplier 3", "exit", "exit",
+		fmt.Sprintf("router bgp %d", lab.RouterASN), "neighbor NODES bfd", "neighbor NODES bfd profile fast"}
+	if out, err := e.l.Vtysh(ctx, cfg...); err != nil {
+		t.Fatalf("vtysh: %v\n%s", err, out)
+	}
+	t.Cleanup(func() {
+		if out, err := e.l.Vtysh(context.Background(), "configure terminal", fmt.Sprintf("router bgp %d", lab.RouterASN), "no neighbor NODES bfd"); err != nil {
+			t.Errorf("vtysh: %v\n%s", err, out)
+		}
+	})
+	bgpApply(ctx, t, e.c, &v1beta1.BFDProfile{ObjectMeta: metav1.ObjectMeta{Name: "fast", Namespace: lab.HeraldNamespace},
+		Spec: v1beta1.BFDProfileSpec{ReceiveInterval: ptr.To[uint32](300), TransmitInterval: ptr.To[uint32](300), DetectMultiplier: ptr.To[uint32](3)}})
+	setProfile := func(ctx context.Context, name string) error {
+		var p v1beta2.BGPPeer
+		if err := e.c.Get(ctx, client.ObjectKey{Namespace: lab.HeraldNamespace, Name: "ebgp4"}, &p); err != nil {
+			return err
+		}
+		p.Spec.BFDProfile = name
+		return e.c.Update(ctx, &p)
+	}
+	// Before the profile (whose deletion the BGPPeer would block) goes.
+	t.Cleanup(func() {
+		if err := setProfile(context.Background(), ""); err != nil {
+			t.Errorf("ebgp4 without bfdProfile: %v", err)
+		}
+	})
+	if err := setProfile(ctx, "fast"); err != nil {
+		t.Fatal(err)
+	}
+
+	e.applyPoolAdv(ctx, t, "bfd", []string{"203.0.113.160/28"}, nil)
+	addrs := e.service(ctx, t, "bfd", "bfd", false, false, "n1", "n2", "n3")
+	e.failDump(t, addrs...)
+	prefix := bgpHostPrefix(addrs[0])
+	if _, err := bgpWaitPrefix(ctx, e.l, prefix, bgpV4Peers(1, 2, 3), time.Minute); err != nil {
+		t.Fatal(err)
+	}
+
+	n1 := lab.NodeAddr(1).String()
+	err := bgpWait(ctx, time.Minute, func() error {
+		ps, err := frrBFDPeers(ctx, e.l)
+		if err != nil {
+			return err
+		}
+		for _, a := range bgpV4Peers(1, 2, 3) {
+			p := ps[a]
+			if p.Status != "up" {
+				return fmt.Errorf("FRR BFD peer %s: %+v, want up (all: %v)", a, p, ps)
+			}
+			if p.Multihop || p.RemoteReceive != 300 || p.RemoteTransmit != 300 || p.RemoteDetectMult != 3 {
+				return fmt.Errorf("FRR BFD peer %s: %+v, want single hop, Herald's 300 ms x 3", a, p)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := filepath.Join(e.l.StateDir(), e.h.SpeakerProcessName("n1")+".log")
+	logStart := fileSize(t, log)
+
+	cut := time.Now()
+	if err := e.h.CutLink(ctx, "n1"); err != nil {
+		t.Fatal(err)
+	}
+	restored := false
+	t.Cleanup(func() {
+		if !restored {
+			_ = e.h.RestoreLink(context.Background(), "n1")
+		}
+	})
+	var bfdDown time.Duration
+	err = bgpWait(ctx, time.Minute, func() error {
+		if bfdDown == 0 {
+			ps, err := frrBFDPeers(ctx, e.l)
+			if err != nil {
+				return err
+			}
+			if ps[n1].Status == "up" {
+				return fmt.Errorf("FRR BFD peer %s still up", n1)
+			}
+			bfdDown = time.Since(cut)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := bgpWaitPrefix(ctx, e.l, prefix, bgpV4Peers(2, 3), time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	withdrawn := time.Since(cut)
+	err = bgpWait(ctx, time.Minute, func() error {
+		if s := readFrom(t, log, logStart); !strings.Contains(s, "BFD session down: BGP session reset") || !strings.Contains(s, `"msg":"BGP session reset"`) {
+			return fmt.Errorf("speaker n1 has not logged BFD down and the BGP reset")
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	speakerDown := time.Since(cut)
+
+	restore := time.Now()
+	if err := e.h.RestoreLink(ctx, "n1"); err != nil {
+		t.Fatal(err)
+	}
+	restored = true
+	if _, err := bgpWaitPrefix(ctx, e.l, prefix, bgpV4Peers(1, 2, 3), 2*time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	back := time.Since(restore)
+	err = bgpWait(ctx, time.Minute, func() error {
+		if s := readFrom(t, log, logStart); !strings.Contains(s, "BFD session up again") {
+			return fmt.Errorf("speaker n1 has not logged BFD up again")
+		}
+		ps, err := frrBFDPeers(ctx, e.l)
+		if err != nil {
+			return err
+		}
+		if ps[n1].Status != "up" {
+			return fmt.Errorf("FRR BFD peer %s: %+v, want up", n1, ps[n1])
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The events of n1's speaker reach the API server once its link is back.
+	err = bgpWait(ctx, time.Minute, func() error {
+		var evs corev1.EventList
+		if err := e.c.List(ctx, &evs, client.InNamespace(lab.HeraldNamespace)); err != nil {
+			return err
+		}
+		seen := map[string]bool{}
+		for _, ev := range evs.Items {
+			if ev.InvolvedObject.Kind == "BGPPeer" && ev.InvolvedObject.Name == "ebgp4" && strings.Contains(ev.Message, "on node n1") {
+				seen[ev.Reason] = true
+			}
+		}
+		if !seen["bfdSessionDown"] || !seen["bfdSessionUp"] {
+			return fmt.Errorf("BGPPeer ebgp4 events from n1: %v, want bfdSessionDown and bfdSessionUp", seen)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A changed profile reaches the Up sessions by a Poll Sequence (RFC
+	// 5880 §6.5), without taking them down.
+	changeStart := fileSize(t, log)
+	var prof v1beta1.BFDProfile
+	if err := e.c.Get(ctx, client.ObjectKey{Namespace: lab.HeraldNamespace, Name: "fast"}, &prof); err != nil {
+		t.Fatal(err)
+	}
+	prof.Spec.ReceiveInterval, prof.Spec.TransmitInterval = ptr.To[uint32](200), ptr.To[uint32](200)
+	if err := e.c.Update(ctx, &prof); err != nil {
+		t.Fatal(err)
+	}
+	err = bgpWait(ctx, time.Minute, func() error {
+		ps, err := frrBFDPeers(ctx, e.l)
+		if err != nil {
+			return err
+		}
+		for _, a := range bgpV4Peers(1, 2, 3) {
+			if p := ps[a]; p.Status != "up" || p.RemoteReceive != 200 || p.RemoteTransmit != 200 {
+				return fmt.Errorf("FRR BFD peer %s: %+v, want up with Herald's 200 ms", a, p)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := readFrom(t, log, changeStart); strings.Contains(s, "BFD session down") {
+		t.Errorf("speaker n1's BFD session went down on a profile change:\n%s", s)
+	}
+	t.Logf("BFD 300 ms x 3, n1's link cut: FRR's BFD down after %s, n1's path withdrawn after %s, n1's speaker logged BFD down and reset BGP by %s; link restored: n1's path back after %s",
+		bfdDown.Round(time.Millisecond), withdrawn.Round(time.Millisecond), speakerDown.Round(time.Millisecond), back.Round(time.Millisecond))
+}
