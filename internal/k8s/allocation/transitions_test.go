@@ -40,8 +40,11 @@ func TestStaleWriterRefused(t *testing.T) {
 	stale := f.waitIPs("a", "198.51.100.0")
 	r.stop() // its allocator still holds a -> 198.51.100.0
 
-	// A newer writer (the new leader) gives a another address.
-	newer := stale.DeepCopy()
+	// A newer writer (the new leader) gives a another address. It starts
+	// from the Service as stored now: the controller may have written it
+	// again after the address appeared (the pool annotation, a condition),
+	// so the copy the test waited for can itself be behind.
+	newer := f.get("a").DeepCopy()
 	newer.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: "198.51.100.7", IPMode: ptr.To(corev1.LoadBalancerIPModeVIP)}}
 	if err := f.c.Status().Update(f.ctx(), newer); err != nil {
 		t.Fatal(err)

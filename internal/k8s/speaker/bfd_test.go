@@ -82,7 +82,7 @@ func TestBFDResetsBGP(t *testing.T) {
 		t.Helper()
 		poll.Until(t, 10*time.Second, what, func() error {
 			if !s.rec.has(substr) {
-				return fmt.Errorf("events %v", s.rec.events)
+				return fmt.Errorf("events %v", s.rec.all())
 			}
 			return nil
 		})

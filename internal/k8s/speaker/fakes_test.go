@@ -220,6 +220,13 @@ func (r *fakeRecorder) Eventf(obj runtime.Object, eventtype, reason, format stri
 	r.events = append(r.events, fmt.Sprintf("%s/%s %s %s: %s", kind, name, eventtype, reason, fmt.Sprintf(format, args...)))
 }
 
+// all returns a copy of the events so far.
+func (r *fakeRecorder) all() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.events)
+}
+
 func (r *fakeRecorder) has(substr string) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
