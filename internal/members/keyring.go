@@ -200,7 +200,6 @@ type keys struct {
 	// candidates are the keys a speaker that has not joined yet tries as
 	// primary in turn (previous first, then desired); nil with one key.
 	candidates [][]byte
-	tried      int // index in candidates of the current primary
 }
 
 // init sets up the keyring from the secret and, when it is set and
@@ -232,10 +231,11 @@ func (l *List) tryNextPrimary() string {
 	if k.ring == nil || len(k.candidates) < 2 {
 		return ""
 	}
-	for range k.candidates {
-		k.tried = (k.tried + 1) % len(k.candidates)
-		key := k.candidates[k.tried]
-		if k.keyByIDLocked(keyID(key)) != nil {
+	primary := k.ring.GetPrimaryKey()
+	cur := slices.IndexFunc(k.candidates, func(c []byte) bool { return bytes.Equal(c, primary) })
+	for i := 1; i <= len(k.candidates); i++ {
+		key := k.candidates[(cur+i+len(k.candidates))%len(k.candidates)]
+		if k.keyByIDLocked(keyID(key)) != nil && !bytes.Equal(key, primary) {
 			_ = k.ring.UseKey(key) // installed: cannot fail
 			return keyID(key)
 		}
