@@ -465,6 +465,18 @@ func (e *bgpEnv) testETPLocal(t *testing.T) {
 			return nil
 		})
 	}
+	// The client shares the segment with the nodes: a router that sent it
+	// ICMP redirects would shortcut it to the first next hop for minutes,
+	// and whether the client took one depended on timing (CI failed once
+	// this way: the route had moved to n3, the client still reached n2).
+	for _, ns := range []string{e.l.RouterNamespace(), e.l.ClientNamespace()} {
+		in, out, err := e.l.ICMPRedirects(ctx, ns)
+		if err != nil {
+			t.Error(err)
+		} else if in != 0 || out != 0 {
+			t.Errorf("%s: ICMP redirects received %d, sent %d; want none (the client would bypass the router)", ns, in, out)
+		}
+	}
 	e.setEndpoints(ctx, t, "local")
 	for _, p := range []netip.Prefix{v4, v6} {
 		if _, err := bgpWaitPrefix(ctx, e.l, p, nil, 30*time.Second); err != nil {
@@ -1094,7 +1106,22 @@ func bgpDelete(t testing.TB, c client.Client, obj client.Object) {
 // failure reports.
 func bgpFRRDump(ctx context.Context, l *lab.Lab) string {
 	var b strings.Builder
-	for _, cmd := range []string{"show bgp summary json", "show bgp ipv4 unicast json", "show bgp ipv6 unicast json",
+	// Short, decisive views first: CI keeps only part of a long log.
+	for _, c := range []struct {
+		ns   string
+		args []string
+	}{
+		{l.RouterNamespace(), []string{"ip", "route", "show", "proto", "bgp"}},
+		{l.RouterNamespace(), []string{"ip", "-6", "route", "show", "proto", "bgp"}},
+		{l.ClientNamespace(), []string{"ip", "neigh", "show"}},
+	} {
+		out, err := l.Exec(ctx, c.ns, c.args...)
+		if err != nil {
+			out = err.Error()
+		}
+		fmt.Fprintf(&b, "--- %s: %s\n%s\n", c.ns, strings.Join(c.args, " "), out)
+	}
+	for _, cmd := range []string{"show bgp summary", "show bgp ipv4 unicast json", "show bgp ipv6 unicast json",
 		"show running-config"} {
 		out, err := l.Vtysh(ctx, cmd)
 		if err != nil {

@@ -107,3 +107,51 @@ func (l *Lab) Neighbor(ctx context.Context, ns string, addr netip.Addr) (net.Har
 	}
 	return nil, nil
 }
+
+// ICMPRedirects returns the IPv4 ICMP redirect counters (RFC 792 type 5)
+// of network namespace ns from its /proc/net/snmp: received and sent.
+// The lab's router must send none and its client accept none (see
+// routerSysctls): a cached redirect would hide a route that moved.
+func (l *Lab) ICMPRedirects(ctx context.Context, ns string) (in, out int, err error) {
+	snmp, err := run(ctx, ns, "cat", "/proc/net/snmp")
+	if err != nil {
+		return 0, 0, err
+	}
+	return parseICMPRedirects(snmp)
+}
+
+// parseICMPRedirects reads InRedirects and OutRedirects from the "Icmp:"
+// header and value lines of /proc/net/snmp.
+func parseICMPRedirects(snmp string) (in, out int, err error) {
+	var header []string
+	for _, line := range strings.Split(snmp, "\n") {
+		fields := strings.Fields(line)
+		if len(fields) == 0 || fields[0] != "Icmp:" {
+			continue
+		}
+		if header == nil {
+			header = fields
+			continue
+		}
+		if len(fields) != len(header) {
+			return 0, 0, fmt.Errorf("/proc/net/snmp: Icmp values have %d fields, header %d", len(fields), len(header))
+		}
+		in, out = -1, -1
+		for i, name := range header {
+			switch name {
+			case "InRedirects":
+				in, err = strconv.Atoi(fields[i])
+			case "OutRedirects":
+				out, err = strconv.Atoi(fields[i])
+			}
+			if err != nil {
+				return 0, 0, fmt.Errorf("/proc/net/snmp: Icmp %s: %w", name, err)
+			}
+		}
+		if in < 0 || out < 0 {
+			return 0, 0, fmt.Errorf("/proc/net/snmp: no Icmp InRedirects/OutRedirects")
+		}
+		return in, out, nil
+	}
+	return 0, 0, fmt.Errorf("/proc/net/snmp: no Icmp lines")
+}

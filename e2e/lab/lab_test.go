@@ -105,3 +105,24 @@ func TestParseBackendReply(t *testing.T) {
 		t.Error("ParseBackendReply accepted a foreign body")
 	}
 }
+
+func TestParseICMPRedirects(t *testing.T) {
+	const header = "Icmp: InMsgs InRedirects InEchos OutMsgs OutRedirects\n"
+	for _, tc := range []struct {
+		name, snmp string
+		in, out    int
+		wantErr    bool
+	}{
+		{"counts", "Ip: Forwarding\nIp: 1\n" + header + "Icmp: 9 2 0 7 3\nIcmpMsg: InType3\nIcmpMsg: 4\n", 2, 3, false},
+		{"zero", header + "Icmp: 0 0 0 0 0\n", 0, 0, false},
+		{"no icmp", "Ip: Forwarding\nIp: 1\n", 0, 0, true},
+		{"short values", header + "Icmp: 1 2\n", 0, 0, true},
+		{"no redirect fields", "Icmp: InMsgs OutMsgs\nIcmp: 1 2\n", 0, 0, true},
+		{"not a number", header + "Icmp: 1 x 0 0 0\n", 0, 0, true},
+	} {
+		in, out, err := parseICMPRedirects(tc.snmp)
+		if (err != nil) != tc.wantErr || in != tc.in || out != tc.out {
+			t.Errorf("%s: got %d, %d, %v; want %d, %d, error %v", tc.name, in, out, err, tc.in, tc.out, tc.wantErr)
+		}
+	}
+}

@@ -74,9 +74,21 @@ var (
 		"net.ipv4.conf.all.arp_announce=2", "net.ipv4.conf.default.arp_announce=2",
 	}
 	// The router forwards, and spreads ECMP flows by layer 4 hash (policy 1)
-	// so that one client's connections reach several nodes.
+	// so that one client's connections reach several nodes. The client
+	// shares the segment with the nodes, so a forwarding router would send
+	// it ICMP redirects (RFC 792; RFC 4861 §8 for IPv6) to the node that is
+	// the next hop, and the client would cache that shortcut for minutes
+	// (Linux keeps a redirect exception ip_rt_gc_timeout, 300 s): a route
+	// moved to another node would stay invisible to the client. Routers
+	// in front of a Service range do not redirect in practice; the lab's
+	// neither sends nor accepts redirects.
 	routerSysctls = []string{"net.ipv4.ip_forward=1", "net.ipv6.conf.all.forwarding=1",
-		"net.ipv4.fib_multipath_hash_policy=1", "net.ipv6.fib_multipath_hash_policy=1"}
+		"net.ipv4.fib_multipath_hash_policy=1", "net.ipv6.fib_multipath_hash_policy=1",
+		"net.ipv4.conf.all.send_redirects=0", "net.ipv4.conf.default.send_redirects=0"}
+	clientSysctls = []string{
+		"net.ipv4.conf.all.accept_redirects=0", "net.ipv4.conf.default.accept_redirects=0",
+		"net.ipv6.conf.all.accept_redirects=0", "net.ipv6.conf.default.accept_redirects=0",
+	}
 )
 
 func (l *Lab) members() []member {
@@ -84,7 +96,7 @@ func (l *Lab) members() []member {
 	ms := []member{
 		{role: "ctl", ns: nsName(p, "ctl"), v4: APIServerAddr, v6: netip.MustParseAddr("2001:db8:100::254")},
 		{role: "rtr", ns: nsName(p, "rtr"), v4: RouterAddr, v6: RouterAddrV6, sysctls: routerSysctls},
-		{role: "cl", ns: nsName(p, "cl"), v4: ClientAddr, v6: ClientAddrV6, routes: [][]string{
+		{role: "cl", ns: nsName(p, "cl"), v4: ClientAddr, v6: ClientAddrV6, sysctls: clientSysctls, routes: [][]string{
 			{"route", "add", BGPPrefixV4.String(), "via", RouterAddr.String()},
 			{"route", "add", BGPPrefixV6.String(), "via", RouterAddrV6.String()},
 		}},
