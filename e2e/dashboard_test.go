@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/yaml"
 
 	"github.com/herald-lb/herald/api/v1beta1"
 	"github.com/herald-lb/herald/api/v1beta2"
@@ -29,6 +33,9 @@ const dashboardFile = "../charts/herald/dashboards/herald.json"
 // dashRateInterval replaces Grafana's $__rate_interval in the queries (the
 // lab scrapes every second).
 const dashRateInterval = "2m"
+
+// legendLabelRE finds the labels a Grafana legend prints ({{label}}).
+var legendLabelRE = regexp.MustCompile(`\{\{\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*\}\}`)
 
 // dashEventPanels are the panels whose query returns series at 0 (or none)
 // until something happens: the test causes the event and then wants a
@@ -47,12 +54,19 @@ var dashEventPanels = map[string]string{
 // template variables (every variable its "All" value, $__rate_interval
 // 2m) and runs every panel's queries against a real Prometheus scraping the
 // lab's controller and speakers (one BGP Service, one layer 2 Service, three
-// nodes with memberlist): each returns data. The panels of
+// nodes with memberlist; targets labelled with pod, container and namespace
+// as by the chart's ServiceMonitor): each returns data, and every label a
+// panel's legend prints is set on its samples. The panels of
 // dashEventPanels need an event, which the test causes first: a layer 2
 // failover, an address conflict, a fresh allocation. It also runs each
 // template variable's label_values() and wants values. Before the fix the
 // failover panel read changes() of metallb_speaker_announced, 0 after a
 // failover, and failed here.
+//
+// The same Prometheus evaluates the chart's alerts (helm template of its
+// PrometheusRule): every rule evaluates without error, none is active on
+// the healthy lab, and after the events exactly HeraldLayer2AddressConflict
+// fires (the failover leaves one announcer).
 func TestDashboardQueries(t *testing.T) {
 	if testing.Short() {
 		t.Skip("brings up network namespaces, FRR, an API server, Herald and Prometheus")
@@ -74,8 +88,9 @@ func TestDashboardQueries(t *testing.T) {
 			Type    string `json:"type"`
 			Title   string `json:"title"`
 			Targets []struct {
-				RefID string `json:"refId"`
-				Expr  string `json:"expr"`
+				RefID        string `json:"refId"`
+				Expr         string `json:"expr"`
+				LegendFormat string `json:"legendFormat"`
 			} `json:"targets"`
 		} `json:"panels"`
 	}
@@ -162,7 +177,9 @@ func TestDashboardQueries(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	prom, err := l.StartPrometheus(ctx, lab.PrometheusConfig{Jobs: l.HeraldMetricsTargets(nodes), BearerToken: token})
+	rules := chartAlertRules(ctx, t, h)
+	prom, err := l.StartPrometheus(ctx, lab.PrometheusConfig{Jobs: l.HeraldMetricsTargets(nodes), BearerToken: token,
+		TargetLabels: h.MetricsTargetLabels(nodes), Rules: rules})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -190,6 +207,34 @@ func TestDashboardQueries(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// The chart's alerts on the healthy lab: every rule evaluates without
+	// error and none is pending or firing once memberlist has converged.
+	err = bgpWait(ctx, time.Minute, func() error {
+		rs, err := prom.Rules(ctx)
+		if err != nil {
+			return err
+		}
+		if len(rs) < 10 {
+			return fmt.Errorf("%d rules loaded", len(rs))
+		}
+		for _, r := range rs {
+			if !r.Evaluated || r.Health != "ok" {
+				return fmt.Errorf("rule %s: evaluated %v, health %q %s", r.Name, r.Evaluated, r.Health, r.LastError)
+			}
+		}
+		s, err := query(`min(herald_memberlist_members)`)
+		if err == nil && (len(s) != 1 || s[0].Value != float64(len(nodes))) {
+			err = fmt.Errorf("memberlist members %v, want %d on every speaker", s, len(nodes))
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatalf("chart alerts on the healthy lab: %v", err)
+	}
+	if active := activeAlerts(ctx, t, prom); len(active) > 0 {
+		t.Errorf("alerts active on the healthy lab: %v", active)
+	}
+
 	// Event: a layer 2 failover. The owner is excluded from load
 	// balancers; another node takes the address over.
 	patch := fmt.Sprintf(`{"metadata":{"labels":{%q:""}}}`, announce.ExcludeFromLBLabel)
@@ -214,8 +259,10 @@ func TestDashboardQueries(t *testing.T) {
 			t.Fatalf("arping %s: %v", l2IP, err)
 		}
 	}
-	// Event: another host (the control-plane namespace) claims the address.
-	_, _ = l.Exec(ctx, l.ControlNamespace(), "arping", "-U", "-c", "2", "-w", "2", "-i", "eth0", "-S", l2IP.String(), l2IP.String())
+	// Event: another host (the control-plane namespace) claims the address,
+	// 30 times: well above HeraldLayer2AddressConflict's default threshold (10
+	// in 10 minutes).
+	_, _ = l.Exec(ctx, l.ControlNamespace(), "arping", "-U", "-c", "30", "-W", "0.1", "-w", "10", "-i", "eth0", "-S", l2IP.String(), l2IP.String())
 	// Event: an allocation within the rate window.
 	bgpCreateService(ctx, t, l, bgpSvcSpec{Namespace: dashNS, Name: "late", Pool: "dash-bgp"})
 
@@ -265,6 +312,14 @@ func TestDashboardQueries(t *testing.T) {
 				if len(s) == 0 && !needsEvent {
 					return fmt.Errorf("query %s %s returned no data", tg.RefID, expr)
 				}
+				// Every label the legend prints is set on the samples.
+				for _, m := range legendLabelRE.FindAllStringSubmatch(tg.LegendFormat, -1) {
+					for _, x := range s {
+						if x.Metric[m[1]] == "" {
+							return fmt.Errorf("query %s %s: legend %q, but sample %v has no label %s", tg.RefID, expr, tg.LegendFormat, x.Metric, m[1])
+						}
+					}
+				}
 				for _, x := range s {
 					positive = positive || (x.Value > 0 && !math.IsNaN(x.Value))
 				}
@@ -280,4 +335,69 @@ func TestDashboardQueries(t *testing.T) {
 		n++
 	}
 	t.Logf("%d panels checked", n)
+
+	// The chart's alerts after the events: the conflict fires
+	// HeraldLayer2AddressConflict (for: 0m) for the address; the failover
+	// leaves one announcer, so HeraldLayer2MultipleAnnouncers stays quiet,
+	// and nothing else is active.
+	err = bgpWait(ctx, time.Minute, func() error {
+		active := activeAlerts(ctx, t, prom)
+		want := fmt.Sprintf("HeraldLayer2AddressConflict{ip=%s} firing", l2IP)
+		if len(active) != 1 || active[0] != want {
+			return fmt.Errorf("active alerts %v, want [%s]", active, want)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Errorf("chart alerts after a failover and a conflict: %v", err)
+	}
+}
+
+// chartAlertRules renders the chart's PrometheusRule (helm template,
+// metrics.prometheusRule.enabled=true) and returns its groups as a
+// Prometheus rules file.
+func chartAlertRules(ctx context.Context, t *testing.T, h *lab.Herald) []byte {
+	t.Helper()
+	chart, err := filepath.Abs("../charts/herald")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := h.Helm(ctx, "template", "herald", chart, "--namespace", lab.HeraldNamespace,
+		"--set", "metrics.prometheusRule.enabled=true", "--show-only", "templates/prometheusrule.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rule struct {
+		Spec struct {
+			Groups []any `json:"groups"`
+		} `json:"spec"`
+	}
+	if err := yaml.Unmarshal([]byte(out), &rule); err != nil || len(rule.Spec.Groups) == 0 {
+		t.Fatalf("chart PrometheusRule: %v\n%s", err, out)
+	}
+	b, err := yaml.Marshal(map[string]any{"groups": rule.Spec.Groups})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// activeAlerts returns the pending and firing alerts as
+// "Name{ip=...} state", sorted (ip only when the alert has one).
+func activeAlerts(ctx context.Context, t *testing.T, prom *lab.Prometheus) []string {
+	t.Helper()
+	as, err := prom.Alerts(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, a := range as {
+		s := a.Labels["alertname"]
+		if ip := a.Labels["ip"]; ip != "" {
+			s += "{ip=" + ip + "}"
+		}
+		out = append(out, s+" "+a.State)
+	}
+	sort.Strings(out)
+	return out
 }
