@@ -39,7 +39,7 @@ func newAnnouncedMetric(reg prometheus.Registerer, node string) (*announcedMetri
 			Namespace: "herald",
 			Subsystem: "layer2",
 			Name:      "announcer_changes_total",
-			Help:      "Layer 2 addresses this node started (change=gained: elected, a failover to it, a new Service) or stopped (change=lost: another node elected, withdrawn, Service deleted) announcing, counted once per Service and address.",
+			Help:      "Layer 2 addresses this node started (change=gained: elected, a failover to it, a new Service, this speaker started) or stopped (change=lost: another node elected, withdrawn, Service deleted) announcing, counted once per Service and address.",
 		}, []string{"node", "change"}),
 	}
 	for _, c := range []string{changeGained, changeLost} {
