@@ -104,6 +104,8 @@ var (
 	promqlKeywords = map[string]bool{"and": true, "or": true, "unless": true, "bool": true, "offset": true,
 		"by": true, "without": true, "on": true, "ignoring": true, "group_left": true, "group_right": true, "inf": true, "nan": true}
 	identRE      = regexp.MustCompile(`^[a-zA-Z_:]`)
+	aggregations = map[string]bool{"sum": true, "min": true, "max": true, "avg": true, "group": true, "stddev": true,
+		"stdvar": true, "count": true, "count_values": true, "bottomk": true, "topk": true, "quantile": true}
 	listKeywords = map[string]bool{"by": true, "without": true, "on": true, "ignoring": true, "group_left": true, "group_right": true}
 	tokenRE      = regexp.MustCompile(`\s*("(?:[^"\\]|\\.)*"|\[[^\]]*\]|[a-zA-Z_:][a-zA-Z0-9_:]*|[0-9.]+(?:e[+-]?[0-9]+)?|=~|!~|!=|==|>=|<=|[-+*/%^(){},=<>])`)
 )
@@ -151,7 +153,7 @@ func parsePromQL(expr string) (promqlRefs, error) {
 			if next == "(" {
 				continue // a function or an aggregation
 			}
-			if i+2 < len(toks) && listKeywords[next] && (tok == "sum" || tok == "max" || tok == "min" || tok == "count" || tok == "avg" || tok == "group") {
+			if i+2 < len(toks) && listKeywords[next] && aggregations[tok] {
 				continue // an aggregation with its by list first
 			}
 			labels := refs.metrics[tok]
