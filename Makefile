@@ -66,6 +66,13 @@ lint: $(BIN)/golangci-lint
 generate: $(BIN)/controller-gen
 	hack/generate.sh
 
+# diagrams renders the Graphviz sources docs/diagrams/*.dot to the SVGs the
+# docs embed (internal/packaging fails when they are stale); dot is Debian's
+# graphviz, installed by deps.
+.PHONY: diagrams
+diagrams: deps
+	hack/render-diagrams.sh
+
 # manifests renders manifests/herald.yaml and the chart's copies of the CRDs
 # and webhooks from manifests/ (internal/packaging fails when they are stale).
 .PHONY: manifests

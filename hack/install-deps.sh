@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Installs the Debian packages Herald's tests and lab use: network tools for the
 # namespaces (iproute2, arping, ndisc6, tcpdump, curl), FRR as the BGP router,
-# Prometheus and promtool, and a C toolchain (gcc, libc6-dev): `go test -race`
-# (make race) needs cgo. Idempotent: does nothing when all are present.
+# Prometheus and promtool (the alerts' unit tests), Graphviz (`dot`: make
+# diagrams and the diagrams' staleness test), and a C toolchain (gcc,
+# libc6-dev): `go test -race` (make race) needs cgo. Idempotent: does nothing
+# when all are present.
 #
 # The lab runs its own FRR and Prometheus instances inside its namespaces; it
 # needs the packages, not their system-wide services. So the packages' services
@@ -19,7 +21,7 @@
 set -euo pipefail
 need=()
 have() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
-for p in iproute2 arping ndisc6 iputils-ping curl tcpdump frr prometheus openssl procps psmisc gcc libc6-dev; do
+for p in iproute2 arping ndisc6 iputils-ping curl tcpdump frr prometheus graphviz openssl procps psmisc gcc libc6-dev; do
   have "$p" || need+=("$p")
 done
 policy=${HERALD_POLICY_RC_D:-/usr/sbin/policy-rc.d}

@@ -18,6 +18,9 @@
 //	p-cl   client: 198.51.100.100 and 2001:db8:100::100, routes to the BGP
 //	       Service prefixes via the router
 //
+// The same topology as a diagram: docs/diagrams/lab-topology.svg (source
+// lab-topology.dot, rendered by make diagrams).
+//
 // The root namespace gets no lab address and no lab route. Programs in the
 // root namespace reach the lab in two ways: [Lab.DialContext] creates sockets
 // inside a lab namespace (the test suite's client-go config uses it), and the

@@ -26,6 +26,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -65,6 +66,13 @@ type PrometheusConfig struct {
 	// Namespace is the network namespace it runs in; empty means the
 	// client's, which reaches every node and the control namespace.
 	Namespace string
+	// TargetLabels are labels added to every series of a target, as a
+	// Kubernetes Prometheus adds its pod, container and namespace (see
+	// Herald.MetricsTargetLabels); targets without an entry get none.
+	TargetLabels map[netip.AddrPort]map[string]string
+	// Rules is a Prometheus rules file (groups: ...), evaluated every
+	// Interval; empty means none. See Prometheus.Rules and Alerts.
+	Rules []byte
 }
 
 // Prometheus is a Prometheus server running as a lab process. Its HTTP API
@@ -96,6 +104,22 @@ func (l *Lab) HeraldMetricsTargets(nodes []string) map[string][]netip.AddrPort {
 	return jobs
 }
 
+// MetricsTargetLabels returns, for the targets of HeraldMetricsTargets(nodes),
+// the labels a Kubernetes Prometheus attaches through the chart's
+// ServiceMonitor or PodMonitor: pod (the lab process, named after its Pod),
+// container ("controller" or "speaker") and namespace.
+func (h *Herald) MetricsTargetLabels(nodes []string) map[netip.AddrPort]map[string]string {
+	out := map[netip.AddrPort]map[string]string{
+		netip.AddrPortFrom(APIServerAddr, MetricsPort): {"pod": h.ControllerProcessName(), "container": "controller", "namespace": HeraldNamespace},
+	}
+	for _, name := range nodes {
+		if n, ok := h.lab.Node(name); ok {
+			out[netip.AddrPortFrom(n.IPv4, MetricsPort)] = map[string]string{"pod": h.SpeakerProcessName(name), "container": "speaker", "namespace": HeraldNamespace}
+		}
+	}
+	return out
+}
+
 // MetricsReaderToken creates ServiceAccount namespace/name (unless it
 // exists), binds it to the ClusterRole herald-metrics-reader with a
 // ClusterRoleBinding of the same name as the account, and returns a token
@@ -123,11 +147,16 @@ func (l *Lab) MetricsReaderToken(ctx context.Context, namespace, name string) (s
 	return tr.Status.Token, nil
 }
 
-// prometheusConfig renders prometheus.yml.
-func prometheusConfig(cfg PrometheusConfig, tokenFile string) string {
+// prometheusConfig renders prometheus.yml (rulesFile: the rules' path, or
+// empty).
+func prometheusConfig(cfg PrometheusConfig, tokenFile, rulesFile string) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "global:\n  scrape_interval: %s\n  scrape_timeout: %s\n  evaluation_interval: %s\nscrape_configs:\n",
+	fmt.Fprintf(&b, "global:\n  scrape_interval: %s\n  scrape_timeout: %s\n  evaluation_interval: %s\n",
 		model(cfg.Interval), model(cfg.Interval), model(cfg.Interval))
+	if rulesFile != "" {
+		fmt.Fprintf(&b, "rule_files:\n- %q\n", rulesFile)
+	}
+	b.WriteString("scrape_configs:\n")
 	for job, targets := range cfg.Jobs {
 		fmt.Fprintf(&b, "- job_name: %q\n  scheme: %s\n", job, cfg.Scheme)
 		if cfg.Scheme == "https" {
@@ -136,9 +165,21 @@ func prometheusConfig(cfg PrometheusConfig, tokenFile string) string {
 		if tokenFile != "" {
 			fmt.Fprintf(&b, "  authorization:\n    type: Bearer\n    credentials_file: %q\n", tokenFile)
 		}
-		b.WriteString("  static_configs:\n  - targets:\n")
+		// One static config per target, for its own labels.
+		b.WriteString("  static_configs:\n")
 		for _, t := range targets {
-			fmt.Fprintf(&b, "    - %q\n", t.String())
+			fmt.Fprintf(&b, "  - targets: [%q]\n", t.String())
+			if ls := cfg.TargetLabels[t]; len(ls) > 0 {
+				keys := make([]string, 0, len(ls))
+				for k := range ls {
+					keys = append(keys, k)
+				}
+				sort.Strings(keys)
+				b.WriteString("    labels:\n")
+				for _, k := range keys {
+					fmt.Fprintf(&b, "      %s: %q\n", k, ls[k])
+				}
+			}
 		}
 	}
 	return b.String()
@@ -183,8 +224,15 @@ func (l *Lab) StartPrometheus(ctx context.Context, cfg PrometheusConfig) (*Prome
 			return nil, fmt.Errorf("start prometheus: %w", err)
 		}
 	}
+	rulesFile := ""
+	if len(cfg.Rules) > 0 {
+		rulesFile = filepath.Join(dir, "rules.yml")
+		if err := os.WriteFile(rulesFile, cfg.Rules, 0o644); err != nil {
+			return nil, fmt.Errorf("start prometheus: %w", err)
+		}
+	}
 	conf := filepath.Join(dir, "prometheus.yml")
-	if err := os.WriteFile(conf, []byte(prometheusConfig(cfg, tokenFile)), 0o644); err != nil {
+	if err := os.WriteFile(conf, []byte(prometheusConfig(cfg, tokenFile, rulesFile)), 0o644); err != nil {
 		return nil, fmt.Errorf("start prometheus: %w", err)
 	}
 	if out, err := exec.CommandContext(ctx, promtoolBinary, "check", "config", conf).CombinedOutput(); err != nil {
@@ -289,6 +337,80 @@ func (p *Prometheus) Query(ctx context.Context, expr string) ([]Sample, error) {
 			return nil, fmt.Errorf("query %q: value %v: %w", expr, s.Value[1], err)
 		}
 		out = append(out, Sample{Metric: s.Metric, Value: v})
+	}
+	return out, nil
+}
+
+// Rule is one alerting or recording rule as /api/v1/rules reports it.
+type Rule struct {
+	Group string
+	Name  string
+	// Health is "ok", "err" or "unknown" (not evaluated yet); LastError
+	// is the evaluation error when "err".
+	Health    string
+	LastError string
+	// Evaluated: the rule has been evaluated at least once.
+	Evaluated bool
+}
+
+// Rules returns the loaded rules and their evaluation health.
+func (p *Prometheus) Rules(ctx context.Context) ([]Rule, error) {
+	body, err := p.get(ctx, "/api/v1/rules", nil)
+	if err != nil {
+		return nil, err
+	}
+	var r struct {
+		Data struct {
+			Groups []struct {
+				Name  string `json:"name"`
+				Rules []struct {
+					Name           string `json:"name"`
+					Health         string `json:"health"`
+					LastError      string `json:"lastError"`
+					LastEvaluation string `json:"lastEvaluation"`
+				} `json:"rules"`
+			} `json:"groups"`
+		} `json:"data"`
+	}
+	if err := json.Unmarshal(body, &r); err != nil {
+		return nil, fmt.Errorf("rules: %w", err)
+	}
+	var out []Rule
+	for _, g := range r.Data.Groups {
+		for _, x := range g.Rules {
+			out = append(out, Rule{Group: g.Name, Name: x.Name, Health: x.Health, LastError: x.LastError,
+				Evaluated: x.LastEvaluation != "" && !strings.HasPrefix(x.LastEvaluation, "0001-")})
+		}
+	}
+	return out, nil
+}
+
+// Alert is one active (pending or firing) alert as /api/v1/alerts reports it.
+type Alert struct {
+	Labels map[string]string
+	State  string // "pending", "firing"
+}
+
+// Alerts returns the active alerts.
+func (p *Prometheus) Alerts(ctx context.Context) ([]Alert, error) {
+	body, err := p.get(ctx, "/api/v1/alerts", nil)
+	if err != nil {
+		return nil, err
+	}
+	var r struct {
+		Data struct {
+			Alerts []struct {
+				Labels map[string]string `json:"labels"`
+				State  string            `json:"state"`
+			} `json:"alerts"`
+		} `json:"data"`
+	}
+	if err := json.Unmarshal(body, &r); err != nil {
+		return nil, fmt.Errorf("alerts: %w", err)
+	}
+	out := make([]Alert, 0, len(r.Data.Alerts))
+	for _, a := range r.Data.Alerts {
+		out = append(out, Alert{Labels: a.Labels, State: a.State})
 	}
 	return out, nil
 }

@@ -47,6 +47,32 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	return m, nil
 }
 
+// MetricDescs describes the announcer's metrics as the speaker registers
+// them: MetalLB's metallb_layer2_* counters and Herald's
+// herald_layer2_conflicts_total (names and variable labels, for
+// documentation and dashboard checks; the descriptors belong to no running
+// announcer).
+func MetricDescs() []*prometheus.Desc {
+	m, _ := newMetrics(nil)
+	return describe(m.requests, m.responses, m.gratuitous, m.conflicts)
+}
+
+// describe collects the descriptors of cs.
+func describe(cs ...prometheus.Collector) []*prometheus.Desc {
+	ch := make(chan *prometheus.Desc)
+	go func() {
+		for _, c := range cs {
+			c.Describe(ch)
+		}
+		close(ch)
+	}()
+	var out []*prometheus.Desc
+	for d := range ch {
+		out = append(out, d)
+	}
+	return out
+}
+
 // forget drops the series of an IP that is no longer announced, so that the
 // label set does not grow with every IP the node ever announced.
 func (m *metrics) forget(ip netip.Addr) {

@@ -13,6 +13,35 @@ type metrics struct {
 }
 
 func newMetrics(reg prometheus.Registerer, l *List) (*metrics, error) {
+	m, cs := newCollectors(l)
+	var errs []error
+	for _, c := range cs {
+		errs = append(errs, reg.Register(c))
+	}
+	return m, errors.Join(errs...)
+}
+
+// MetricDescs describes the memberlist metrics as the speaker registers
+// them (herald_memberlist_*: names and variable labels, for documentation
+// and dashboard checks; the descriptors belong to no running List).
+func MetricDescs() []*prometheus.Desc {
+	_, cs := newCollectors(&List{})
+	ch := make(chan *prometheus.Desc)
+	go func() {
+		for _, c := range cs {
+			c.Describe(ch)
+		}
+		close(ch)
+	}()
+	var out []*prometheus.Desc
+	for d := range ch {
+		out = append(out, d)
+	}
+	return out
+}
+
+// newCollectors builds the metrics of l and every collector to register.
+func newCollectors(l *List) (*metrics, []prometheus.Collector) {
 	m := &metrics{
 		events: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "herald_memberlist_member_events_total",
@@ -55,9 +84,5 @@ func newMetrics(reg prometheus.Registerer, l *List) (*metrics, error) {
 		}
 		return 0
 	})
-	var errs []error
-	for _, c := range append([]prometheus.Collector{m.events, members, health, joined}, keyMetrics(l)...) {
-		errs = append(errs, reg.Register(c))
-	}
-	return m, errors.Join(errs...)
+	return m, append([]prometheus.Collector{m.events, members, health, joined}, keyMetrics(l)...)
 }

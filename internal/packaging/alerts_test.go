@@ -76,6 +76,14 @@ tests:
     values: '0+1x24'
   - series: 'herald_layer2_conflicts_total{ip="198.51.100.203",interface="eth0",pod="herald-speaker-a"}'
     values: '0 1x23'
+  # Three speakers in memberlist: a and b see all three, c is cut off and
+  # sees only itself; b briefly (2 minutes) saw two.
+  - series: 'herald_memberlist_members{pod="herald-speaker-a",instance="198.51.100.11:9120"}'
+    values: '3x12'
+  - series: 'herald_memberlist_members{pod="herald-speaker-b",instance="198.51.100.12:9120"}'
+    values: '3 2x4 3x7'
+  - series: 'herald_memberlist_members{pod="herald-speaker-c",instance="198.51.100.13:9120"}'
+    values: '1x12'
   alert_rule_test:
   # Not yet: the condition holds for less than the 1m "for".
   - eval_time: 1m
@@ -157,6 +165,16 @@ tests:
       exp_annotations:
         summary: Layer 2 address 198.51.100.200 is announced by 2 nodes.
         description: '2 speakers announce 198.51.100.200 in layer 2 at once (split brain: memberlist partition, or MetalLB and Herald speakers that do not gossip); clients may reach any of them.'
+  - eval_time: 4m
+    alertname: HeraldMemberlistMembersMissing
+    exp_alerts: []
+  - eval_time: 6m
+    alertname: HeraldMemberlistMembersMissing
+    exp_alerts:
+    - exp_labels: {severity: warning, pod: herald-speaker-c, instance: "198.51.100.13:9120"}
+      exp_annotations:
+        summary: Speaker herald-speaker-c sees only 1 memberlist members.
+        description: 'herald-speaker-c (198.51.100.13:9120) sees 1 speakers alive in memberlist, fewer than the speakers that report herald_memberlist_members: a network partition or a speaker that cannot join (TCP and UDP port 7946, the memberlist key). Layer 2 elections disagree, so an address may have two announcers or none; see docs/troubleshooting.md.'
   - eval_time: 11m
     alertname: HeraldLayer2AddressConflict
     exp_alerts:

@@ -262,7 +262,8 @@ func TestChartOptions(t *testing.T) {
 
 // checkDashboard checks that the Grafana dashboard is valid JSON whose
 // panels query Herald's metrics, covering pools, allocations,
-// announcements, BGP sessions, Layer 2 traffic and failovers.
+// announcements, BGP sessions, Layer 2 traffic and failovers, pending
+// Services, allocation latency, memberlist and layer 2 conflicts.
 func checkDashboard(t *testing.T, data []byte) {
 	t.Helper()
 	var d struct {
@@ -297,6 +298,8 @@ func checkDashboard(t *testing.T, data []byte) {
 		"metallb_speaker_announced", "metallb_bgp_session_up", "metallb_bgp_announced_prefixes_total",
 		"metallb_layer2_requests_received", "metallb_layer2_responses_sent", "metallb_layer2_gratuitous_sent",
 		"metallb_k8s_client_config_stale_bool",
+		"herald_layer2_announcer_changes_total", "herald_services_pending", "herald_allocation_duration_seconds_bucket",
+		"herald_memberlist_members", "herald_memberlist_health_score", "herald_layer2_conflicts_total",
 	} {
 		if !strings.Contains(all, m) {
 			t.Errorf("no dashboard panel queries %s", m)

@@ -34,7 +34,7 @@ func (s *lockedBuffer) String() string {
 
 // depsPackages are the Debian packages hack/install-deps.sh installs.
 var depsPackages = []string{"iproute2", "arping", "ndisc6", "iputils-ping", "curl", "tcpdump", "frr",
-	"prometheus", "openssl", "procps", "psmisc", "gcc", "libc6-dev"}
+	"prometheus", "graphviz", "openssl", "procps", "psmisc", "gcc", "libc6-dev"}
 
 // TestInstallDepsLeavesHostServicesAlone runs hack/install-deps.sh on this
 // machine, where every package is installed (as after `make deps`), while

@@ -63,6 +63,31 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	return m, nil
 }
 
+// MetricDescs describes the BFD metrics as the speaker registers them:
+// MetalLB's metallb_bfd_* and Herald's herald_bfd_control_packets_dropped_total
+// (names and variable labels, for documentation and dashboard checks; the
+// descriptors belong to no running manager).
+func MetricDescs() []*prometheus.Desc {
+	m, _ := newMetrics(nil)
+	return describe(m.up, m.in, m.out, m.upEvents, m.downEvent, m.dropped)
+}
+
+// describe collects the descriptors of cs.
+func describe(cs ...prometheus.Collector) []*prometheus.Desc {
+	ch := make(chan *prometheus.Desc)
+	go func() {
+		for _, c := range cs {
+			c.Describe(ch)
+		}
+		close(ch)
+	}()
+	var out []*prometheus.Desc
+	for d := range ch {
+		out = append(out, d)
+	}
+	return out
+}
+
 func peerLabels(peer netip.Addr) prometheus.Labels {
 	return prometheus.Labels{"peer": peer.String(), "vrf": defaultVRF}
 }

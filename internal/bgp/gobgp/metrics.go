@@ -36,6 +36,20 @@ func newCollector(s *Speaker) *collector {
 	}
 }
 
+// MetricDescs describes MetalLB's metallb_bgp_* metrics as the speaker
+// registers them (names and variable labels, for documentation and
+// dashboard checks; the descriptors belong to no running speaker).
+func MetricDescs() []*prometheus.Desc {
+	ch := make(chan *prometheus.Desc, 4)
+	newCollector(&Speaker{}).Describe(ch)
+	close(ch)
+	var out []*prometheus.Desc
+	for d := range ch {
+		out = append(out, d)
+	}
+	return out
+}
+
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.sessionUp
 	ch <- c.updates

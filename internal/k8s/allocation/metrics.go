@@ -42,3 +42,34 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	}
 	return m, nil
 }
+
+// MetricDescs describes the controller's allocation metrics as it registers
+// them: MetalLB's metallb_allocator_* pool gauges and Herald's
+// herald_services_pending, herald_allocation_duration_seconds and
+// herald_service_status_write_errors_total (names and variable labels, for
+// documentation and dashboard checks; the descriptors belong to no running
+// controller).
+func MetricDescs() []*prometheus.Desc {
+	m, _ := newMetrics(nil)
+	cs := []prometheus.Collector{m.duration, m.pending, m.writeErrors}
+	for _, g := range newPoolGauges() {
+		cs = append(cs, g)
+	}
+	return describe(cs...)
+}
+
+// describe collects the descriptors of cs.
+func describe(cs ...prometheus.Collector) []*prometheus.Desc {
+	ch := make(chan *prometheus.Desc)
+	go func() {
+		for _, c := range cs {
+			c.Describe(ch)
+		}
+		close(ch)
+	}()
+	var out []*prometheus.Desc
+	for d := range ch {
+		out = append(out, d)
+	}
+	return out
+}

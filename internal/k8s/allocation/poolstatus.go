@@ -74,6 +74,20 @@ func newPoolStatus(opts poolStatusOptions) (*poolStatusWriter, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	w := &poolStatusWriter{opts: opts, log: log, dirty: make(chan struct{}, 1), known: map[string]bool{}}
+	w.gauges = newPoolGauges()
+	if opts.Registerer != nil {
+		for _, g := range w.gauges {
+			if err := opts.Registerer.Register(g); err != nil {
+				return nil, fmt.Errorf("allocation: pool status: register metrics: %w", err)
+			}
+		}
+	}
+	return w, nil
+}
+
+// newPoolGauges builds MetalLB's metallb_allocator_* gauges, labelled by pool.
+func newPoolGauges() [6]*prometheus.GaugeVec {
+	var gauges [6]*prometheus.GaugeVec
 	for i, d := range []struct{ name, help string }{
 		{"addresses_total", "Number of usable IP addresses in the pool, both families (saturated at the int64 maximum)."},
 		{"ipv4_addresses_total", "Number of usable IPv4 addresses in the pool."},
@@ -82,16 +96,11 @@ func newPoolStatus(opts poolStatusOptions) (*poolStatusWriter, error) {
 		{"ipv4_addresses_in_use_total", "Number of IPv4 addresses of the pool assigned to Services."},
 		{"ipv6_addresses_in_use_total", "Number of IPv6 addresses of the pool assigned to Services."},
 	} {
-		w.gauges[i] = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		gauges[i] = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Namespace: "metallb", Subsystem: "allocator", Name: d.name, Help: d.help,
 		}, []string{"pool"})
-		if opts.Registerer != nil {
-			if err := opts.Registerer.Register(w.gauges[i]); err != nil {
-				return nil, fmt.Errorf("allocation: pool status: register metrics: %w", err)
-			}
-		}
 	}
-	return w, nil
+	return gauges
 }
 
 // notify marks the counters dirty. It never blocks.

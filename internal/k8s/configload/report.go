@@ -59,6 +59,24 @@ func NewUnregisteredMetrics() *Metrics {
 	}
 }
 
+// MetricDescs describes MetalLB's metallb_k8s_client_* metrics as both
+// binaries register them (names and variable labels, for documentation and
+// dashboard checks).
+func MetricDescs() []*prometheus.Desc {
+	ch := make(chan *prometheus.Desc)
+	go func() {
+		for _, c := range NewUnregisteredMetrics().collectors() {
+			c.Describe(ch)
+		}
+		close(ch)
+	}()
+	var out []*prometheus.Desc
+	for d := range ch {
+		out = append(out, d)
+	}
+	return out
+}
+
 // Register registers the metrics on reg; it returns the registration
 // errors (prometheus.AlreadyRegisteredError when called twice).
 func (m *Metrics) Register(reg prometheus.Registerer) error {

@@ -4,25 +4,80 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
+// Values of the change label of herald_layer2_announcer_changes_total.
+const (
+	changeGained = "gained"
+	changeLost   = "lost"
+)
+
 // announcedMetric is metallb_speaker_announced{service,protocol,node,ip}: 1
-// for every IP this node announces, per protocol ("layer2" or "bgp").
+// for every IP this node announces, per protocol ("layer2" or "bgp"), and
+// Herald's herald_layer2_announcer_changes_total{node,change}: the layer 2
+// addresses this node started ("gained") and stopped ("lost") announcing.
+//
+// The gauge is 1 for as long as a series exists, so changes() or
+// increase() of it counts nothing when the announcing node moves: the
+// series of the old node disappears and the new node's appears at 1. The
+// counter is the series a failover panel or alert reads.
 type announcedMetric struct {
-	vec *prometheus.GaugeVec
+	vec     *prometheus.GaugeVec
+	changes *prometheus.CounterVec
 }
 
-func newAnnouncedMetric(reg prometheus.Registerer) (*announcedMetric, error) {
-	m := &announcedMetric{vec: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Namespace: "metallb",
-		Subsystem: "speaker",
-		Name:      "announced",
-		Help:      "Services being announced from this node. This is desired state, it does not guarantee that the routing protocols have converged.",
-	}, []string{"service", "protocol", "node", "ip"})}
+// newAnnouncedMetric builds the speaker's metrics for node and registers
+// them with reg (nil: not registered). Both change series of node start at
+// 0, so increase() sees the first failover to or from it.
+func newAnnouncedMetric(reg prometheus.Registerer, node string) (*announcedMetric, error) {
+	m := &announcedMetric{
+		vec: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: "metallb",
+			Subsystem: "speaker",
+			Name:      "announced",
+			Help:      "Services being announced from this node. This is desired state, it does not guarantee that the routing protocols have converged.",
+		}, []string{"service", "protocol", "node", "ip"}),
+		changes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "herald",
+			Subsystem: "layer2",
+			Name:      "announcer_changes_total",
+			Help:      "Layer 2 addresses this node started (change=gained: elected, a failover to it, a new Service, this speaker started) or stopped (change=lost: another node elected, withdrawn, Service deleted) announcing, counted once per Service and address.",
+		}, []string{"node", "change"}),
+	}
+	for _, c := range []string{changeGained, changeLost} {
+		m.changes.WithLabelValues(node, c)
+	}
 	if reg != nil {
-		if err := reg.Register(m.vec); err != nil {
-			return nil, err
+		for _, c := range []prometheus.Collector{m.vec, m.changes} {
+			if err := reg.Register(c); err != nil {
+				return nil, err
+			}
 		}
 	}
 	return m, nil
+}
+
+// MetricDescs describes the speaker glue's metrics (metallb_speaker_announced
+// and herald_layer2_announcer_changes_total) as the speaker registers them:
+// names and variable labels for documentation and dashboard checks. The
+// descriptors belong to no running speaker.
+func MetricDescs() []*prometheus.Desc {
+	m, _ := newAnnouncedMetric(nil, "")
+	return describe(m.vec, m.changes)
+}
+
+// describe collects the descriptors of cs.
+func describe(cs ...prometheus.Collector) []*prometheus.Desc {
+	ch := make(chan *prometheus.Desc)
+	go func() {
+		for _, c := range cs {
+			c.Describe(ch)
+		}
+		close(ch)
+	}()
+	var out []*prometheus.Desc
+	for d := range ch {
+		out = append(out, d)
+	}
+	return out
 }
 
 // announcement is one (protocol, IP) a Service is announced with.
@@ -31,14 +86,21 @@ type announcement struct {
 	ip       string
 }
 
-// set makes the series of service equal to now, given the previous set.
+// set makes the series of service equal to now, given the previous set,
+// and counts the layer 2 announcements gained and lost.
 func (m *announcedMetric) set(service, node string, prev, now map[announcement]bool) {
 	for a := range prev {
 		if !now[a] {
 			m.vec.DeleteLabelValues(service, a.protocol, node, a.ip)
+			if a.protocol == protoL2 {
+				m.changes.WithLabelValues(node, changeLost).Inc()
+			}
 		}
 	}
 	for a := range now {
+		if a.protocol == protoL2 && !prev[a] {
+			m.changes.WithLabelValues(node, changeGained).Inc()
+		}
 		m.vec.WithLabelValues(service, a.protocol, node, a.ip).Set(1)
 	}
 }

@@ -149,8 +149,8 @@ func Setup(mgr manager.Manager, opts Options) (*Controller, error) {
 		bfd:        bfdState{down: map[string]time.Time{}},
 	}
 	var err error
-	if s.announced, err = newAnnouncedMetric(opts.Registerer); err != nil {
-		return nil, fmt.Errorf("register metallb_speaker_announced: %w", err)
+	if s.announced, err = newAnnouncedMetric(opts.Registerer, opts.NodeName); err != nil {
+		return nil, fmt.Errorf("register metallb_speaker_announced and herald_layer2_announcer_changes_total: %w", err)
 	}
 	if opts.Registerer != nil {
 		s.cfgMetric = configload.NewMetrics(opts.Registerer)

@@ -472,10 +472,37 @@ func TestSpeakerThroughAPIServer(t *testing.T) {
 
 	t.Run("memberlist failover", func(t *testing.T) {
 		w.t = t
+		// herald_layer2_announcer_changes_total counts each move on both
+		// nodes (metallb_speaker_announced stays 1 wherever it exists, so
+		// it cannot show a failover).
+		changes := func(node, change string) float64 {
+			v, ok := gauge(w.speakers[node].reg, "herald_layer2_announcer_changes_total", map[string]string{"node": node, "change": change})
+			if !ok {
+				t.Fatalf("no herald_layer2_announcer_changes_total{node=%q,change=%q}", node, change)
+			}
+			return v
+		}
+		expectChanges := func(node, change string, want float64) {
+			poll.Until(t, 30*time.Second, "announcer changes", func() error {
+				if got := changes(node, change); got != want {
+					return fmt.Errorf("herald_layer2_announcer_changes_total{node=%q,change=%q} = %v, want %v", node, change, got, want)
+				}
+				return nil
+			})
+		}
+		winLost, winGained := changes(win, "lost"), changes(win, "gained")
+		loseLost, loseGained := changes(lose, "lost"), changes(lose, "gained")
+		if winGained < 1 {
+			t.Errorf("winner %s: %v layer 2 addresses gained, want at least 1 (it announces one)", win, winGained)
+		}
 		live.set(win, false)
 		w.expectL2(lose)
+		expectChanges(win, "lost", winLost+1)
+		expectChanges(lose, "gained", loseGained+1)
 		live.set(win, true)
 		w.expectL2(win)
+		expectChanges(win, "gained", winGained+1)
+		expectChanges(lose, "lost", loseLost+1)
 	})
 
 	t.Run("config change re-decides only when the snapshot changes", func(t *testing.T) {
