@@ -50,6 +50,14 @@ var allOptions = []string{
 	"tls.minVersion=VersionTLS12",
 	`tls.cipherSuites=TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256\,TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256`,
 	`tls.curvePreferences=4588\,29`,
+	"networkpolicies.enabled=true",
+	"networkpolicies.defaultDeny=true",
+	"networkpolicies.metricsFrom[0].namespaceSelector.matchLabels.name=monitoring",
+}
+
+func init() {
+	allOptions = append(allOptions, extraOptions("controller")...)
+	allOptions = append(allOptions, extraOptions("speaker")...)
 }
 
 // TestChartLint runs `helm lint --strict` with the default values and with
