@@ -3,6 +3,7 @@ package packaging
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -162,6 +163,58 @@ func TestAPIServer(t *testing.T) {
 		}
 	})
 
+	t.Run("NOTES check the metrics set-up", func(t *testing.T) {
+		// Stand-ins for the Prometheus Operator's CRDs, so that Helm can
+		// map the monitors (their schemas are the operator's business).
+		c.mustKubectl(t, monitoringCRDs(), "apply", "-f", "-")
+		for _, kind := range []string{"servicemonitors", "podmonitors", "prometheusrules"} {
+			poll.Until(t, time.Minute, kind+" served", func() error {
+				_, err := c.kubectlRun(nil, "get", kind+".monitoring.coreos.com", "-A")
+				return err
+			})
+		}
+		notes := func(sets ...string) string {
+			// The CRDs belong to the release installed above.
+			args := []string{"install", "notes", chart, "--namespace", "dry-system", "--dry-run=server", "--set", "crds.enabled=false"}
+			for _, s := range sets {
+				args = append(args, "--set", s)
+			}
+			out := string(c.mustHelm(t, args...))
+			_, n, ok := strings.Cut(out, "NOTES:")
+			if !ok {
+				t.Fatalf("helm install %v printed no NOTES:\n%s", sets, out)
+			}
+			return n
+		}
+		const rbacWarning = "WARNING: secure metrics (metrics.secure: true) with a ServiceMonitor, but no\nPrometheus RBAC"
+		for _, tc := range []struct {
+			sets          []string
+			want, notWant []string
+		}{
+			{nil, nil, []string{"WARNING"}},
+			{[]string{"metrics.serviceMonitor.enabled=true"}, []string{rbacWarning, "monitoring/prometheus-k8s", "herald-metrics-reader"}, nil},
+			{[]string{"metrics.serviceMonitor.enabled=true", "metrics.rbacPrometheus.enabled=true"}, nil, []string{"WARNING"}},
+			{[]string{"metrics.serviceMonitor.enabled=true", "metrics.secure=false"}, nil, []string{"WARNING"}},
+			{[]string{"metrics.serviceMonitor.enabled=true", "metrics.rbacPrometheus.enabled=true", "rbac.create=false"},
+				[]string{rbacWarning, "metrics.rbacPrometheus.enabled is ignored with rbac.create=false"}, nil},
+			{[]string{"metrics.podMonitor.enabled=true"}, []string{"token of the ServiceAccount\nnotes-herald-metrics-scraper"}, []string{"WARNING"}},
+			{[]string{"metrics.podMonitor.enabled=true", "metrics.port=0"}, []string{"WARNING: metrics.port is 0"}, nil},
+			{[]string{"networkpolicies.enabled=true"}, []string{"NetworkPolicies are installed.", "host network"}, []string{"WARNING"}},
+		} {
+			n := notes(tc.sets...)
+			for _, w := range tc.want {
+				if !strings.Contains(n, w) {
+					t.Errorf("--set %v: NOTES lack %q:\n%s", tc.sets, w, n)
+				}
+			}
+			for _, w := range tc.notWant {
+				if strings.Contains(n, w) {
+					t.Errorf("--set %v: NOTES have %q:\n%s", tc.sets, w, n)
+				}
+			}
+		}
+	})
+
 	heraldFile := filepath.Join(repoRoot(t), "manifests", "herald.yaml")
 	t.Run("apply manifests/herald.yaml", func(t *testing.T) {
 		// --force-conflicts: the CRDs were last written by Helm above.
@@ -300,4 +353,35 @@ func withoutNamespaceCreate(sets []string) []string {
 		}
 	}
 	return out
+}
+
+// monitoringCRDs returns minimal CustomResourceDefinitions of the
+// Prometheus Operator's ServiceMonitor, PodMonitor and PrometheusRule (any
+// spec), for tests that need Helm to map those kinds.
+func monitoringCRDs() []byte {
+	var b strings.Builder
+	for _, k := range []struct{ kind, plural string }{{"ServiceMonitor", "servicemonitors"}, {"PodMonitor", "podmonitors"}, {"PrometheusRule", "prometheusrules"}} {
+		fmt.Fprintf(&b, `---
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: %[2]s.monitoring.coreos.com
+spec:
+  group: monitoring.coreos.com
+  scope: Namespaced
+  names:
+    kind: %[1]s
+    plural: %[2]s
+    singular: %[3]s
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema:
+        type: object
+        x-kubernetes-preserve-unknown-fields: true
+`, k.kind, k.plural, strings.ToLower(k.kind))
+	}
+	return []byte(b.String())
 }

@@ -47,6 +47,17 @@ var allOptions = []string{
 	"speaker.image.repository=registry.example.com/speaker",
 	"logLevel=debug",
 	"speaker.logLevel=warn",
+	"tls.minVersion=VersionTLS12",
+	`tls.cipherSuites=TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256\,TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256`,
+	`tls.curvePreferences=4588\,29`,
+	"networkpolicies.enabled=true",
+	"networkpolicies.defaultDeny=true",
+	"networkpolicies.metricsFrom[0].namespaceSelector.matchLabels.name=monitoring",
+}
+
+func init() {
+	allOptions = append(allOptions, extraOptions("controller")...)
+	allOptions = append(allOptions, extraOptions("speaker")...)
 }
 
 // TestChartLint runs `helm lint --strict` with the default values and with
@@ -165,6 +176,11 @@ func TestChartOptions(t *testing.T) {
 	var ds appsv1.DaemonSet
 	find(t, objs, "DaemonSet", ns, "herald-speaker").into(t, &ds)
 	c, s := container(t, d.Spec.Template.Spec, "controller"), container(t, ds.Spec.Template.Spec, "speaker")
+	tlsArgs := []string{"--tls-min-version=VersionTLS12",
+		"--tls-cipher-suites=TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256,TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256",
+		"--tls-curve-preferences=4588,29"}
+	wantArgs(t, c, tlsArgs...)
+	wantArgs(t, s, tlsArgs...)
 	wantArgs(t, c, "--lb-class=example.com/herald", "--log-level=debug", "--metrics-cert-dir=/etc/herald/metrics-tls")
 	wantArgs(t, s, "--lb-class=example.com/herald", "--log-level=warn", "--ml-probe-interval=100ms",
 		"--ml-suspicion-max-timeout-mult=4", "--ml-wan-config", "--ignore-exclude-lb",

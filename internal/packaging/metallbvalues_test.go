@@ -130,10 +130,29 @@ func TestChartMetalLBValues(t *testing.T) {
 		{"speaker.memberlist.mlBindPort=7947", "speaker.memberlist.mlBindPort -> speaker.memberlist.bindPort"},
 		{"prometheus.someNewKey=1", "prometheus.someNewKey -> metrics"},
 		{"frrk8s.enabled=true", "frrk8s -> none"},
+		{"controller.command=/controller", "controller.command -> none"},
+		{"speaker.secretName=my-ml", "speaker.secretName -> none"},
+		{"speaker.livenessProbe.port=7472", "speaker.livenessProbe.port -> none"},
 	} {
 		out, ok := helmTemplateErr(t, "--set", tc.set)
 		if ok || !strings.Contains(out, tc.want) {
 			t.Errorf("--set %s: installed %t, want a refusal with %q:\n%s", tc.set, ok, tc.want, out)
+		}
+	}
+
+	// MetalLB's keys that Herald's chart reads with MetalLB's meaning.
+	for _, sets := range [][]string{
+		{"speaker.startupProbe.enabled=true", "speaker.startupProbe.failureThreshold=30", "speaker.startupProbe.periodSeconds=5"},
+		{"networkpolicies.enabled=true", "networkpolicies.defaultDeny=true", "networkpolicies.apiPort=6443"},
+		{"tls.minVersion=VersionTLS12", "tls.cipherSuites=TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256", "tls.curvePreferences=29"},
+		{"controller.extraContainers[0].name=x", "controller.extraContainers[0].image=x", "speaker.extraContainers[0].name=y", "speaker.extraContainers[0].image=y"},
+	} {
+		var args []string
+		for _, s := range sets {
+			args = append(args, "--set", s)
+		}
+		if out, ok := helmTemplateErr(t, args...); !ok {
+			t.Errorf("MetalLB keys %v refused:\n%s", sets, out)
 		}
 	}
 

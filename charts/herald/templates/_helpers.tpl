@@ -101,3 +101,22 @@ true
 false
 {{- end -}}
 {{- end -}}
+
+{{/*
+The TLS flags of both components' metrics and webhook servers. Cipher
+suites configure TLS 1.2 only: with VersionTLS13 they are refused here, as
+the binaries refuse them.
+*/}}
+{{- define "herald.tlsArgs" -}}
+{{- $min := .Values.tls.minVersion | default "VersionTLS13" -}}
+{{- if and .Values.tls.cipherSuites (eq $min "VersionTLS13") -}}
+{{- fail "tls.cipherSuites apply to TLS 1.2 only (Go does not configure TLS 1.3 suites): set tls.minVersion: VersionTLS12 or remove tls.cipherSuites" -}}
+{{- end -}}
+- --tls-min-version={{ $min }}
+{{- with .Values.tls.cipherSuites }}
+- --tls-cipher-suites={{ . }}
+{{- end }}
+{{- with .Values.tls.curvePreferences | toString }}
+- --tls-curve-preferences={{ . }}
+{{- end }}
+{{- end -}}

@@ -11,13 +11,17 @@ import (
 	"fmt"
 	"net"
 	"strconv"
+	"strings"
+
+	cliflag "k8s.io/component-base/cli/flag"
 
 	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 )
 
 // Flags are the serving flags, named as MetalLB names them where MetalLB has
-// them (--port, --health-probe-port, --tls-min-version, --metrics-cert-dir).
+// them (--port, --health-probe-port, --tls-min-version, --tls-cipher-suites,
+// --tls-curve-preferences, --metrics-cert-dir).
 type Flags struct {
 	// MetricsPort is --port: the metrics port, 0 disables metrics.
 	MetricsPort int
@@ -36,8 +40,20 @@ type Flags struct {
 	// HealthProbeHost is the address the probes bind to ("" = every address;
 	// the speaker, on the host network, binds 127.0.0.1 like MetalLB).
 	HealthProbeHost string
-	// TLSMinVersion is --tls-min-version: VersionTLS12 or VersionTLS13.
+	// TLSMinVersion is --tls-min-version: VersionTLS12 or VersionTLS13
+	// (RFC 8446); "" = VersionTLS13, MetalLB's default.
 	TLSMinVersion string
+	// TLSCipherSuites is --tls-cipher-suites: comma-separated Go/IANA
+	// cipher suite names (crypto/tls constants, e.g.
+	// TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256) offered to TLS 1.2 clients;
+	// "" = Go's defaults. TLS 1.3 suites are not configurable in Go, so a
+	// list with VersionTLS13 is an error, as in MetalLB.
+	TLSCipherSuites string
+	// TLSCurvePreferences is --tls-curve-preferences: comma-separated
+	// numeric tls.CurveID values in order of preference (29 = X25519,
+	// 23 = P-256, 4588 = X25519MLKEM768), the format of Kubernetes' and
+	// MetalLB's flag; "" = Go's defaults.
+	TLSCurvePreferences string
 }
 
 // Register adds the flags to fs with the given default metrics port.
@@ -47,26 +63,91 @@ func (f *Flags) Register(fs *flag.FlagSet, defaultMetricsPort int) {
 	fs.BoolVar(&f.MetricsSecure, "metrics-secure", true, "Serve metrics over HTTPS with Kubernetes authentication and authorization; false serves plain HTTP.")
 	fs.StringVar(&f.MetricsCertDir, "metrics-cert-dir", "", "Directory with tls.crt and tls.key for the metrics endpoint (empty: self-signed).")
 	fs.IntVar(&f.HealthProbePort, "health-probe-port", 17472, "Port of /healthz and /readyz; 0 disables them.")
-	fs.StringVar(&f.TLSMinVersion, "tls-min-version", "VersionTLS12", "Minimum TLS version for metrics and webhooks: VersionTLS12 or VersionTLS13.")
+	fs.StringVar(&f.TLSMinVersion, "tls-min-version", "VersionTLS13", "Minimum TLS version for metrics and webhooks: VersionTLS12 or VersionTLS13 (empty: VersionTLS13).")
+	fs.StringVar(&f.TLSCipherSuites, "tls-cipher-suites", "", "Comma-separated TLS 1.2 cipher suite names for metrics and webhooks (Go crypto/tls names); empty: Go's defaults. Needs --tls-min-version=VersionTLS12.")
+	fs.StringVar(&f.TLSCurvePreferences, "tls-curve-preferences", "", "Comma-separated numeric CurveID values (https://pkg.go.dev/crypto/tls#CurveID, e.g. 4588,29) for metrics and webhooks; empty: Go's defaults.")
 }
 
-// TLSOptions returns the TLS settings --tls-min-version asks for, or an error
-// naming the flag.
+// TLSOptions returns the TLS settings of --tls-min-version,
+// --tls-cipher-suites and --tls-curve-preferences for every TLS server of
+// the binary (metrics, webhooks), or an error naming the flag and the value
+// it refuses: an unknown version, cipher suite name or curve ID, a
+// duplicate curve, or cipher suites with VersionTLS13. Names and numbers
+// are parsed by k8s.io/component-base/cli/flag, as MetalLB and the
+// Kubernetes components do.
 func (f *Flags) TLSOptions() ([]func(*tls.Config), error) {
 	var v uint16
 	switch f.TLSMinVersion {
-	case "VersionTLS12", "":
-		v = tls.VersionTLS12
-	case "VersionTLS13":
+	case "VersionTLS13", "":
 		v = tls.VersionTLS13
+	case "VersionTLS12":
+		v = tls.VersionTLS12
 	default:
 		return nil, fmt.Errorf("--tls-min-version %q: must be VersionTLS12 or VersionTLS13", f.TLSMinVersion)
 	}
+	ciphers, err := parseCipherSuites(f.TLSCipherSuites)
+	if err != nil {
+		return nil, fmt.Errorf("--tls-cipher-suites %q: %w", f.TLSCipherSuites, err)
+	}
+	if ciphers != nil && v == tls.VersionTLS13 {
+		return nil, fmt.Errorf("--tls-cipher-suites %q: cipher suites apply to TLS 1.2 only (Go does not configure TLS 1.3 suites); set --tls-min-version=VersionTLS12 or remove the list", f.TLSCipherSuites)
+	}
+	curves, err := parseCurvePreferences(f.TLSCurvePreferences)
+	if err != nil {
+		return nil, fmt.Errorf("--tls-curve-preferences %q: %w", f.TLSCurvePreferences, err)
+	}
 	return []func(*tls.Config){func(c *tls.Config) {
 		c.MinVersion = v
+		if ciphers != nil {
+			c.CipherSuites = ciphers
+		}
+		if curves != nil {
+			c.CurvePreferences = curves
+		}
 		// HTTP/2 stays off (CVE-2023-44487 rapid reset), as MetalLB does.
 		c.NextProtos = []string{"http/1.1"}
 	}}, nil
+}
+
+// splitList splits a comma-separated flag value, trimming spaces; nil for
+// "".
+func splitList(s string) []string {
+	if strings.TrimSpace(s) == "" {
+		return nil
+	}
+	parts := strings.Split(s, ",")
+	for i := range parts {
+		parts[i] = strings.TrimSpace(parts[i])
+	}
+	return parts
+}
+
+// parseCipherSuites returns the IDs of the comma-separated cipher suite
+// names, nil for "".
+func parseCipherSuites(s string) ([]uint16, error) {
+	names := splitList(s)
+	if names == nil {
+		return nil, nil
+	}
+	return cliflag.TLSCipherSuites(names)
+}
+
+// parseCurvePreferences returns the curves of the comma-separated numeric
+// CurveIDs, nil for "".
+func parseCurvePreferences(s string) ([]tls.CurveID, error) {
+	parts := splitList(s)
+	if parts == nil {
+		return nil, nil
+	}
+	ids := make([]int32, 0, len(parts))
+	for _, p := range parts {
+		n, err := strconv.ParseUint(p, 10, 16)
+		if err != nil {
+			return nil, fmt.Errorf("curve %q: must be a numeric CurveID (1-65535, https://pkg.go.dev/crypto/tls#CurveID)", p)
+		}
+		ids = append(ids, int32(n))
+	}
+	return cliflag.TLSCurvePreferences(ids)
 }
 
 // MetricsOptions returns the controller-runtime metrics server options.

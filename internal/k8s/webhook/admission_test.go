@@ -2,11 +2,14 @@ package webhook_test
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"maps"
+	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -75,6 +78,13 @@ func TestAdmission(t *testing.T) {
 		SecretMounted: true,
 	})
 	waitServing(t, c)
+	// The server refuses TLS 1.2 (the binaries' default), so the API
+	// server's admission requests above and below are TLS 1.3.
+	addr := net.JoinHostPort(env.Webhook.Host, strconv.Itoa(env.Webhook.Port))
+	if conn, err := tls.Dial("tcp", addr, &tls.Config{MaxVersion: tls.VersionTLS12, InsecureSkipVerify: true}); err == nil { //nolint:gosec // only the version matters
+		conn.Close()
+		t.Fatal("the webhook server accepted a TLS 1.2 client")
+	}
 	k := newKubectl(t, env)
 
 	t.Run("BGPPeer v1beta1", func(t *testing.T) { testBGPPeerV1beta1(t, c) })

@@ -23,6 +23,7 @@ import (
 
 	"github.com/herald-lb/herald/api/v1beta1"
 	"github.com/herald-lb/herald/api/v1beta2"
+	"github.com/herald-lb/herald/internal/k8s/serving"
 	"github.com/herald-lb/herald/internal/k8s/webhook"
 	"github.com/herald-lb/herald/internal/poll"
 	"github.com/herald-lb/herald/internal/testenv"
@@ -44,6 +45,16 @@ func startWebhooks(t *testing.T, env *testenv.Env, opts webhook.Options) {
 		t.Fatalf("manager: %v", err)
 	}
 	opts.Logger = slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelDebug}))
+	if opts.TLSOpts == nil {
+		// The binaries' default (--tls-min-version=VersionTLS13): every
+		// admission the API server sends in these tests is TLS 1.3.
+		var f serving.Flags
+		tlsOpts, err := f.TLSOptions()
+		if err != nil {
+			t.Fatal(err)
+		}
+		opts.TLSOpts = tlsOpts
+	}
 	if err := webhook.Setup(mgr, opts); err != nil {
 		t.Fatalf("Setup: %v", err)
 	}
