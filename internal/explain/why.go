@@ -393,7 +393,7 @@ func (v *view) explainAnnouncement(svc *corev1.Service, eps []announce.Endpoint,
 	}
 	if reason := ds[0].d.Reason; reason != announce.ReasonNone {
 		r.NotAnnounced = reason.String()
-		if reason == announce.ReasonNoIPAllocated && r.Allocation.Handled {
+		if reason == announce.ReasonNoIPAllocated && r.Allocation.Handled && !r.Allocation.Pending {
 			r.Problems = append(r.Problems, "not announced: the Service has no address (noIPAllocated)")
 		}
 		return

@@ -39,8 +39,15 @@ func (p *Pool) Selects(r *Request) (bool, string) {
 	var why []string
 	if len(sa.Namespaces) > 0 || len(sa.NamespaceSelectors) > 0 {
 		if !slices.Contains(sa.Namespaces, r.Namespace) && !anyMatches(sa.NamespaceSelectors, r.NamespaceLabels) {
-			why = append(why, fmt.Sprintf("namespace %q is not in serviceAllocation.namespaces %v and its labels {%s} match none of serviceAllocation.namespaceSelectors %v",
-				r.Namespace, sa.Namespaces, labels.Set(r.NamespaceLabels).String(), selectorTexts(sa.NamespaceSelectors)))
+			var parts []string
+			if len(sa.Namespaces) > 0 {
+				parts = append(parts, fmt.Sprintf("is not in serviceAllocation.namespaces %v", sa.Namespaces))
+			}
+			if len(sa.NamespaceSelectors) > 0 {
+				parts = append(parts, fmt.Sprintf("its labels {%s} match none of serviceAllocation.namespaceSelectors %v",
+					labels.Set(r.NamespaceLabels).String(), selectorTexts(sa.NamespaceSelectors)))
+			}
+			why = append(why, fmt.Sprintf("namespace %q %s", r.Namespace, strings.Join(parts, " and ")))
 		}
 	}
 	if len(sa.ServiceSelectors) > 0 && !anyMatches(sa.ServiceSelectors, r.Labels) {

@@ -150,7 +150,11 @@ func renderWhy(w io.Writer, r *explain.WhyReport) {
 		t := newTable(w, "    ")
 		t.row("LAST", "TYPE", "REASON", "COUNT", "MESSAGE")
 		for _, e := range r.Reported.Events {
-			t.row(dash(e.Last), e.Type, e.Reason, fmt.Sprint(e.Count), e.Message)
+			n := "-"
+			if e.Count > 0 {
+				n = fmt.Sprint(e.Count)
+			}
+			t.row(dash(e.Last), e.Type, e.Reason, n, e.Message)
 		}
 		t.flush()
 	}
