@@ -255,6 +255,47 @@ func TestWhyAgainstAPIServer(t *testing.T) {
 		})
 	}
 
+	// sharedIPWithServiceSelector: a sharing Service and an advertisement
+	// with serviceSelectors.
+	t.Run("shared IP with service selector", func(t *testing.T) {
+		svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: f.ns}}
+		ad := &v1beta1.L2Advertisement{ObjectMeta: metav1.ObjectMeta{Name: "demo-l2", Namespace: f.heraldNS}}
+		f.update(svc, func() {
+			svc.Annotations = map[string]string{"metallb.io/allow-shared-ip": "k"}
+			svc.Labels = map[string]string{"expose": "yes"}
+		})
+		f.update(ad, func() { ad.Spec.ServiceSelectors = []metav1.LabelSelector{{MatchLabels: map[string]string{"expose": "yes"}}} })
+		defer f.update(ad, func() { ad.Spec.ServiceSelectors = nil })
+		defer f.update(svc, func() { svc.Annotations, svc.Labels = nil, nil })
+		r, code := f.why("web")
+		if v := verdict(t, r, w); v.Reason != "sharedIPWithServiceSelector" || code != ExitProblems {
+			t.Errorf("exit %d, %s: %+v", code, w, v)
+		}
+	})
+	// ipNotAllowed: the status shows an address outside every pool.
+	t.Run("address outside every pool", func(t *testing.T) {
+		f.service("stray", []string{"203.0.113.77"}, nil, "n1")
+		r, code := f.why("stray")
+		if code != ExitProblems || !strings.Contains(strings.Join(r.Problems, "\n"), "203.0.113.77 is in no IPAddressPool (ipNotAllowed)") ||
+			!strings.Contains(r.Allocation.Why, "not valid for the Service") {
+			t.Errorf("exit %d why %q problems %q", code, r.Allocation.Why, r.Problems)
+		}
+	})
+	// Not Herald's: another loadBalancerClass, or not a LoadBalancer.
+	t.Run("not Herald's", func(t *testing.T) {
+		s := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "classy", Namespace: f.ns},
+			Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, LoadBalancerClass: ptr.To("example.com/other"), Ports: []corev1.ServicePort{{Port: 80}}}}
+		f.create(s)
+		f.create(&corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "plain", Namespace: f.ns},
+			Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 80}}}})
+		for name, reason := range map[string]string{"classy": "otherLoadBalancerClass", "plain": "notLoadBalancer"} {
+			r, code := f.why(name)
+			if code != ExitOK || r.NotAnnounced != reason || r.Allocation.Handled {
+				t.Errorf("%s: exit %d notAnnounced %q handled %v problems %q", name, code, r.NotAnnounced, r.Allocation.Handled, r.Problems)
+			}
+		}
+	})
+
 	// Pending: pool full, no matching pool, requested address outside
 	// every pool. Exit status 1 and the allocator's cause.
 	f.service("fill1", []string{"198.51.100.0"}, nil)
