@@ -44,6 +44,11 @@ type PoolRow struct {
 	ServiceSelectors []string `json:"serviceSelectors,omitempty"`
 	// Services hold an address of the family.
 	Services []string `json:"services,omitempty"`
+	// ReportedUsed and ReportedFree are the IPAddressPool's status
+	// (assignedIPv4/availableIPv4, ...), written by the controller's
+	// leader; -1 when the status has not been written.
+	ReportedUsed int64 `json:"reportedUsed"`
+	ReportedFree int64 `json:"reportedFree"`
 }
 
 // PendingService is a Service without address.
@@ -104,6 +109,11 @@ func Pools(c *Cluster) *PoolsReport {
 					row.ServiceSelectors = append(row.ServiceSelectors, s.String())
 				}
 			}
+			row.ReportedUsed, row.ReportedFree = reportedCounters(c, p.Name, fi)
+			if row.ReportedUsed >= 0 && (row.ReportedUsed != row.Used || row.ReportedFree != row.Free) {
+				r.Notes = append(r.Notes, fmt.Sprintf("pool %s (%s): its status says %d used, %d free; the replay %d used, %d free (the controller writes the status a moment after each change; a lasting difference means it is not running or not leader)",
+					p.Name, fam, row.ReportedUsed, row.ReportedFree, row.Used, row.Free))
+			}
 			row.Services = holders[p.Name+"/"+fam]
 			sort.Strings(row.Services)
 			if !p.Advertised() && row.Used > 0 {
@@ -135,4 +145,24 @@ func Pools(c *Cluster) *PoolsReport {
 		r.Problems = append(r.Problems, fmt.Sprintf("Service %s is pending: %s", key, msg))
 	}
 	return r
+}
+
+// reportedCounters returns the status counters of pool name for family fi
+// (0 IPv4, 1 IPv6), or -1, -1 when the status was never written.
+func reportedCounters(c *Cluster, name string, fi int) (used, free int64) {
+	for i := range c.Resources.Pools {
+		p := &c.Resources.Pools[i]
+		if p.Name != name {
+			continue
+		}
+		st := p.Status
+		if st.AssignedIPv4 == 0 && st.AvailableIPv4 == 0 && st.AssignedIPv6 == 0 && st.AvailableIPv6 == 0 {
+			return -1, -1
+		}
+		if fi == 0 {
+			return st.AssignedIPv4, st.AvailableIPv4
+		}
+		return st.AssignedIPv6, st.AvailableIPv6
+	}
+	return -1, -1
 }

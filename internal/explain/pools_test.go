@@ -45,6 +45,13 @@ func TestPools(t *testing.T) {
 		!hasProblem(r.Problems, "Service demo/b: the addresses its status shows are not valid") {
 		t.Errorf("pending %+v problems %q", r.Pending, r.Problems)
 	}
+	if p := r.Pools[0]; p.ReportedUsed != -1 {
+		t.Errorf("no status written: reported used %d, want -1", p.ReportedUsed)
+	}
+	c.Resources.Pools[0].Status = v1beta1.IPAddressPoolStatus{AssignedIPv4: 0, AvailableIPv4: 1}
+	if r = Pools(c); !hasProblem(r.Notes, "pool p (IPv4): its status says 0 used, 1 free; the replay 1 used, 0 free") {
+		t.Errorf("status disagreement not noted: %q", r.Notes)
+	}
 	if !hasProblem(r.Notes, "pool p (IPv4) is full") {
 		t.Errorf("notes %q", r.Notes)
 	}

@@ -620,9 +620,36 @@ func (v *view) compare(r *WhyReport) {
 			}
 		}
 	}
+	// The interfaces the advertisements restrict the winner to (nil:
+	// every interface).
+	allowed := map[string][]string{}
+	restricted := map[string]bool{}
+	for _, ip := range r.IPs {
+		if ip.L2 == nil {
+			continue
+		}
+		for _, n := range ip.L2.Nodes {
+			if n.Announce && len(n.Interfaces) > 0 {
+				restricted[n.Node] = true
+				allowed[n.Node] = union(allowed[n.Node], n.Interfaces)
+			}
+		}
+	}
 	gotL2 := map[string]bool{}
 	for _, s := range r.Reported.L2 {
 		gotL2[s.Node] = true
+		if restricted[s.Node] {
+			switch {
+			case len(s.Interfaces) == 0:
+				r.Problems = append(r.Problems, fmt.Sprintf("disagreement: ServiceL2Status %s from node %s names no interface, but the L2Advertisement restricts it to %v: the node may have none of them, and then nothing answers", s.Object, s.Node, allowed[s.Node]))
+			default:
+				for _, i := range s.Interfaces {
+					if !slices.Contains(allowed[s.Node], i) {
+						r.Problems = append(r.Problems, fmt.Sprintf("disagreement: ServiceL2Status %s from node %s names interface %s, outside the L2Advertisement's interfaces %v", s.Object, s.Node, i, allowed[s.Node]))
+					}
+				}
+			}
+		}
 		if !wantL2[s.Node] {
 			r.Problems = append(r.Problems, fmt.Sprintf("disagreement: node %s reports announcing in layer 2 (ServiceL2Status %s), but the computed winner is %s", s.Node, s.Object, keys(wantL2)))
 		}

@@ -258,3 +258,29 @@ func TestWhyUnannounced(t *testing.T) {
 		t.Error("unknown Service: no error")
 	}
 }
+
+// TestWhyInterfaces: when the L2Advertisement names interfaces, a
+// ServiceL2Status that names none (the elected node has none of them) or
+// another one is flagged.
+func TestWhyInterfaces(t *testing.T) {
+	c := lab()
+	c.Resources.L2Advertisements[0].Spec.Interfaces = []string{"eth1"}
+	c.service("web", []string{"198.51.100.1"}, "n1", "n2", "n3")
+	w := winnerOf(c, "198.51.100.1")
+	c.l2Status("web", w)
+	r := mustWhy(t, c, "web")
+	if v := verdict(t, r.IPs[0].L2, w); strings.Join(v.Interfaces, ",") != "eth1" {
+		t.Fatalf("winner %s: %+v", w, v)
+	}
+	if !hasProblem(r.Problems, "names no interface, but the L2Advertisement restricts it to [eth1]") {
+		t.Errorf("problems %q", r.Problems)
+	}
+	c.L2Statuses[0].Status.Interfaces = []v1beta1.InterfaceInfo{{Name: "eth0"}}
+	if r = mustWhy(t, c, "web"); !hasProblem(r.Problems, "names interface eth0, outside the L2Advertisement's interfaces [eth1]") {
+		t.Errorf("problems %q", r.Problems)
+	}
+	c.L2Statuses[0].Status.Interfaces = []v1beta1.InterfaceInfo{{Name: "eth1"}}
+	if r = mustWhy(t, c, "web"); len(r.Problems) != 0 {
+		t.Errorf("problems %q", r.Problems)
+	}
+}

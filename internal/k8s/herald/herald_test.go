@@ -264,7 +264,9 @@ func TestWhyAgainstAPIServer(t *testing.T) {
 			svc.Annotations = map[string]string{"metallb.io/allow-shared-ip": "k"}
 			svc.Labels = map[string]string{"expose": "yes"}
 		})
-		f.update(ad, func() { ad.Spec.ServiceSelectors = []metav1.LabelSelector{{MatchLabels: map[string]string{"expose": "yes"}}} })
+		f.update(ad, func() {
+			ad.Spec.ServiceSelectors = []metav1.LabelSelector{{MatchLabels: map[string]string{"expose": "yes"}}}
+		})
 		defer f.update(ad, func() { ad.Spec.ServiceSelectors = nil })
 		defer f.update(svc, func() { svc.Annotations, svc.Labels = nil, nil })
 		r, code := f.why("web")

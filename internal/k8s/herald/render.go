@@ -196,9 +196,13 @@ func count(n int64) string {
 
 func renderPools(w io.Writer, r *explain.PoolsReport) {
 	t := newTable(w, "")
-	t.row("POOL", "FAMILY", "SIZE", "USED", "FREE", "AUTOASSIGN", "PRIORITY", "L2ADVERTISEMENTS", "BGPADVERTISEMENTS", "NAMESPACES", "SERVICE-SELECTORS", "SERVICES")
+	t.row("POOL", "FAMILY", "SIZE", "USED", "FREE", "STATUS-USED/FREE", "AUTOASSIGN", "PRIORITY", "L2ADVERTISEMENTS", "BGPADVERTISEMENTS", "NAMESPACES", "SERVICE-SELECTORS", "SERVICES")
 	for _, p := range r.Pools {
-		t.row(p.Pool, p.Family, count(p.Size), fmt.Sprint(p.Used), count(p.Free), yesNo(p.AutoAssign), fmt.Sprint(p.Priority),
+		st := "-"
+		if p.ReportedUsed >= 0 {
+			st = fmt.Sprintf("%d/%s", p.ReportedUsed, count(p.ReportedFree))
+		}
+		t.row(p.Pool, p.Family, count(p.Size), fmt.Sprint(p.Used), count(p.Free), st, yesNo(p.AutoAssign), fmt.Sprint(p.Priority),
 			list(p.L2Advertisements), list(p.BGPAdvertisements), list(p.Namespaces), list(p.ServiceSelectors), list(p.Services))
 	}
 	t.flush()
