@@ -47,7 +47,7 @@ func newFixture(t *testing.T) *fixture {
 	for _, n := range []string{"n1", "n2", "n3"} {
 		f.create(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n, Labels: map[string]string{"kubernetes.io/hostname": n}}})
 		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "herald-speaker-" + n, Namespace: f.heraldNS,
-			Labels: map[string]string{labelName: "herald", labelComponent: "speaker"}},
+			Labels: map[string]string{"app.kubernetes.io/name": "herald", labelComponent: "speaker"}},
 			Spec: corev1.PodSpec{NodeName: n, Containers: []corev1.Container{{Name: "speaker", Image: "herald", Args: []string{"--log-level=info"}}}}}
 		f.create(p)
 		f.podReady(n, true)

@@ -15,11 +15,9 @@ import (
 	"github.com/herald-lb/herald/internal/k8s/configload"
 )
 
-// Component label of Herald's Pods (manifests/base).
-const (
-	labelComponent = "app.kubernetes.io/component"
-	labelName      = "app.kubernetes.io/name"
-)
+// labelComponent tells Herald's Pods apart (manifests/base and the chart:
+// "speaker", "controller").
+const labelComponent = "app.kubernetes.io/component"
 
 // Read lists, with c, everything the explanations read: the configuration
 // objects in Herald's namespace heraldNS (configload.Read, as the
@@ -58,7 +56,9 @@ func Read(ctx context.Context, c client.Reader, heraldNS, eventNS string) (*expl
 		{"Services", &svcs, nil},
 		{"EndpointSlices", &eps, nil},
 		{"Namespaces", &nss, nil},
-		{"Pods", &pods, []client.ListOption{in, client.MatchingLabels{labelName: "herald"}}},
+		// Every Pod of Herald's namespace, told apart by their component
+		// label (the chart's name label follows nameOverride).
+		{"Pods", &pods, []client.ListOption{in}},
 		{"ServiceL2Statuses", &l2s, []client.ListOption{in}},
 		{"ServiceBGPStatuses", &bgps, []client.ListOption{in}},
 		{"ConfigurationStates", &confs, []client.ListOption{in}},
