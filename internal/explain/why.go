@@ -608,6 +608,7 @@ func (v *view) compare(r *WhyReport) {
 	}
 	wantL2 := map[string]bool{}
 	wantBGP := map[string][]string{}
+	notLive := map[string]bool{} // would announce over BGP, speaker not Ready
 	for _, ip := range r.IPs {
 		if ip.L2 != nil && ip.L2.Winner != "" {
 			wantL2[ip.L2.Winner] = true
@@ -616,6 +617,9 @@ func (v *view) compare(r *WhyReport) {
 			for _, n := range ip.BGP.Nodes {
 				if n.Announce && n.Live {
 					wantBGP[n.Node] = union(wantBGP[n.Node], n.Peers)
+				}
+				if n.Announce && !n.Live {
+					notLive[n.Node] = true
 				}
 			}
 		}
@@ -664,6 +668,8 @@ func (v *view) compare(r *WhyReport) {
 		gotBGP[s.Node] = true
 		want, ok := wantBGP[s.Node]
 		switch {
+		case !ok && notLive[s.Node]:
+			r.Problems = append(r.Problems, fmt.Sprintf("disagreement: node %s reports announcing over BGP (ServiceBGPStatus %s), but its speaker Pod is not Running and Ready (a stopped speaker's objects stay until it is back)", s.Node, s.Object))
 		case !ok:
 			r.Problems = append(r.Problems, fmt.Sprintf("disagreement: node %s reports announcing over BGP (ServiceBGPStatus %s), but computes no path there", s.Node, s.Object))
 		case strings.Join(union(nil, s.Peers), ",") != strings.Join(want, ","):

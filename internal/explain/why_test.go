@@ -230,7 +230,15 @@ func TestWhyBGP(t *testing.T) {
 	c.BGPStatuses = append(c.BGPStatuses, v1beta1.ServiceBGPStatus{ObjectMeta: hmeta("bgp-n3"),
 		Status: v1beta1.ServiceBGPStatusStatus{ServiceStatusCommon: v1beta1.ServiceStatusCommon{Node: "n3", ServiceName: "web", ServiceNamespace: "demo"}}})
 	r = mustWhy(t, c, "web")
-	if !hasProblem(r.Problems, "node n2 reports BGP peers [other], computed [tor]") || !hasProblem(r.Problems, "node n3 reports announcing over BGP") {
+	if !hasProblem(r.Problems, "node n2 reports BGP peers [other], computed [tor]") || !hasProblem(r.Problems, "node n3 reports announcing over BGP (ServiceBGPStatus bgp-n3), but computes no path there") {
+		t.Errorf("problems %q", r.Problems)
+	}
+	c.SpeakerPods[0] = speakerPod("n1", false)
+	r = mustWhy(t, c, "web")
+	if v := verdict(t, r.IPs[0].BGP, "n1"); !v.Announce || v.Live || !strings.Contains(v.Detail, "would announce, but speaker Pod speaker-n1 is Running, not Ready") {
+		t.Errorf("n1 not live: %+v", v)
+	}
+	if !hasProblem(r.Problems, "node n1 reports announcing over BGP (ServiceBGPStatus bgp-n1), but its speaker Pod is not Running and Ready") {
 		t.Errorf("problems %q", r.Problems)
 	}
 }
