@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/herald-lb/herald/api/v1beta1"
+	"github.com/herald-lb/herald/api/v1beta2"
 	"github.com/herald-lb/herald/e2e/lab"
 	"github.com/herald-lb/herald/internal/explain"
 	"github.com/herald-lb/herald/internal/poll"
@@ -112,6 +113,8 @@ func TestKubectlHerald(t *testing.T) {
 		})
 	}
 
+	t.Run("BGP", func(t *testing.T) { testPluginBGP(t, e, dir) })
+
 	out, code := runPlugin(t, e, dir, "pools")
 	if code != 1 || !strings.Contains(out, "plugin-other/no-matching-pool") || !strings.Contains(out, "plugin/pool-full") {
 		t.Errorf("pools (exit %d):\n%s", code, out)
@@ -185,4 +188,62 @@ func runWhy(t *testing.T, e *env, dir, ns, name string) (*explain.WhyReport, int
 		t.Fatalf("why -o json: %v\n%s", err, out)
 	}
 	return &r, code, out
+}
+
+// testPluginBGP: with real sessions to the lab's FRR router, `kubectl
+// herald why` shows every node's path with the advertisement's community
+// and the peer, and exits 0 once the speakers' ServiceBGPStatus objects
+// agree; `kubectl herald peers` shows every node's session Established
+// (from the speakers' sessionEstablished events) and exits 0.
+func testPluginBGP(t *testing.T, e *env, dir string) {
+	e.put(t, &v1beta2.BGPPeer{ObjectMeta: metav1.ObjectMeta{Name: "plugin-ebgp", Namespace: lab.HeraldNamespace},
+		Spec: v1beta2.BGPPeerSpec{MyASN: lab.NodeASN, PeerASN: lab.RouterASN, PeerAddress: lab.RouterAddr.String(),
+			HoldTime: &metav1.Duration{Duration: 9 * time.Second}, ConnectTime: &metav1.Duration{Duration: time.Second}}})
+	bp := pool("plugin-bgp", "203.0.113.16/30")
+	bp.Spec.AutoAssign = new(bool)
+	e.put(t, bp)
+	e.put(t, &v1beta1.BGPAdvertisement{ObjectMeta: metav1.ObjectMeta{Name: "plugin-bgp", Namespace: lab.HeraldNamespace},
+		Spec: v1beta1.BGPAdvertisementSpec{IPAddressPools: []string{"plugin-bgp"}, Communities: []string{"64500:100"}}})
+	e.createService(t, lbService(pluginNS, "bgp", withAnnotation("metallb.io/address-pool", "plugin-bgp")), e.allNodes()...)
+	ip := e.ips(t, pluginNS, "bgp", 1)[0]
+
+	var r *explain.WhyReport
+	poll.Until(t, 2*time.Minute, "kubectl herald why svc/bgp exits 0", func() error {
+		var code int
+		r, code, _ = runWhy(t, e, dir, pluginNS, "bgp")
+		if code != 0 {
+			return fmt.Errorf("exit %d: problems %q", code, r.Problems)
+		}
+		return nil
+	})
+	if len(r.IPs) != 1 || r.IPs[0].BGP == nil || r.IPs[0].L2 != nil {
+		t.Fatalf("modes: %+v", r.IPs)
+	}
+	paths := r.IPs[0].BGP.Paths
+	if len(paths) != len(e.allNodes()) {
+		t.Fatalf("paths %+v, want one per node", paths)
+	}
+	for _, p := range paths {
+		if p.Prefix != ip.String()+"/32" || strings.Join(p.Communities, ",") != "64500:100" || strings.Join(p.Peers, ",") != "plugin-ebgp" || p.LocalPref != nil {
+			t.Errorf("path %+v", p)
+		}
+	}
+	poll.Until(t, 2*time.Minute, "kubectl herald peers: every session Established", func() error {
+		out, code := runPlugin(t, e, dir, "peers", "-o", "json")
+		var pr explain.PeersReport
+		if err := json.Unmarshal([]byte(out), &pr); err != nil {
+			return err
+		}
+		if code != 0 || len(pr.Sessions) != len(e.allNodes()) {
+			return fmt.Errorf("exit %d, %d sessions, problems %q", code, len(pr.Sessions), pr.Problems)
+		}
+		for _, s := range pr.Sessions {
+			if s.State != "Established" || s.Peer != "plugin-ebgp" || s.Services != 1 {
+				return fmt.Errorf("session %+v", s)
+			}
+		}
+		return nil
+	})
+	table, _ := runPlugin(t, e, dir, "peers")
+	t.Logf("kubectl herald peers:\n%s", table)
 }
