@@ -22,8 +22,11 @@ import (
 const AllocationConditionType = "herald.io/IPAllocated"
 
 // LiveNote says where the live set comes from; every report that depends on
-// it carries it.
+// it carries it (LiveNodesNote when memberlist is off).
 const LiveNote = "live speakers: nodes whose speaker Pod is Running and Ready (memberlist's member list is not in the API)"
+
+// LiveNodesNote is LiveNote for speakers without memberlist.
+const LiveNodesNote = "live speakers: the speakers run without memberlist, so, as they do, nodes that are Ready, network available and not tainted out-of-service (announce.LiveFromNodeConditions)"
 
 // Cluster is everything the explanations read, as listed by the caller.
 type Cluster struct {
@@ -56,6 +59,11 @@ type Cluster struct {
 	Options announce.Options
 	// ControllerLBClass is the controller's --lb-class.
 	ControllerLBClass string
+	// MemberlistDisabled: the speakers run without memberlist (no
+	// --ml-bindaddr or --ml-labels) and take liveness from the Node
+	// conditions (announce.LiveFromNodeConditions), as the explanations
+	// then do.
+	MemberlistDisabled bool
 }
 
 // view is the derived state shared by the explanations.
@@ -67,6 +75,7 @@ type view struct {
 	nodeErr  map[string]error
 	nodes    []announce.Node
 	live     map[string]bool
+	liveNote string
 	nsLabels map[string]map[string]string
 	// alloc is the replayed allocator; importErr the Import error of each
 	// Service whose shown addresses it refused.
@@ -90,7 +99,10 @@ func newView(c *Cluster) *view {
 	for i := range nodes {
 		v.nodes = append(v.nodes, announce.NodeFromK8s(&nodes[i]))
 	}
-	v.live = LiveFromPods(c.SpeakerPods)
+	v.live, v.liveNote = LiveFromPods(c.SpeakerPods), LiveNote
+	if c.MemberlistDisabled {
+		v.live, v.liveNote = announce.LiveFromNodeConditions(v.nodes), LiveNodesNote
+	}
 	for _, ns := range c.Namespaces {
 		v.nsLabels[ns.Name] = ns.Labels
 	}
@@ -126,6 +138,31 @@ func LiveFromPods(pods []corev1.Pod) map[string]bool {
 		}
 	}
 	return out
+}
+
+// notLiveWhy says why node's speaker is not live: its Node's conditions
+// without memberlist, else its speaker Pod's state.
+func (v *view) notLiveWhy(node string) string {
+	if !v.c.MemberlistDisabled {
+		return v.speakerPodState(node)
+	}
+	for _, n := range v.nodes {
+		if n.Name != node {
+			continue
+		}
+		var why []string
+		if !n.Ready {
+			why = append(why, "not Ready")
+		}
+		if n.NetworkUnavailable {
+			why = append(why, "NetworkUnavailable")
+		}
+		if n.OutOfService {
+			why = append(why, "tainted "+announce.OutOfServiceTaint)
+		}
+		return fmt.Sprintf("Node %s is %s (no memberlist: liveness from Node conditions)", node, strings.Join(why, ", "))
+	}
+	return "the Node does not exist"
 }
 
 // speakerPodState describes the speaker Pod of node for "not live" lines.

@@ -156,7 +156,7 @@ type SessionRow struct {
 // src.
 func Peers(c *Cluster, src SessionSource) *PeersReport {
 	v := newView(c)
-	r := &PeersReport{Source: src.Describe(), Notes: []string{LiveNote}}
+	r := &PeersReport{Source: src.Describe(), Notes: []string{v.liveNote}}
 	services := map[[2]string]int{}
 	for _, s := range c.BGPStatuses {
 		for _, p := range s.Status.Peers {
@@ -189,7 +189,7 @@ func Peers(c *Cluster, src SessionSource) *PeersReport {
 			row.SessionState = st
 			switch {
 			case !row.Live:
-				r.Problems = append(r.Problems, fmt.Sprintf("node %s, peer %s: no session: %s", n.Name, s.Name, v.speakerPodState(n.Name)))
+				r.Problems = append(r.Problems, fmt.Sprintf("node %s, peer %s: no session: %s", n.Name, s.Name, v.notLiveWhy(n.Name)))
 			case st.Known() && !st.Established():
 				r.Problems = append(r.Problems, fmt.Sprintf("node %s, peer %s: session %s since %s (%s)", n.Name, s.Name, st.State, st.Since, st.Detail))
 			}

@@ -366,7 +366,7 @@ func (v *view) howChosen(key string, req ipam.Request, asg ipam.Assignment) stri
 
 // explainAnnouncement runs every node's decision.
 func (v *view) explainAnnouncement(svc *corev1.Service, eps []announce.Endpoint, r *WhyReport) {
-	r.Notes = append(r.Notes, LiveNote)
+	r.Notes = append(r.Notes, v.liveNote)
 	service := announce.ServiceFromK8s(svc)
 	sharing := v.sharing(svc)
 	type nodeDecision struct {
@@ -424,7 +424,7 @@ func (v *view) explainAnnouncement(svc *corev1.Service, eps []announce.Endpoint,
 					m.Winner = nd.node
 				}
 				if l2.Reason == announce.ReasonNotOwner && !nv.Live {
-					nv.Detail += " (" + v.speakerPodState(nd.node) + ")"
+					nv.Detail += " (" + v.notLiveWhy(nd.node) + ")"
 				}
 				m.Nodes = append(m.Nodes, nv)
 			}
@@ -451,7 +451,7 @@ func (v *view) explainAnnouncement(svc *corev1.Service, eps []announce.Endpoint,
 					if nv.Live {
 						anyLive = true
 					} else {
-						nv.Detail = "would announce, but " + v.speakerPodState(nd.node)
+						nv.Detail = "would announce, but " + v.notLiveWhy(nd.node)
 					}
 					peers := announce.Sessions(nd.in.Config, nd.node, nodeLabels(v.nodes, nd.node), netip.Addr{})
 					for j, p := range b.Paths {

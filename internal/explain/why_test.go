@@ -292,3 +292,30 @@ func TestWhyInterfaces(t *testing.T) {
 		t.Errorf("problems %q", r.Problems)
 	}
 }
+
+// TestWhyWithoutMemberlist: speakers without memberlist take liveness from
+// the Node conditions (announce.LiveFromNodeConditions), and so does the
+// explanation: a Node that is not Ready is not live whatever its Pod, and
+// Pods do not matter.
+func TestWhyWithoutMemberlist(t *testing.T) {
+	c := lab()
+	c.MemberlistDisabled = true
+	c.SpeakerPods = nil
+	for i := range c.Resources.Nodes {
+		c.Resources.Nodes[i].Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}
+	}
+	c.node("n2").Status.Conditions[0].Status = corev1.ConditionUnknown
+	c.service("web", []string{"198.51.100.1"}, "n1", "n2", "n3")
+	r := mustWhy(t, c, "web")
+	if v := verdict(t, r.IPs[0].L2, "n2"); v.Live || v.Reason != "notOwner" || !strings.Contains(v.Detail, "Node n2 is not Ready (no memberlist") {
+		t.Errorf("n2: %+v", v)
+	}
+	for _, n := range []string{"n1", "n3"} {
+		if v := verdict(t, r.IPs[0].L2, n); !v.Live {
+			t.Errorf("%s: %+v, want live (Ready, no Pod needed)", n, v)
+		}
+	}
+	if !hasProblem(r.Notes, "run without memberlist") {
+		t.Errorf("notes %q", r.Notes)
+	}
+}

@@ -32,3 +32,27 @@ func TestFlagValue(t *testing.T) {
 		}
 	}
 }
+
+// TestSetting: memberlist is on when both its settings are given, by flag
+// or by environment (a value or a valueFrom, as the manifests set the bind
+// address).
+func TestSetting(t *testing.T) {
+	pod := &corev1.Pod{Spec: corev1.PodSpec{Containers: []corev1.Container{{
+		Args: []string{"--ml-labels=app=x"},
+		Env: []corev1.EnvVar{{Name: "METALLB_ML_BIND_ADDR", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "status.podIP"}}},
+			{Name: "METALLB_OTHER", Value: ""}},
+	}}}}
+	for _, tc := range []struct {
+		name, env string
+		want      bool
+	}{
+		{"ml-labels", "METALLB_ML_LABELS", true},
+		{"ml-bindaddr", "METALLB_ML_BIND_ADDR", true},
+		{"other", "METALLB_OTHER", false},
+		{"missing", "METALLB_MISSING", false},
+	} {
+		if got := setting(pod, tc.name, tc.env); got != tc.want {
+			t.Errorf("%s/%s: %v, want %v", tc.name, tc.env, got, tc.want)
+		}
+	}
+}

@@ -48,7 +48,8 @@ func newFixture(t *testing.T) *fixture {
 		f.create(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n, Labels: map[string]string{"kubernetes.io/hostname": n}}})
 		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "herald-speaker-" + n, Namespace: f.heraldNS,
 			Labels: map[string]string{"app.kubernetes.io/name": "herald", labelComponent: "speaker"}},
-			Spec: corev1.PodSpec{NodeName: n, Containers: []corev1.Container{{Name: "speaker", Image: "herald", Args: []string{"--log-level=info"}}}}}
+			Spec: corev1.PodSpec{NodeName: n, Containers: []corev1.Container{{Name: "speaker", Image: "herald", Args: []string{"--log-level=info"},
+				Env: []corev1.EnvVar{{Name: "METALLB_ML_BIND_ADDR", Value: "10.0.0.1"}, {Name: "METALLB_ML_LABELS", Value: "app.kubernetes.io/component=speaker"}}}}}}
 		f.create(p)
 		f.podReady(n, true)
 	}

@@ -80,6 +80,11 @@ func Read(ctx context.Context, c client.Reader, heraldNS, eventNS string) (*expl
 			if v, ok := flagValue(p, "ignore-exclude-lb"); ok && v != "false" {
 				cl.Options.IgnoreExcludeLB = true
 			}
+			// MetalLB's rule (speaker/flags.go): memberlist runs with both
+			// --ml-bindaddr and --ml-labels (or their METALLB_* variables).
+			if !setting(p, "ml-bindaddr", "METALLB_ML_BIND_ADDR") || !setting(p, "ml-labels", "METALLB_ML_LABELS") {
+				cl.MemberlistDisabled = true
+			}
 		case "controller":
 			if v, ok := flagValue(p, "lb-class"); ok {
 				cl.ControllerLBClass = v
@@ -128,4 +133,22 @@ func (n noSecrets) List(ctx context.Context, list client.ObjectList, opts ...cli
 		return nil
 	}
 	return n.Reader.List(ctx, list, opts...)
+}
+
+// setting reports whether the Pod's first container sets flag --name to a
+// non-empty value, or the environment variable env (a value or a
+// valueFrom).
+func setting(p *corev1.Pod, name, env string) bool {
+	if v, ok := flagValue(p, name); ok {
+		return v != ""
+	}
+	if len(p.Spec.Containers) == 0 {
+		return false
+	}
+	for _, e := range p.Spec.Containers[0].Env {
+		if e.Name == env {
+			return e.Value != "" || e.ValueFrom != nil
+		}
+	}
+	return false
 }
