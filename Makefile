@@ -17,7 +17,7 @@ GO_TEST_FLAGS ?=
 all: build
 
 build:
-	go build -o $(BIN)/ ./controller ./speaker
+	go build -o $(BIN)/ ./controller ./speaker ./kubectl-herald
 
 deps:
 	hack/install-deps.sh

@@ -64,6 +64,7 @@ func (e *env) decideBGP(ip netip.Addr, pool *config.Pool) BGPDecision {
 	for _, ad := range ads {
 		p, to := bgpPath(ip, ad, peers)
 		d.Paths = append(d.Paths, p)
+		d.Advertisements = append(d.Advertisements, ad.Name)
 		d.Peers = append(d.Peers, to...)
 	}
 	slices.Sort(d.Peers)

@@ -82,3 +82,20 @@ func NodeFromK8s(n *corev1.Node) Node {
 	}
 	return out
 }
+
+// NodeIPv4 returns the node's first IPv4 InternalIP, else its first IPv4
+// ExternalIP (IPv4-mapped addresses unmapped), else the zero Addr: the
+// nodeIPv4 argument of Sessions and RouterID the speaker passes.
+func NodeIPv4(n *corev1.Node) netip.Addr {
+	for _, t := range []corev1.NodeAddressType{corev1.NodeInternalIP, corev1.NodeExternalIP} {
+		for _, a := range n.Status.Addresses {
+			if a.Type != t {
+				continue
+			}
+			if ip, err := netip.ParseAddr(a.Address); err == nil && ip.Unmap().Is4() {
+				return ip.Unmap()
+			}
+		}
+	}
+	return netip.Addr{}
+}

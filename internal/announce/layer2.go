@@ -99,12 +99,17 @@ type member struct {
 	ads []*config.L2Advertisement
 }
 
-// electL2 returns the ranked candidates for ip (winner first). The members
-// are the decided Service and every Input.Sharing Service holding ip that
-// would itself be announced in layer 2 somewhere (LoadBalancer of our class,
-// covered by an advertisement, not refused for allow-shared-ip with
-// serviceSelectors, with a serving endpoint).
+// electL2 returns the ranked candidates for ip (winner first).
 func (e *env) electL2(ip netip.Addr, pool *config.Pool) []string {
+	return Elect(ip, e.l2Candidates(ip, pool))
+}
+
+// l2Candidates returns the candidates of the election for ip, unranked. The
+// members are the decided Service and every Input.Sharing Service holding
+// ip that would itself be announced in layer 2 somewhere (LoadBalancer of
+// our class, covered by an advertisement, not refused for allow-shared-ip
+// with serviceSelectors, with a serving endpoint).
+func (e *env) l2Candidates(ip netip.Addr, pool *config.Pool) []Candidate {
 	members := []member{{svc: &e.in.Service, eps: e.in.Endpoints, ads: l2AdsFor(pool, &e.in.Service)}}
 	for i := range e.in.Sharing {
 		sh := &e.in.Sharing[i]
@@ -151,7 +156,39 @@ func (e *env) electL2(ip netip.Addr, pool *config.Pool) []string {
 			cands = append(cands, c)
 		}
 	}
-	return Elect(ip, cands)
+	return cands
+}
+
+// L2Candidates returns the candidates of the layer 2 election for ip
+// exactly as Decide runs it, ranked winner first (the order of Elect): the
+// live, not excluded nodes that can serve at least one of the Services
+// holding ip, with their Serves and Preference. in.Node does not matter.
+// It returns nil when ip lies in no pool of in.Config or the election
+// would not run for in.Service (see Decide). It is for explanations
+// (kubectl herald why): the speaker itself calls Decide.
+func L2Candidates(in Input, ip netip.Addr) []Candidate {
+	pool, ok := in.Config.PoolFor(ip)
+	if !ok {
+		return nil
+	}
+	e := newEnv(&in)
+	cands := e.l2Candidates(ip.Unmap().WithZone(""), pool)
+	ranked := Elect(ip.Unmap().WithZone(""), cands)
+	byName := make(map[string]Candidate, len(cands))
+	for _, c := range cands {
+		byName[c.Node] = c
+	}
+	out := make([]Candidate, len(ranked))
+	for i, n := range ranked {
+		out[i] = byName[n]
+	}
+	return out
+}
+
+// ElectionHash returns the rendezvous hash Elect ranks equal candidates by:
+// SHA-256 of node + "#" + ip.String(); the lowest wins.
+func ElectionHash(node string, ip netip.Addr) [sha256.Size]byte {
+	return sha256.Sum256([]byte(node + "#" + ip.String()))
 }
 
 // Candidate is one node in a layer 2 election.
@@ -175,9 +212,8 @@ func Elect(ip netip.Addr, cands []Candidate) []string {
 		h [sha256.Size]byte
 	}
 	rs := make([]ranked, len(cands))
-	suffix := "#" + ip.String()
 	for i, c := range cands {
-		rs[i] = ranked{Candidate: c, h: sha256.Sum256([]byte(c.Node + suffix))}
+		rs[i] = ranked{Candidate: c, h: ElectionHash(c.Node, ip)}
 	}
 	slices.SortFunc(rs, func(a, b ranked) int {
 		return cmp.Or(

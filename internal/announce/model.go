@@ -194,6 +194,9 @@ type BGPDecision struct {
 	// bgp.MergePaths). Path.Peers is the advertisement's peers list (nil:
 	// every peer).
 	Paths []bgp.Path
+	// Advertisements names the BGPAdvertisement of each entry of Paths
+	// (same length and order).
+	Advertisements []string
 	// Peers are the names of this node's BGP peers that receive at least
 	// one of Paths, sorted (for ServiceBGPStatus).
 	Peers []string

@@ -435,3 +435,18 @@ func quoteNames(ps []*pool) string {
 	}
 	return b.String()
 }
+
+// Candidates returns the names of the pools an automatic allocation for req
+// tries, in the order Allocate tries them (step 3 of Allocate: pools whose
+// serviceAllocation selects req by priority then name, then autoAssign pools
+// without serviceAllocation by name). Requested IPs and the address-pool
+// annotation are not looked at. For explanations (kubectl herald why).
+func (a *Allocator) Candidates(req Request) []string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var out []string
+	for _, p := range a.pools.candidates(&req) {
+		out = append(out, p.cfg.Name)
+	}
+	return out
+}

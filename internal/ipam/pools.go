@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"slices"
 	"sort"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/labels"
 )
@@ -21,16 +22,54 @@ func (p *pool) set(f Family) *rangeSet { return p.sets[f] }
 // matches reports whether the pool's serviceAllocation selects r (see
 // ServiceAllocation). A pool without serviceAllocation matches everything.
 func (p *pool) matches(r *Request) bool {
-	sa := p.cfg.ServiceAllocation
+	ok, _ := p.cfg.Selects(r)
+	return ok
+}
+
+// Selects reports whether the pool's serviceAllocation selects r (see
+// ServiceAllocation; a pool without one selects every Service), and when it
+// does not, why: "namespace ns is not in namespaces [...] and matches no
+// namespaceSelector", "labels ... match no serviceSelector". It does not
+// look at AutoAssign (see Allocator.Candidates).
+func (p *Pool) Selects(r *Request) (bool, string) {
+	sa := p.ServiceAllocation
 	if sa == nil {
-		return true
+		return true, ""
 	}
-	nsOK := len(sa.Namespaces) == 0 && len(sa.NamespaceSelectors) == 0
-	if !nsOK {
-		nsOK = slices.Contains(sa.Namespaces, r.Namespace) || anyMatches(sa.NamespaceSelectors, r.NamespaceLabels)
+	var why []string
+	if len(sa.Namespaces) > 0 || len(sa.NamespaceSelectors) > 0 {
+		if !slices.Contains(sa.Namespaces, r.Namespace) && !anyMatches(sa.NamespaceSelectors, r.NamespaceLabels) {
+			var parts []string
+			if len(sa.Namespaces) > 0 {
+				parts = append(parts, fmt.Sprintf("is not in serviceAllocation.namespaces %v", sa.Namespaces))
+			}
+			if len(sa.NamespaceSelectors) > 0 {
+				parts = append(parts, fmt.Sprintf("its labels {%s} match none of serviceAllocation.namespaceSelectors %v",
+					labels.Set(r.NamespaceLabels).String(), selectorTexts(sa.NamespaceSelectors)))
+			}
+			why = append(why, fmt.Sprintf("namespace %q %s", r.Namespace, strings.Join(parts, " and ")))
+		}
 	}
-	svcOK := len(sa.ServiceSelectors) == 0 || anyMatches(sa.ServiceSelectors, r.Labels)
-	return nsOK && svcOK
+	if len(sa.ServiceSelectors) > 0 && !anyMatches(sa.ServiceSelectors, r.Labels) {
+		why = append(why, fmt.Sprintf("the Service's labels {%s} match none of serviceAllocation.serviceSelectors %v",
+			labels.Set(r.Labels).String(), selectorTexts(sa.ServiceSelectors)))
+	}
+	if len(why) > 0 {
+		return false, strings.Join(why, "; ")
+	}
+	return true, ""
+}
+
+func selectorTexts(sels []labels.Selector) []string {
+	out := make([]string, 0, len(sels))
+	for _, s := range sels {
+		if s == nil {
+			out = append(out, "<nothing>")
+			continue
+		}
+		out = append(out, "{"+s.String()+"}")
+	}
+	return out
 }
 
 func anyMatches(sels []labels.Selector, set map[string]string) bool {

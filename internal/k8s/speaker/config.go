@@ -206,21 +206,8 @@ func (s *Controller) syncPeers(ctx context.Context, snap *config.Snapshot, view 
 	return bfdErr
 }
 
-// nodeIPv4 returns the node's first IPv4 InternalIP, else its first IPv4
-// ExternalIP, else the zero Addr.
-func nodeIPv4(n *corev1.Node) netip.Addr {
-	for _, t := range []corev1.NodeAddressType{corev1.NodeInternalIP, corev1.NodeExternalIP} {
-		for _, a := range n.Status.Addresses {
-			if a.Type != t {
-				continue
-			}
-			if ip, err := netip.ParseAddr(a.Address); err == nil && ip.Unmap().Is4() {
-				return ip.Unmap()
-			}
-		}
-	}
-	return netip.Addr{}
-}
+// nodeIPv4 is announce.NodeIPv4: the router ID fallback.
+func nodeIPv4(n *corev1.Node) netip.Addr { return announce.NodeIPv4(n) }
 
 // ownerRef returns the speaker Pod as an owner reference, or nil when
 // PodName is unset or the Pod cannot be read (retried on the next call).

@@ -1,0 +1,321 @@
+package explain
+
+import (
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/herald-lb/herald/api/v1beta1"
+)
+
+// TestWhyAllocation: the allocation part names the pool and how the
+// address was chosen, or the cause of a pending Service, with the
+// allocator's own error.
+func TestWhyAllocation(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		setup func(c *Cluster)
+		// want: substrings of Allocation.Why; problem: of a problem ("" none).
+		want, problem string
+		pending       bool
+	}{
+		{"allocated", func(c *Cluster) {
+			c.service("web", []string{"198.51.100.1"}, "n1")
+			c.l2Status("web", winnerOf(c, "198.51.100.1"))
+		},
+			`pool "p" is the first of the candidate pools [p]`, "", false},
+		{"requested", func(c *Cluster) {
+			s := c.service("web", []string{"198.51.100.5"}, "n1")
+			s.Annotations["metallb.io/loadBalancerIPs"] = "198.51.100.5"
+			c.l2Status("web", winnerOf(c, "198.51.100.5"))
+		}, "requested", "", false},
+		{"no matching pool", func(c *Cluster) {
+			c.Resources.Pools[0].Spec.ServiceAllocation = &v1beta1.ServiceAllocation{Namespaces: []string{"prod"}}
+			c.service("web", nil, "n1")
+		}, "no pool may serve the Service", `namespace "demo" is not in serviceAllocation.namespaces [prod]`, true},
+		{"pool full", func(c *Cluster) {
+			for i, ip := range []string{"198.51.100.0", "198.51.100.1", "198.51.100.2", "198.51.100.3", "198.51.100.4", "198.51.100.5", "198.51.100.6", "198.51.100.7"} {
+				c.service("holder"+string(rune('a'+i)), []string{ip})
+			}
+			c.service("web", nil, "n1")
+		}, "every candidate pool is full", `address pool "p" has no free IPv4 address`, true},
+		{"requested outside every pool", func(c *Cluster) {
+			s := c.service("web", nil, "n1")
+			s.Annotations["metallb.io/loadBalancerIPs"] = "203.0.113.9"
+			s.Spec.LoadBalancerIP = ""
+		}, "outside every allowed pool", "203.0.113.9", true},
+		{"sharing conflict", func(c *Cluster) {
+			o := c.service("other", []string{"198.51.100.3"})
+			o.Annotations["metallb.io/allow-shared-ip"] = "k"
+			s := c.service("web", nil, "n1")
+			s.Annotations["metallb.io/allow-shared-ip"] = "k"
+			s.Annotations["metallb.io/loadBalancerIPs"] = "198.51.100.3"
+		}, "IP sharing conflict", "demo/other", true},
+		{"not a LoadBalancer", func(c *Cluster) { c.service("web", nil).Spec.Type = corev1.ServiceTypeClusterIP }, "not a LoadBalancer", "", false},
+		{"annotation disagrees", func(c *Cluster) {
+			s := c.service("web", []string{"198.51.100.1"}, "n1")
+			s.Annotations["metallb.io/ip-allocated-from-pool"] = "gone"
+			c.l2Status("web", winnerOf(c, "198.51.100.1"))
+		}, `pool "p"`, `annotation metallb.io/ip-allocated-from-pool says pool "gone"`, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := lab()
+			tc.setup(c)
+			r := mustWhy(t, c, "web")
+			if !strings.Contains(r.Allocation.Why, tc.want) {
+				t.Errorf("allocation.why = %q, want it to contain %q", r.Allocation.Why, tc.want)
+			}
+			if r.Allocation.Pending != tc.pending {
+				t.Errorf("pending = %v, want %v", r.Allocation.Pending, tc.pending)
+			}
+			if tc.problem == "" && len(r.Problems) > 0 {
+				t.Errorf("problems %q, want none", r.Problems)
+			}
+			if tc.problem != "" && !hasProblem(r.Problems, tc.problem) && !strings.Contains(r.Allocation.Error, tc.problem) && !poolWhyNot(r, tc.problem) {
+				t.Errorf("problems %q / error %q: none mentions %q", r.Problems, r.Allocation.Error, tc.problem)
+			}
+			if tc.pending && len(r.Problems) == 0 {
+				t.Error("a pending Service reports no problem (exit status 0)")
+			}
+		})
+	}
+}
+
+func poolWhyNot(r *WhyReport, sub string) bool {
+	for _, p := range r.Allocation.Pools {
+		if strings.Contains(p.WhyNot, sub) {
+			return true
+		}
+	}
+	return false
+}
+
+// winnerOf returns the node the speakers elect for ip in c as it is now.
+func winnerOf(c *Cluster, ip string) string {
+	for _, s := range c.Services {
+		for _, ing := range s.Status.LoadBalancer.Ingress {
+			if ing.IP == ip {
+				r, _ := Why(c, s.Namespace, s.Name)
+				for _, i := range r.IPs {
+					if i.IP == ip && i.L2 != nil {
+						return i.L2.Winner
+					}
+				}
+			}
+		}
+	}
+	return ""
+}
+
+// TestWhyNodeReasons: every reason announce.Decide gives for a node shows
+// on that node's line, with the speaker's detail.
+func TestWhyNodeReasons(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		setup  func(c *Cluster)
+		node   string
+		reason string
+		detail string
+	}{
+		{"network unavailable", func(c *Cluster) {
+			c.node("n2").Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeNetworkUnavailable, Status: corev1.ConditionTrue}}
+		}, "n2", "nodeNetworkUnavailable", "NetworkUnavailable"},
+		{"exclude label", func(c *Cluster) {
+			c.node("n2").Labels["node.kubernetes.io/exclude-from-external-load-balancers"] = ""
+		}, "n2", "nodeLabeledExcludeBalancers", "exclude-from-external-load-balancers"},
+		{"node selector", func(c *Cluster) {
+			c.Resources.L2Advertisements[0].Spec.NodeSelectors = []metav1.LabelSelector{{MatchLabels: map[string]string{"kubernetes.io/hostname": "n1"}}}
+		}, "n2", "noMatchingAdvertisement", "selects node n2"},
+		{"service selector", func(c *Cluster) {
+			c.Resources.L2Advertisements[0].Spec.ServiceSelectors = []metav1.LabelSelector{{MatchLabels: map[string]string{"expose": "yes"}}}
+		}, "n2", "noMatchingAdvertisement", "covers the Service"},
+		{"no local endpoint", func(c *Cluster) {
+			c.Services[0].Spec.ExternalTrafficPolicy = corev1.ServiceExternalTrafficPolicyLocal
+		}, "n2", "noLocalEndpoints", "externalTrafficPolicy is Local"},
+		{"no endpoints", func(c *Cluster) { c.EndpointSlices = nil }, "n2", "noEndpoints", "no serving endpoint"},
+		{"not live", func(c *Cluster) { c.SpeakerPods[1] = speakerPod("n2", false) }, "n2", "notOwner", "is Running, not Ready"},
+		{"no speaker pod", func(c *Cluster) { c.SpeakerPods = c.SpeakerPods[:1] }, "n2", "notOwner", "no speaker Pod runs on the node"},
+		{"shared with service selectors", func(c *Cluster) {
+			c.Services[0].Annotations["metallb.io/allow-shared-ip"] = "k"
+			c.Services[0].Labels["expose"] = "yes"
+			c.Resources.L2Advertisements[0].Spec.ServiceSelectors = []metav1.LabelSelector{{MatchLabels: map[string]string{"expose": "yes"}}}
+		}, "n2", "sharedIPWithServiceSelector", "allows IP sharing"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := lab()
+			c.service("web", []string{"198.51.100.1"}, "n1")
+			tc.setup(c)
+			r := mustWhy(t, c, "web")
+			if len(r.IPs) != 1 {
+				t.Fatalf("ips %+v", r.IPs)
+			}
+			v := verdict(t, r.IPs[0].L2, tc.node)
+			if v.Announce || v.Reason != tc.reason || !strings.Contains(v.Detail, tc.detail) {
+				t.Errorf("%s: %+v, want reason %s with detail containing %q", tc.node, v, tc.reason, tc.detail)
+			}
+		})
+	}
+}
+
+// TestWhyElectionAndDisagreement: the winner is the node whose Decide
+// announces, the ranking explains it, and a ServiceL2Status from another
+// node is flagged (as is a missing one).
+func TestWhyElectionAndDisagreement(t *testing.T) {
+	c := lab()
+	c.service("web", []string{"198.51.100.1"}, "n1", "n2", "n3")
+	r := mustWhy(t, c, "web")
+	m := r.IPs[0].L2
+	if m.Winner == "" || m.Ranking[0].Node != m.Winner || len(m.Ranking) != 3 || !strings.Contains(m.WinnerWhy, "lowest rendezvous hash") {
+		t.Fatalf("winner %q ranking %+v why %q", m.Winner, m.Ranking, m.WinnerWhy)
+	}
+	if !hasProblem(r.Problems, "wins the layer 2 election, but there is no ServiceL2Status") {
+		t.Errorf("missing ServiceL2Status not flagged: %q", r.Problems)
+	}
+	loser := m.Ranking[1].Node
+	c.l2Status("web", loser)
+	r = mustWhy(t, c, "web")
+	if !hasProblem(r.Problems, "node "+loser+" reports announcing in layer 2") {
+		t.Errorf("ServiceL2Status of the loser %s not flagged: %q", loser, r.Problems)
+	}
+	c.L2Statuses = nil
+	c.l2Status("web", m.Winner)
+	if r = mustWhy(t, c, "web"); len(r.Problems) != 0 {
+		t.Errorf("agreeing state flagged: %q", r.Problems)
+	}
+
+	// Preferences decide before the hash.
+	c.Resources.L2Advertisements[0].Spec.PreferredNodeSelectors = []v1beta1.PreferredNodeSelector{{Weight: 50,
+		Preference: metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/hostname": loser}}}}
+	r = mustWhy(t, c, "web")
+	if m := r.IPs[0].L2; m.Winner != loser || !strings.Contains(m.WinnerWhy, "preferredNodeSelectors score 50") {
+		t.Errorf("with a preference for %s: winner %q why %q", loser, m.Winner, m.WinnerWhy)
+	}
+}
+
+// TestWhyBGP: every eligible node announces, with the advertisement's
+// attributes, to its peers; LOCAL_PREF shows because the peer is iBGP; a
+// ServiceBGPStatus naming other peers is flagged.
+func TestWhyBGP(t *testing.T) {
+	c := lab()
+	c.Resources.L2Advertisements = nil
+	c.withBGP()
+	c.service("web", []string{"198.51.100.1"}, "n1", "n2")
+	c.Services[0].Spec.ExternalTrafficPolicy = corev1.ServiceExternalTrafficPolicyLocal
+	for _, n := range []string{"n1", "n2"} {
+		c.BGPStatuses = append(c.BGPStatuses, v1beta1.ServiceBGPStatus{ObjectMeta: hmeta("bgp-" + n),
+			Status: v1beta1.ServiceBGPStatusStatus{ServiceStatusCommon: v1beta1.ServiceStatusCommon{Node: n, ServiceName: "web", ServiceNamespace: "demo"}, Peers: []string{"tor"}}})
+	}
+	r := mustWhy(t, c, "web")
+	if r.IPs[0].L2 != nil {
+		t.Error("layer 2 reported for a pool without L2Advertisement")
+	}
+	m := r.IPs[0].BGP
+	if v := verdict(t, m, "n3"); v.Announce || v.Reason != "noLocalEndpoints" {
+		t.Errorf("n3: %+v", v)
+	}
+	if len(m.Paths) != 2 {
+		t.Fatalf("paths %+v, want one per announcing node", m.Paths)
+	}
+	p := m.Paths[0]
+	if p.Prefix != "198.51.100.1/32" || p.Advertisement != "bgp" || strings.Join(p.Communities, ",") != "64512:100" ||
+		p.LocalPref == nil || *p.LocalPref != 200 || strings.Join(p.Peers, ",") != "tor" {
+		t.Errorf("path %+v", p)
+	}
+	if len(r.Problems) != 0 {
+		t.Errorf("problems %q", r.Problems)
+	}
+	c.BGPStatuses[1].Status.Peers = []string{"other"}
+	c.BGPStatuses = append(c.BGPStatuses, v1beta1.ServiceBGPStatus{ObjectMeta: hmeta("bgp-n3"),
+		Status: v1beta1.ServiceBGPStatusStatus{ServiceStatusCommon: v1beta1.ServiceStatusCommon{Node: "n3", ServiceName: "web", ServiceNamespace: "demo"}}})
+	r = mustWhy(t, c, "web")
+	if !hasProblem(r.Problems, "node n2 reports BGP peers [other], computed [tor]") || !hasProblem(r.Problems, "node n3 reports announcing over BGP (ServiceBGPStatus bgp-n3), but computes no path there") {
+		t.Errorf("problems %q", r.Problems)
+	}
+	c.SpeakerPods[0] = speakerPod("n1", false)
+	r = mustWhy(t, c, "web")
+	if v := verdict(t, r.IPs[0].BGP, "n1"); !v.Announce || v.Live || !strings.Contains(v.Detail, "would announce, but speaker Pod speaker-n1 is Running, not Ready") {
+		t.Errorf("n1 not live: %+v", v)
+	}
+	if !hasProblem(r.Problems, "node n1 reports announcing over BGP (ServiceBGPStatus bgp-n1), but its speaker Pod is not Running and Ready") {
+		t.Errorf("problems %q", r.Problems)
+	}
+}
+
+// TestWhyUnannounced: an address with no advertisement, or with every node
+// refused, is a problem (exit status 1) and names the reasons.
+func TestWhyUnannounced(t *testing.T) {
+	c := lab()
+	c.Resources.L2Advertisements = nil
+	c.service("web", []string{"198.51.100.1"}, "n1")
+	c.l2Status("web", "n1")
+	r := mustWhy(t, c, "web")
+	if !hasProblem(r.Problems, `no L2Advertisement or BGPAdvertisement selects pool "p"`) {
+		t.Errorf("problems %q", r.Problems)
+	}
+	c = lab()
+	c.service("web", []string{"198.51.100.1"}, "n1")
+	c.Services[0].Spec.ExternalTrafficPolicy = corev1.ServiceExternalTrafficPolicyLocal
+	c.Resources.L2Advertisements[0].Spec.NodeSelectors = []metav1.LabelSelector{{MatchLabels: map[string]string{"kubernetes.io/hostname": "n3"}}}
+	r = mustWhy(t, c, "web")
+	if !hasProblem(r.Problems, "no node announces it in layer 2 (noLocalEndpoints on n3; noMatchingAdvertisement on n1,n2)") {
+		t.Errorf("problems %q", r.Problems)
+	}
+	if _, err := Why(c, "demo", "nope"); err == nil {
+		t.Error("unknown Service: no error")
+	}
+}
+
+// TestWhyInterfaces: when the L2Advertisement names interfaces, a
+// ServiceL2Status that names none (the elected node has none of them) or
+// another one is flagged.
+func TestWhyInterfaces(t *testing.T) {
+	c := lab()
+	c.Resources.L2Advertisements[0].Spec.Interfaces = []string{"eth1"}
+	c.service("web", []string{"198.51.100.1"}, "n1", "n2", "n3")
+	w := winnerOf(c, "198.51.100.1")
+	c.l2Status("web", w)
+	r := mustWhy(t, c, "web")
+	if v := verdict(t, r.IPs[0].L2, w); strings.Join(v.Interfaces, ",") != "eth1" {
+		t.Fatalf("winner %s: %+v", w, v)
+	}
+	if !hasProblem(r.Problems, "names no interface, but the L2Advertisement restricts it to [eth1]") {
+		t.Errorf("problems %q", r.Problems)
+	}
+	c.L2Statuses[0].Status.Interfaces = []v1beta1.InterfaceInfo{{Name: "eth0"}}
+	if r = mustWhy(t, c, "web"); !hasProblem(r.Problems, "names interface eth0, outside the L2Advertisement's interfaces [eth1]") {
+		t.Errorf("problems %q", r.Problems)
+	}
+	c.L2Statuses[0].Status.Interfaces = []v1beta1.InterfaceInfo{{Name: "eth1"}}
+	if r = mustWhy(t, c, "web"); len(r.Problems) != 0 {
+		t.Errorf("problems %q", r.Problems)
+	}
+}
+
+// TestWhyWithoutMemberlist: speakers without memberlist take liveness from
+// the Node conditions (announce.LiveFromNodeConditions), and so does the
+// explanation: a Node that is not Ready is not live whatever its Pod, and
+// Pods do not matter.
+func TestWhyWithoutMemberlist(t *testing.T) {
+	c := lab()
+	c.MemberlistDisabled = true
+	c.SpeakerPods = nil
+	for i := range c.Resources.Nodes {
+		c.Resources.Nodes[i].Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}
+	}
+	c.node("n2").Status.Conditions[0].Status = corev1.ConditionUnknown
+	c.service("web", []string{"198.51.100.1"}, "n1", "n2", "n3")
+	r := mustWhy(t, c, "web")
+	if v := verdict(t, r.IPs[0].L2, "n2"); v.Live || v.Reason != "notOwner" || !strings.Contains(v.Detail, "Node n2 is not Ready (no memberlist") {
+		t.Errorf("n2: %+v", v)
+	}
+	for _, n := range []string{"n1", "n3"} {
+		if v := verdict(t, r.IPs[0].L2, n); !v.Live {
+			t.Errorf("%s: %+v, want live (Ready, no Pod needed)", n, v)
+		}
+	}
+	if !hasProblem(r.Notes, "run without memberlist") {
+		t.Errorf("notes %q", r.Notes)
+	}
+}

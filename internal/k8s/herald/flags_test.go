@@ -1,0 +1,58 @@
+package herald
+
+import (
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+// TestFlagValue: the speakers' and controller's settings are read from
+// their Pods' arguments in every form the flag package accepts.
+func TestFlagValue(t *testing.T) {
+	pod := func(args ...string) *corev1.Pod {
+		return &corev1.Pod{Spec: corev1.PodSpec{Containers: []corev1.Container{{Command: []string{"/speaker"}, Args: args}}}}
+	}
+	for _, tc := range []struct {
+		args      []string
+		name      string
+		want      string
+		wantFound bool
+	}{
+		{[]string{"--lb-class=edge"}, "lb-class", "edge", true},
+		{[]string{"--lb-class", "edge", "--port=7472"}, "lb-class", "edge", true},
+		{[]string{"--ignore-exclude-lb"}, "ignore-exclude-lb", "true", true},
+		{[]string{"--ignore-exclude-lb", "--lb-class=x"}, "ignore-exclude-lb", "true", true},
+		{[]string{"--ignore-exclude-lb=false"}, "ignore-exclude-lb", "false", true},
+		{[]string{"--lb-classes=x"}, "lb-class", "", false},
+		{nil, "lb-class", "", false},
+	} {
+		got, ok := flagValue(pod(tc.args...), tc.name)
+		if got != tc.want || ok != tc.wantFound {
+			t.Errorf("%v %s: %q %v, want %q %v", tc.args, tc.name, got, ok, tc.want, tc.wantFound)
+		}
+	}
+}
+
+// TestSetting: memberlist is on when both its settings are given, by flag
+// or by environment (a value or a valueFrom, as the manifests set the bind
+// address).
+func TestSetting(t *testing.T) {
+	pod := &corev1.Pod{Spec: corev1.PodSpec{Containers: []corev1.Container{{
+		Args: []string{"--ml-labels=app=x"},
+		Env: []corev1.EnvVar{{Name: "METALLB_ML_BIND_ADDR", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "status.podIP"}}},
+			{Name: "METALLB_OTHER", Value: ""}},
+	}}}}
+	for _, tc := range []struct {
+		name, env string
+		want      bool
+	}{
+		{"ml-labels", "METALLB_ML_LABELS", true},
+		{"ml-bindaddr", "METALLB_ML_BIND_ADDR", true},
+		{"other", "METALLB_OTHER", false},
+		{"missing", "METALLB_MISSING", false},
+	} {
+		if got := setting(pod, tc.name, tc.env); got != tc.want {
+			t.Errorf("%s/%s: %v, want %v", tc.name, tc.env, got, tc.want)
+		}
+	}
+}
