@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -213,14 +214,110 @@ func (p Path) Validate() error {
 		return fmt.Errorf("path %v: prefix: zoned or IPv4-mapped: %w", p.Prefix, ErrInvalidPath)
 	}
 	for _, lc := range p.LargeCommunities {
-		if lc[0] == ReservedLargeCommunityASN {
-			return fmt.Errorf("path %v: large community %d:%d:%d: %w", p.Prefix, lc[0], lc[1], lc[2], ErrReservedCommunity)
+		if err := CheckLargeCommunity(lc); err != nil {
+			return fmt.Errorf("path %v: %w", p.Prefix, err)
 		}
 	}
 	if slices.Contains(p.Peers, "") {
 		return fmt.Errorf("path %v: peers: empty name: %w", p.Prefix, ErrInvalidPath)
 	}
 	return nil
+}
+
+// CheckLargeCommunity reports whether a large community (RFC 8092: Global
+// Administrator, Local Data Part 1, Local Data Part 2) may be carried by a
+// Path. The one value refused is the Global Administrator
+// ReservedLargeCommunityASN (AS 4294967295, reserved by RFC 7300), which the
+// gobgp implementation uses for its per-peer markers; the error wraps
+// ErrReservedCommunity. Configuration validation (internal/config) and
+// Path.Validate both call it, so what the configuration admits is what a
+// path can carry.
+func CheckLargeCommunity(c [3]uint32) error {
+	if c[0] == ReservedLargeCommunityASN {
+		return fmt.Errorf("large community %d:%d:%d: Global Administrator %d is reserved (RFC 7300) and used internally by Herald for per-peer markers: %w",
+			c[0], c[1], c[2], uint32(ReservedLargeCommunityASN), ErrReservedCommunity)
+	}
+	return nil
+}
+
+// PathError is the refusal of one Path by SetPaths: Err (wrapping
+// ErrInvalidPath or ErrReservedCommunity) names the prefix.
+type PathError struct {
+	Prefix netip.Prefix
+	Err    error
+}
+
+func (e *PathError) Error() string { return e.Err.Error() }
+func (e *PathError) Unwrap() error { return e.Err }
+
+// InvalidPathsError is what SetPaths returns when it refused some paths
+// (Path.Validate) and applied every other one: a bad path never blocks the
+// rest. Refused is sorted by prefix. A SetPaths error that is not (only) an
+// *InvalidPathsError means applying failed and may succeed on a retry; an
+// *InvalidPathsError does not change on a retry with the same paths.
+type InvalidPathsError struct {
+	Refused []*PathError
+}
+
+func (e *InvalidPathsError) Error() string {
+	msgs := make([]string, len(e.Refused))
+	for i, r := range e.Refused {
+		msgs[i] = r.Error()
+	}
+	return fmt.Sprintf("%d path(s) refused, the others applied: %s", len(e.Refused), strings.Join(msgs, "; "))
+}
+
+// Unwrap returns the refusals, so errors.Is finds ErrInvalidPath and
+// ErrReservedCommunity.
+func (e *InvalidPathsError) Unwrap() []error {
+	out := make([]error, len(e.Refused))
+	for i, r := range e.Refused {
+		out[i] = r
+	}
+	return out
+}
+
+// ValidatePaths splits paths into the valid ones and the refused ones (nil
+// when none). A prefix with one invalid path among several (unmerged paths
+// of different Services) keeps its valid paths.
+func ValidatePaths(paths []Path) ([]Path, *InvalidPathsError) {
+	var refused []*PathError
+	valid := make([]Path, 0, len(paths))
+	for _, p := range paths {
+		if err := p.Validate(); err != nil {
+			refused = append(refused, &PathError{Prefix: p.Prefix, Err: err})
+			continue
+		}
+		valid = append(valid, p)
+	}
+	if refused == nil {
+		return paths, nil
+	}
+	slices.SortStableFunc(refused, func(a, b *PathError) int { return a.Prefix.Addr().Compare(b.Prefix.Addr()) })
+	return valid, &InvalidPathsError{Refused: refused}
+}
+
+// KeepLastGood returns valid plus, for every refused prefix without a
+// valid path, the path previously desired for it (previous is merged: one
+// path per prefix), so that refused input leaves the last good path of a
+// prefix in force. valid's array may be appended to.
+func KeepLastGood(valid []Path, refused *InvalidPathsError, previous []Path) []Path {
+	have := make(map[netip.Prefix]bool, len(valid))
+	for _, p := range valid {
+		have[p.Prefix.Masked()] = true
+	}
+	prev := make(map[netip.Prefix]Path, len(previous))
+	for _, p := range previous {
+		prev[p.Prefix] = p
+	}
+	for _, r := range refused.Refused {
+		pfx := r.Prefix.Masked()
+		if old, ok := prev[pfx]; ok && !have[pfx] {
+			valid = append(valid, old)
+			have[pfx] = true
+		}
+	}
+	return valid
 }
 
 // SendsTo reports whether the path goes to the named peer.

@@ -214,6 +214,11 @@ func TestBGPAdvertisementRules(t *testing.T) {
 			want: []string{`BGPAdvertisement herald-system/bgp-b: spec.communities[0] "65536:1": community "65536:1": first half "65536" does not fit in 16 bits`}},
 		{name: "large community missing part", mutate: ad(func(a *v1beta1.BGPAdvertisement) { a.Spec.Communities = []string{"large:1:2"} }),
 			want: []string{`spec.communities[0] "large:1:2"`, `RFC 8092`}},
+		// The path check (bgp.CheckLargeCommunity) refused these after
+		// validation had admitted them.
+		{name: "large community with the reserved global administrator", mutate: ad(func(a *v1beta1.BGPAdvertisement) { a.Spec.Communities = []string{"large:4294967295:1:2"} }),
+			want: []string{`BGPAdvertisement herald-system/bgp-b: spec.communities[0] "large:4294967295:1:2"`, `Global Administrator 4294967295 is reserved (RFC 7300)`}},
+		{name: "large community 4294967295 in the data parts", mutate: ad(func(a *v1beta1.BGPAdvertisement) { a.Spec.Communities = []string{"large:64500:4294967295:4294967295"} })},
 		{name: "unknown alias is transient", mutate: ad(func(a *v1beta1.BGPAdvertisement) { a.Spec.Communities = []string{"blackhole"} }),
 			want: []string{`BGPAdvertisement herald-system/bgp-b: spec.communities[0] "blackhole": no Community object defines the alias "blackhole"`}, transient: true},
 		{name: "unknown alias ignored by webhook", opts: Options{IgnoreTransient: true},
@@ -276,6 +281,8 @@ func TestCommunityRules(t *testing.T) {
 		{name: "alias defined twice in one object", mutate: func(r *Resources) {
 			r.Communities[0] = community("comms", "a", "1:1", "a", "1:2")
 		}, want: []string{`Community herald-system/comms: spec.communities[1].name "a": alias is already defined`}},
+		{name: "alias with the reserved global administrator", mutate: func(r *Resources) { r.Communities[0] = community("comms", "a", "large:4294967295:0:0") },
+			want: []string{`Community herald-system/comms: spec.communities[0].value "large:4294967295:0:0"`, `is reserved (RFC 7300)`}},
 		{name: "alias with bad value", mutate: func(r *Resources) { r.Communities[0] = community("comms", "a", "1:2:3") },
 			want: []string{`Community herald-system/comms: spec.communities[0].value "1:2:3"`, `RFC 1997`}},
 		{name: "alias without name", mutate: func(r *Resources) { r.Communities[0] = community("comms", "", "1:2") },

@@ -334,30 +334,39 @@ func (s *Speaker) forgetPeer(p bgp.PeerConfig) {
 // Add and update use AddPath (an update replaces the previous path for the
 // prefix) and records the returned UUID; withdrawal uses DeletePath with
 // the announced path (see withdraw), never an empty request.
+//
+// Paths are checked one by one (bgp.ValidatePaths): a refused path never
+// blocks the others, which are applied (withdrawals too). A refused prefix
+// that has no valid path keeps the path last set for it, if any (the last
+// good state stays in force). The refusals come back as a
+// *bgp.InvalidPathsError, joined with the errors of applying, if any.
 func (s *Speaker) SetPaths(ctx context.Context, paths []bgp.Path) error {
-	var errs []error
-	for _, p := range paths {
-		if err := p.Validate(); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("set paths: %w", err)
-	}
-	merged, conflicts := bgp.MergePaths(paths)
-	for _, c := range conflicts {
-		s.log.Warn("conflicting local-pref for prefix, using the highest", "prefix", c)
-	}
+	valid, refused := bgp.ValidatePaths(paths)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
 		return bgp.ErrClosed
 	}
-	s.desiredPaths = merged
-	if !s.started {
-		return nil
+	if refused != nil {
+		valid = bgp.KeepLastGood(valid, refused, s.desiredPaths)
+		s.log.Warn("BGP paths refused, the others are applied", "refused", len(refused.Refused), "error", refused)
 	}
-	return s.applyPaths(ctx)
+	merged, conflicts := bgp.MergePaths(valid)
+	for _, c := range conflicts {
+		s.log.Warn("conflicting local-pref for prefix, using the highest", "prefix", c)
+	}
+	s.desiredPaths = merged
+	var err error
+	if s.started {
+		err = s.applyPaths(ctx)
+	}
+	switch {
+	case refused == nil:
+		return err
+	case err == nil:
+		return refused
+	}
+	return errors.Join(refused, err)
 }
 
 // applyPaths makes gobgp's local paths equal s.desiredPaths. s.mu is held.

@@ -742,3 +742,55 @@ func TestResetPeer(t *testing.T) {
 		t.Error("ResetPeer of an unknown peer: no error")
 	}
 }
+
+// TestRefusedPathDoesNotBlockOthers: a path gobgp must not carry (a large
+// community with the reserved Global Administrator) is refused alone; in
+// the same SetPaths a withdrawal, an update and a new path reach the
+// router, and a prefix whose new path is refused keeps its last good path.
+// Before, SetPaths refused the whole set and nothing changed on the router.
+func TestRefusedPathDoesNotBlockOthers(t *testing.T) {
+	skipShort(t)
+	r := newRouter(t, routerASN, "198.51.100.254", "127.0.0.1")
+	r.addPeer(t, "127.0.0.1", ourASN)
+	s := newSpeaker(t, Options{})
+	ctx := context.Background()
+	if err := s.SetPeers(ctx, []bgp.PeerConfig{r.peerConfig("r", ourASN)}); err != nil {
+		t.Fatal(err)
+	}
+	gone := netip.MustParsePrefix("203.0.113.1/32")
+	changed := netip.MustParsePrefix("203.0.113.2/32")
+	added := netip.MustParsePrefix("203.0.113.3/32")
+	bad := netip.MustParsePrefix("203.0.113.4/32")
+	kept := netip.MustParsePrefix("203.0.113.5/32")
+	reserved := [][3]uint32{{bgp.ReservedLargeCommunityASN, 1, 2}}
+	if err := s.SetPaths(ctx, []bgp.Path{{Prefix: gone}, {Prefix: changed}, {Prefix: kept, Communities: []uint32{65000<<16 | 5}}}); err != nil {
+		t.Fatal(err)
+	}
+	waitEstablished(t, s, "r")
+	poll.Until(t, 10*time.Second, "router has the first three", func() bool { return len(r.paths(t, familyV4)) == 3 })
+
+	err := s.SetPaths(ctx, []bgp.Path{
+		{Prefix: changed, Communities: []uint32{65000<<16 | 2}},
+		{Prefix: added},
+		{Prefix: bad, LargeCommunities: reserved},
+		{Prefix: kept, LargeCommunities: reserved},
+	})
+	var refused *bgp.InvalidPathsError
+	if !errors.As(err, &refused) || err != error(refused) || !errors.Is(err, bgp.ErrReservedCommunity) {
+		t.Fatalf("SetPaths = %v, want only an *InvalidPathsError", err)
+	}
+	if len(refused.Refused) != 2 || refused.Refused[0].Prefix != bad || refused.Refused[1].Prefix != kept {
+		t.Errorf("refused = %v, want %s and %s", err, bad, kept)
+	}
+	poll.Until(t, 10*time.Second, "router: withdrawn, updated, added, last good kept", func() bool {
+		got := r.paths(t, familyV4)
+		_, hasGone := got[gone]
+		_, hasBad := got[bad]
+		return len(got) == 3 && !hasGone && !hasBad &&
+			reflect.DeepEqual(got[changed].Communities, []uint32{65000<<16 | 2}) &&
+			reflect.DeepEqual(got[kept].Communities, []uint32{65000<<16 | 5}) && got[kept].Large == nil
+	})
+	if _, ok := r.paths(t, familyV4)[added]; !ok {
+		t.Errorf("router lacks %s", added)
+	}
+}
