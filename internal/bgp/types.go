@@ -68,7 +68,8 @@ type PeerConfig struct {
 	// SourceAddress, if set, is the local address the session is opened from.
 	SourceAddress netip.Addr
 	// HoldTime in whole seconds, 0 or >= 3 s (RFC 4271 §4.2). 0 means the
-	// implementation default (90 s for gobgp; gobgp cannot disable keepalives).
+	// implementation default (90 s for gobgp, which cannot send a Hold Time
+	// of 0: internal/config refuses holdTime 0 on a BGPPeer).
 	HoldTime time.Duration
 	// KeepaliveTime in whole seconds; 0 means HoldTime/3 (RFC 4271 §10).
 	KeepaliveTime time.Duration

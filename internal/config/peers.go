@@ -57,8 +57,8 @@ type Peer struct {
 	SourceAddress netip.Addr // zero when unset
 	RouterID      netip.Addr // IPv4 BGP Identifier; zero when unset (backend picks)
 
-	// Timers, whole seconds. HoldTime is 0 (RFC 4271 §4.2: no keepalives)
-	// or 3 s..65535 s.
+	// Timers, whole seconds. HoldTime is 3 s..65535 s (RFC 4271 §4.2;
+	// 0, no keepalives, is refused: the backend cannot send it).
 	HoldTime      time.Duration
 	KeepaliveTime time.Duration
 	ConnectTime   time.Duration // 0 when unset (backend default)

@@ -178,7 +178,11 @@ spec:
 		}, {
 			name: "holdTime 2s",
 			yaml: peer("short-hold", "peerASN: 64501, peerAddress: 198.51.100.4, holdTime: 2s"),
-			want: []string{`BGPPeer herald-system/short-hold: spec.holdTime "2s": must be 0 or at least 3s`},
+			want: []string{`BGPPeer herald-system/short-hold: spec.holdTime "2s": must be at least 3s`},
+		}, {
+			name: "holdTime 0 (gobgp would send 90s)",
+			yaml: peer("zero-hold", "peerASN: 64501, peerAddress: 198.51.100.4, holdTime: 0s"),
+			want: []string{`BGPPeer herald-system/zero-hold: spec.holdTime "0s": a hold time of 0 (no keepalives, allowed by RFC 4271 §4.2) is not supported by Herald's BGP backend`},
 		}, {
 			name: "ebgpMultiHop on iBGP",
 			yaml: peer("ibgp-multihop", "peerASN: 64512, peerAddress: 198.51.100.5, ebgpMultiHop: true"),
