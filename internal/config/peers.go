@@ -345,9 +345,10 @@ func peerKey(p *Peer) string {
 }
 
 // checkPeersPerNode enforces what one embedded gobgp server per speaker
-// requires of the peers a node opens: one router ID (the non-empty routerIDs
-// must agree), one local ASN (myASN), and no two sessions to the same address
-// or interface (gobgp keys neighbors by address). Two peers meet on a node
+// requires of the peers a node opens: one router ID (every peer sets the
+// same routerID, or none sets it, as in MetalLB's FRR mode), one local ASN
+// (myASN), and no two sessions to the same address or interface, also in
+// different VRFs (gobgp keys neighbors by address alone). Two peers meet on a node
 // when both select every node, or some node in nodes matches both.
 // The newer peer of a pair (creationTimestamp; an object being created is the
 // newest; then the later name) is reported, so the change that causes the
@@ -371,10 +372,18 @@ func checkPeersPerNode(objs map[string]objRef, created map[string]time.Time, pee
 			switch {
 			case a.MyASN != b.MyASN:
 				p.add(ref.invalid("spec.myASN", fmt.Sprint(b.MyASN), "BGPPeer %s selects the same node with myASN %d: peers on one node must share myASN (one BGP speaker per node; use localASN to present another ASN)", a.Name, a.MyASN))
-			case a.RouterID.IsValid() && b.RouterID.IsValid() && a.RouterID != b.RouterID:
-				p.add(ref.invalid("spec.routerID", b.RouterID.String(), "BGPPeer %s selects the same node with routerID %s: peers on one node must share the router ID", a.Name, a.RouterID))
+			case a.RouterID != b.RouterID:
+				// MetalLB's FRR mode rule (peersCanRunOnSameNode): the
+				// routerID strings must be equal, so set and unset differ.
+				p.add(ref.invalid("spec.routerID", routerIDText(b.RouterID), "BGPPeer %s selects the same node with routerID %s: BGPPeers on one node must all set the same routerID or all leave it unset (one BGP Identifier per node, RFC 4271 §4.2; MetalLB's FRR mode has the same rule), else the node would use one of them for every session", a.Name, routerIDText(a.RouterID)))
 			case a.Interface == "" && b.Interface == "" && a.Address == b.Address:
-				p.add(ref.invalid("spec.peerAddress", b.Address.String(), "BGPPeer %s selects the same node with the same peerAddress: one node can have only one session per neighbor address", a.Name))
+				msg := "one node can have only one session per neighbor address"
+				if a.VRF != b.VRF {
+					// Backend rule: gobgp keys its neighbors by address
+					// alone (BgpServer.neighborMap), whatever the VRF.
+					msg = fmt.Sprintf("the same neighbor address in different VRFs (%s) is not supported by Herald's BGP backend, which keys its sessions by address alone (MetalLB's FRR mode accepts it)", vrfPair(a.VRF, b.VRF))
+				}
+				p.add(ref.invalid("spec.peerAddress", b.Address.String(), "BGPPeer %s selects the same node with the same peerAddress: %s", a.Name, msg))
 			case a.Interface != "" && a.Interface == b.Interface:
 				p.add(ref.invalid("spec.interface", b.Interface, "BGPPeer %s selects the same node with the same interface: one node can have only one unnumbered session per interface", a.Name))
 			default:
@@ -383,6 +392,25 @@ func checkPeersPerNode(objs map[string]objRef, created map[string]time.Time, pee
 			reported[key] = true
 		}
 	}
+}
+
+// routerIDText renders a routerID for an error: the address, or "unset".
+func routerIDText(a netip.Addr) string {
+	if !a.IsValid() {
+		return "unset"
+	}
+	return a.String()
+}
+
+// vrfPair renders two VRF names, "" as "default".
+func vrfPair(a, b string) string {
+	name := func(v string) string {
+		if v == "" {
+			return "the default VRF"
+		}
+		return "VRF " + v
+	}
+	return name(a) + " and " + name(b)
 }
 
 // newer reports whether an object created at x is newer than one created

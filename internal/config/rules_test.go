@@ -444,7 +444,14 @@ func TestPeersOnOneNodeRules(t *testing.T) {
 	const obj = "BGPPeer herald-system/peer-b: "
 	runRuleCases(t, []ruleCase{
 		{name: "two peers agree", mutate: second(func(a, b *v1beta2.BGPPeerSpec) { a.RouterID, b.RouterID = "198.51.100.1", "198.51.100.1" })},
-		{name: "one router id unset", mutate: second(func(a, b *v1beta2.BGPPeerSpec) { b.RouterID = "198.51.100.1" })},
+		// MetalLB's FRR mode refuses these too; before, the node used the
+		// one set for every session.
+		{name: "router id set on the newer peer only", mutate: second(func(a, b *v1beta2.BGPPeerSpec) { b.RouterID = "198.51.100.1" }),
+			want: []string{obj + `spec.routerID "198.51.100.1": BGPPeer peer-a selects the same node with routerID unset: BGPPeers on one node must all set the same routerID or all leave it unset`}},
+		{name: "router id set on the older peer only", mutate: second(func(a, b *v1beta2.BGPPeerSpec) { a.RouterID = "198.51.100.1" }),
+			want: []string{obj + `spec.routerID "unset": BGPPeer peer-a selects the same node with routerID 198.51.100.1`}},
+		{name: "router id unset on both", mutate: second(func(a, b *v1beta2.BGPPeerSpec) {})},
+		{name: "router id set on one, nodes disjoint", mutate: second(func(a, b *v1beta2.BGPPeerSpec) { b.RouterID = "198.51.100.1"; zones(a, b) })},
 		{name: "router id conflict", mutate: second(func(a, b *v1beta2.BGPPeerSpec) { a.RouterID, b.RouterID = "198.51.100.1", "198.51.100.2" }),
 			want: []string{obj + `spec.routerID "198.51.100.2": BGPPeer peer-a selects the same node with routerID 198.51.100.1`}},
 		{name: "router id conflict on disjoint nodes", mutate: second(func(a, b *v1beta2.BGPPeerSpec) {
@@ -470,6 +477,8 @@ func TestPeersOnOneNodeRules(t *testing.T) {
 		}, want: []string{`BGPPeer herald-system/peer-a: spec.myASN "64599": BGPPeer peer-b selects the same node with myASN 64500`}},
 		{name: "same address on one node", mutate: second(func(a, b *v1beta2.BGPPeerSpec) { b.PeerAddress, b.PeerPort = a.PeerAddress, 1790 }),
 			want: []string{obj + `spec.peerAddress "198.51.100.254": BGPPeer peer-a selects the same node with the same peerAddress`}},
+		{name: "same address in different VRFs", mutate: second(func(a, b *v1beta2.BGPPeerSpec) { b.PeerAddress, b.VRF = a.PeerAddress, "red" }),
+			want: []string{obj + `spec.peerAddress "198.51.100.254": BGPPeer peer-a selects the same node with the same peerAddress: the same neighbor address in different VRFs (the default VRF and VRF red) is not supported by Herald's BGP backend, which keys its sessions by address alone (MetalLB's FRR mode accepts it)`}},
 		{name: "same interface on one node", mutate: second(func(a, b *v1beta2.BGPPeerSpec) {
 			a.PeerAddress, a.Interface = "", "eth1"
 			b.PeerAddress, b.Interface, b.PeerASN = "", "eth1", 64503

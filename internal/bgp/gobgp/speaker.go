@@ -195,6 +195,9 @@ func (s *Speaker) SetPeers(ctx context.Context, peers []bgp.PeerConfig) error {
 	if err := checkMarkerCollisions(peers); err != nil {
 		return fmt.Errorf("set peers: %w", err)
 	}
+	if err := checkOneNeighborPerAddress(peers); err != nil {
+		return fmt.Errorf("set peers: %w", err)
+	}
 	routerID, err := s.routerIDFor(peers)
 	if err != nil {
 		return fmt.Errorf("set peers: %w", err)
@@ -609,4 +612,22 @@ func (s *Speaker) Close() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	return s.stop(ctx)
+}
+
+// checkOneNeighborPerAddress refuses two peers with the same neighbor
+// address (or interface) in different VRFs with bgp.ErrUnsupported: gobgp
+// keys its neighbors by address alone (BgpServer.neighborMap), so the
+// second AddPeer would fail. bgp.ValidatePeers allows it (other backends,
+// such as FRR, have a neighbor table per VRF).
+func checkOneNeighborPerAddress(peers []bgp.PeerConfig) error {
+	seen := make(map[string]bgp.PeerConfig, len(peers))
+	var errs []error
+	for _, p := range peers {
+		if o, ok := seen[p.Key()]; ok && o.VRF != p.VRF {
+			errs = append(errs, fmt.Errorf("peers %q (VRF %q) and %q (VRF %q): neighbor %s in two VRFs: gobgp keys neighbors by address alone: %w", o.Name, o.VRF, p.Name, p.VRF, p.Key(), bgp.ErrUnsupported))
+			continue
+		}
+		seen[p.Key()] = p
+	}
+	return errors.Join(errs...)
 }

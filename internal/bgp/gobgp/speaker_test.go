@@ -521,6 +521,13 @@ func TestSetPeersErrors(t *testing.T) {
 	if err := s.SetPeers(ctx, []bgp.PeerConfig{a, a}); !errors.Is(err, bgp.ErrDuplicatePeer) {
 		t.Errorf("duplicate: %v", err)
 	}
+	// Same address in another VRF: valid for bgp.ValidatePeers, but gobgp
+	// has one neighbor per address (AddPeer failed for the second before).
+	red := a
+	red.Name, red.VRF = "a-red", "red"
+	if err := s.SetPeers(ctx, []bgp.PeerConfig{a, red}); !errors.Is(err, bgp.ErrUnsupported) || !strings.Contains(err.Error(), `"a-red"`) {
+		t.Errorf("same address in two VRFs: %v", err)
+	}
 	if err := s.SetPaths(ctx, []bgp.Path{{Prefix: netip.MustParsePrefix("203.0.113.1/32"), LargeCommunities: [][3]uint32{{bgp.ReservedLargeCommunityASN, 1, 0}}}}); !errors.Is(err, bgp.ErrReservedCommunity) {
 		t.Errorf("reserved community: %v", err)
 	}
