@@ -105,17 +105,15 @@ type CommunityAlias struct {
 }
 
 // buildCommunityAliases parses every Community object. Alias names must be
-// non-empty and unique across all Community objects; values must parse.
+// unique across all Community objects; values must parse. An empty name is
+// accepted, as MetalLB does (communitiesFromCrs): a BGPAdvertisement
+// community "" then means that alias.
 func buildCommunityAliases(objs []communityObj, p *problems) map[string]CommunityAlias {
 	aliases := map[string]CommunityAlias{}
 	defined := map[string]string{} // alias name -> object that defined it first
 	for _, o := range objs {
 		for i, a := range o.aliases {
 			field := fmt.Sprintf("spec.communities[%d]", i)
-			if a.Name == "" {
-				p.add(o.ref.invalid(field+".name", "", "alias name must not be empty"))
-				continue
-			}
 			if strings.TrimSpace(a.Name) != a.Name {
 				p.add(o.ref.invalid(field+".name", a.Name, "alias name must not have leading or trailing whitespace"))
 				continue

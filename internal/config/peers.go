@@ -205,16 +205,26 @@ func buildPeer(obj *v1beta2.BGPPeer, env peerEnv, p *problems) *Peer {
 
 	peer.NodeSelectors = convertSelectors(ref, "spec.nodeSelectors", s.NodeSelectors, p)
 
+	// A passwordSecret without a name is absent, as in MetalLB (which
+	// checks only passwordSecret.name, and whose configmaptocrs writes
+	// passwordSecret: {} on every BGPPeer).
+	secretRef := s.PasswordSecret
+	if secretRef != nil && secretRef.Name == "" {
+		if secretRef.Namespace != "" {
+			p.warn(ref, "spec.passwordSecret", "has a namespace but no name: ignored, no password Secret is used (as in MetalLB)")
+		}
+		secretRef = nil
+	}
 	switch {
-	case s.Password != "" && s.PasswordSecret != nil:
+	case s.Password != "" && secretRef != nil:
 		p.add(ref.invalid("spec.passwordSecret", "", "password and passwordSecret are mutually exclusive"))
 	case s.Password != "":
 		if len(s.Password) > maxMD5KeyLen {
 			p.add(ref.invalid("spec.password", "", "longer than %d bytes, the TCP-MD5 key limit (RFC 2385, Linux TCP_MD5SIG_MAXKEYLEN)", maxMD5KeyLen))
 		}
 		peer.Password = Secret(s.Password)
-	case s.PasswordSecret != nil:
-		peer.Password, peer.PasswordSecret = resolvePasswordSecret(ref, s.PasswordSecret, env, p)
+	case secretRef != nil:
+		peer.Password, peer.PasswordSecret = resolvePasswordSecret(ref, secretRef, env, p)
 	}
 
 	if s.BFDProfile != "" {
@@ -257,10 +267,6 @@ func resolvePasswordSecret(ref objRef, sr *corev1.SecretReference, env peerEnv, 
 	}
 	if ns == "" {
 		ns = home
-	}
-	if sr.Name == "" {
-		p.add(ref.invalid("spec.passwordSecret.name", "", "must not be empty"))
-		return "", ""
 	}
 	if ns != home {
 		p.add(ref.invalid("spec.passwordSecret.namespace", sr.Namespace, "the Secret must be in Herald's namespace %q", home))

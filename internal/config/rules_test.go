@@ -285,8 +285,18 @@ func TestCommunityRules(t *testing.T) {
 			want: []string{`Community herald-system/comms: spec.communities[0].value "large:4294967295:0:0"`, `is reserved (RFC 7300)`}},
 		{name: "alias with bad value", mutate: func(r *Resources) { r.Communities[0] = community("comms", "a", "1:2:3") },
 			want: []string{`Community herald-system/comms: spec.communities[0].value "1:2:3"`, `RFC 1997`}},
-		{name: "alias without name", mutate: func(r *Resources) { r.Communities[0] = community("comms", "", "1:2") },
-			want: []string{`Community herald-system/comms: spec.communities[0].name: alias name must not be empty`}},
+		// MetalLB accepts an alias with an empty name (refused before).
+		{name: "alias without name", mutate: func(r *Resources) { r.Communities[0] = community("comms", "", "1:2", "no-export", "65535:65281") }},
+		{name: "alias without name used by an advertisement", mutate: func(r *Resources) {
+			r.Communities[0] = community("comms", "", "1:2")
+			r.BGPAdvertisements[0].Spec.Communities = []string{""}
+		}},
+		{name: "alias without name defined twice", mutate: func(r *Resources) {
+			r.Communities = append(r.Communities, community("more", "", "1:3"), community("most", "", "1:4"))
+		}, want: []string{`Community herald-system/most: spec.communities[0].name: alias is already defined by Community herald-system/more`}},
+		{name: "alias without name defined twice in one object", mutate: func(r *Resources) {
+			r.Communities[0] = community("comms", "", "1:3", "", "1:4")
+		}, want: []string{`Community herald-system/comms: spec.communities[1].name: alias is already defined by Community herald-system/comms`}},
 	})
 }
 
@@ -366,6 +376,15 @@ func TestPeerRules(t *testing.T) {
 		{name: "password and secret", mutate: pe(func(s *v1beta2.BGPPeerSpec) {
 			s.Password, s.PasswordSecret = "s3cret", &corev1.SecretReference{Name: "bgp-pass"}
 		}), want: []string{obj + `spec.passwordSecret: password and passwordSecret are mutually exclusive`}},
+		// What MetalLB's configmaptocrs writes on every BGPPeer; MetalLB
+		// treats it as absent (refused before).
+		{name: "empty passwordSecret is absent", mutate: pe(func(s *v1beta2.BGPPeerSpec) { s.PasswordSecret = &corev1.SecretReference{} })},
+		{name: "password with an empty passwordSecret", mutate: pe(func(s *v1beta2.BGPPeerSpec) {
+			s.Password, s.PasswordSecret = "s3cret", &corev1.SecretReference{}
+		})},
+		{name: "passwordSecret with a namespace only is absent, with a warning", mutate: pe(func(s *v1beta2.BGPPeerSpec) {
+			s.PasswordSecret = &corev1.SecretReference{Namespace: ns}
+		}), warning: obj + `spec.passwordSecret: has a namespace but no name: ignored`},
 		{name: "secret valid", mutate: pe(func(s *v1beta2.BGPPeerSpec) {
 			s.PasswordSecret = &corev1.SecretReference{Name: "bgp-pass", Namespace: ns}
 		})},
