@@ -321,6 +321,26 @@ func KeepLastGood(valid []Path, refused *InvalidPathsError, previous []Path) []P
 	return valid
 }
 
+// Carries reports whether the session carries prefixes of a's family: the
+// family of Address, both with DualStack, both on an Interface
+// (unnumbered) session (RFC 4760).
+func (p PeerConfig) Carries(a netip.Addr) bool {
+	if p.Interface != "" || p.DualStack {
+		return true
+	}
+	return p.Address.Is4() == a.Is4()
+}
+
+// Receives reports whether the session gets path: the path is sent to it
+// (Path.SendsTo), its family is carried (Carries), and a path restricted
+// to named peers (Path.Peers) is not on an Interface (unnumbered) session:
+// per-peer restriction matches the neighbor by address, so unnumbered
+// sessions receive only unrestricted paths. Speaker implementations send
+// exactly these paths; ServiceBGPStatus lists exactly these peers.
+func (p PeerConfig) Receives(path Path) bool {
+	return path.SendsTo(p.Name) && p.Carries(path.Prefix.Addr()) && (len(path.Peers) == 0 || p.Interface == "")
+}
+
 // SendsTo reports whether the path goes to the named peer.
 func (p Path) SendsTo(peer string) bool {
 	return len(p.Peers) == 0 || slices.Contains(p.Peers, peer)

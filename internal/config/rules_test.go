@@ -233,6 +233,12 @@ func TestBGPAdvertisementRules(t *testing.T) {
 			want: []string{`spec.communities[1] "no-export": duplicate community 65535:65281 (also spec.communities[0])`}},
 		{name: "duplicate peers", mutate: ad(func(a *v1beta1.BGPAdvertisement) { a.Spec.Peers = []string{"peer-a", "peer-a"} }),
 			want: []string{`spec.peers[1] "peer-a": duplicate of spec.peers[0]`}},
+		{name: "unnumbered peer in peers is a warning", mutate: func(r *Resources) {
+			u := peer("peer-u", 64500, 64503, "")
+			u.Spec.Interface = "eth1"
+			r.Peers = append(r.Peers, u)
+			r.BGPAdvertisements[0].Spec.Peers = []string{"peer-u"}
+		}, warning: `BGPAdvertisement herald-system/bgp-b: spec.peers[0]: BGPPeer peer-u is unnumbered (spec.interface): Herald cannot restrict paths to an unnumbered session`},
 		{name: "unknown peer is a warning", mutate: ad(func(a *v1beta1.BGPAdvertisement) { a.Spec.Peers = []string{"peer-z"} }),
 			warning: `BGPAdvertisement herald-system/bgp-b: spec.peers[0]: no BGPPeer named "peer-z"`},
 		{name: "identical advertisements", mutate: func(r *Resources) { r.BGPAdvertisements = append(r.BGPAdvertisements, bgpad("bgp-c", "pool-b")) },

@@ -582,21 +582,12 @@ func (s *Speaker) pathsPerPeer() map[string]int {
 	n := make(map[string]int, len(s.peers))
 	for _, p := range s.desiredPaths {
 		for name, cfg := range s.peers {
-			if p.SendsTo(name) && (len(p.Peers) == 0 || cfg.Address.IsValid()) && familyEnabled(cfg, p.Prefix.Addr()) {
+			if cfg.Receives(p) {
 				n[name]++
 			}
 		}
 	}
 	return n
-}
-
-func familyEnabled(p bgp.PeerConfig, a netip.Addr) bool {
-	for _, f := range familiesFor(p) {
-		if (f == familyV4) == a.Is4() {
-			return true
-		}
-	}
-	return false
 }
 
 // Close implements bgp.Speaker: it stops BGP (Cease NOTIFICATION to every
