@@ -36,6 +36,9 @@ var (
 	ErrRouterIDConflict = errors.New("conflicting router IDs")
 	// ErrUnsupported means the implementation cannot honour a configured feature.
 	ErrUnsupported = errors.New("unsupported BGP feature")
+	// ErrNotApplied wraps a SetPaths error of applying (not of refusing a
+	// path): the paths may be applied on a retry.
+	ErrNotApplied = errors.New("BGP paths not applied")
 	// ErrClosed is returned by calls on a closed Speaker.
 	ErrClosed = errors.New("BGP speaker closed")
 )
@@ -85,8 +88,9 @@ type PeerConfig struct {
 	GracefulRestart bool
 	// VRF, if set, binds the session to that host VRF device.
 	VRF string
-	// DualStack also enables the other address family (IPv4 unicast over an
-	// IPv6 session or vice versa, RFC 4760). Interface peers always get both.
+	// DualStack also negotiates the other address family (IPv4 unicast over
+	// an IPv6 session or vice versa, RFC 4760), but no path of that family
+	// is announced on it (see Carries). Interface peers always get both.
 	DualStack bool
 }
 
@@ -253,9 +257,9 @@ func (e *PathError) Unwrap() error { return e.Err }
 
 // InvalidPathsError is what SetPaths returns when it refused some paths
 // (Path.Validate) and applied every other one: a bad path never blocks the
-// rest. Refused is sorted by prefix. A SetPaths error that is not (only) an
-// *InvalidPathsError means applying failed and may succeed on a retry; an
-// *InvalidPathsError does not change on a retry with the same paths.
+// rest. Refused is sorted by prefix. A retry with the same paths refuses
+// them again; a SetPaths error that also failed to apply wraps
+// ErrNotApplied (joined with the *InvalidPathsError, if any).
 type InvalidPathsError struct {
 	Refused []*PathError
 }
@@ -321,11 +325,14 @@ func KeepLastGood(valid []Path, refused *InvalidPathsError, previous []Path) []P
 	return valid
 }
 
-// Carries reports whether the session carries prefixes of a's family: the
-// family of Address, both with DualStack, both on an Interface
-// (unnumbered) session (RFC 4760).
+// Carries reports whether the session carries announced prefixes of a's
+// family: the family of Address, or both on an Interface (unnumbered)
+// session. DualStack negotiates the other family too (RFC 4760) but
+// announces nothing in it: gobgp would send the session's own address as
+// the next hop (an IPv4-mapped ::ffff:a.b.c.d for IPv6 over IPv4), which
+// routers do not install.
 func (p PeerConfig) Carries(a netip.Addr) bool {
-	if p.Interface != "" || p.DualStack {
+	if p.Interface != "" {
 		return true
 	}
 	return p.Address.Is4() == a.Is4()
@@ -423,7 +430,10 @@ type Speaker interface {
 	SetPeers(ctx context.Context, peers []PeerConfig) error
 	// SetPaths makes the announced set equal to paths (already merged with
 	// MergePaths: one entry per prefix). Paths are withdrawn only when they
-	// disappear from the set.
+	// disappear from the set. A path that fails Path.Validate is refused
+	// alone (an *InvalidPathsError; its prefix keeps its last good path)
+	// and every other one is applied; errors of applying wrap
+	// ErrNotApplied.
 	SetPaths(ctx context.Context, paths []Path) error
 	// PeerStates returns a snapshot of every configured session, sorted by name.
 	PeerStates() []PeerState

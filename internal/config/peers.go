@@ -233,6 +233,11 @@ func buildPeer(obj *v1beta2.BGPPeer, env peerEnv, p *problems) *Peer {
 	if s.EBGPMultiHop && peer.MyASN != 0 && peer.PeerASN != 0 && peer.IBGP() {
 		p.add(ref.invalid("spec.ebgpMultiHop", "", "cannot be set on an iBGP session (peer ASN equals the local ASN)"))
 	}
+	if s.DualStackAddressFamily && s.Interface == "" {
+		// Backend rule: gobgp gives a path of the other family the
+		// session's own address as next hop (bgp.PeerConfig.Carries).
+		p.warn(ref, "spec.dualStackAddressFamily", "the session negotiates both address families, but Herald announces only the session's own family on it: gobgp would send the other family's prefixes with the session's own address as next hop (an IPv4-mapped ::ffff:a.b.c.d for IPv6 over IPv4), which routers do not install; add a BGPPeer with the router's address of the other family")
+	}
 	if s.DisableMP {
 		p.warn(ref, "spec.disableMP", "deprecated and ignored: Herald always negotiates multiprotocol BGP (RFC 4760)")
 	}

@@ -409,6 +409,8 @@ func TestPeerRules(t *testing.T) {
 		{name: "secret in another namespace", mutate: pe(func(s *v1beta2.BGPPeerSpec) {
 			s.PasswordSecret = &corev1.SecretReference{Name: "bgp-pass", Namespace: "default"}
 		}), want: []string{obj + `spec.passwordSecret.namespace "default": the Secret must be in Herald's namespace "herald-system"`}},
+		{name: "dualStackAddressFamily warns that the other family is not announced", mutate: pe(func(s *v1beta2.BGPPeerSpec) { s.DualStackAddressFamily = true }),
+			warning: obj + `spec.dualStackAddressFamily: the session negotiates both address families, but Herald announces only the session's own family on it`},
 		{name: "ebgp multihop on ebgp", mutate: pe(func(s *v1beta2.BGPPeerSpec) { s.EBGPMultiHop = true })},
 		{name: "ebgp multihop on ibgp", mutate: pe(func(s *v1beta2.BGPPeerSpec) { s.EBGPMultiHop, s.PeerASN = true, 64500 }),
 			want: []string{obj + `spec.ebgpMultiHop: cannot be set on an iBGP session`}},

@@ -140,7 +140,7 @@ func (a *pathApplier) pass(ctx context.Context) error {
 	start := time.Now()
 	err := a.speaker.SetPaths(ctx, merged)
 	var refused *bgp.InvalidPathsError
-	if errors.As(err, &refused) && err == error(refused) {
+	if errors.As(err, &refused) && !errors.Is(err, bgp.ErrNotApplied) {
 		// Applied except the refused paths: a retry with the same paths
 		// would refuse them again, so this is success; the Services whose
 		// paths were refused are told once (the refusal is in err).
