@@ -59,21 +59,6 @@ func TestBGPRules(t *testing.T) {
 			c.res.Peers = append(c.res.Peers, peer("v6", 64500, 64502, "2001:db8::2"))
 		}, svc: svc("ns/a", v4), eps: ready("n2"),
 			paths: []bgp.Path{{Prefix: pfx("198.51.100.77/32")}}, peers: all},
-		{name: "unnumbered peer gets unrestricted paths", setup: func(c *cluster) {
-			u := peer("unnumbered", 64500, 64503, "")
-			u.Spec.Interface = "eth1"
-			c.res.Peers = append(c.res.Peers, u)
-		}, svc: svc("ns/a", v6), eps: ready("n2"),
-			paths: []bgp.Path{{Prefix: pfx("2001:db8:1::77/128")}}, peers: []string{"unnumbered"}},
-		// Restriction matches neighbors by address: an unnumbered peer
-		// named by the advertisement never gets the path (listed before).
-		{name: "unnumbered peer named by a restricted advertisement", setup: func(c *cluster) {
-			u := peer("unnumbered", 64500, 64503, "")
-			u.Spec.Interface = "eth1"
-			c.res.Peers = append(c.res.Peers, u)
-			c.res.BGPAdvertisements[0].Spec.Peers = []string{"ebgp", "unnumbered"}
-		}, svc: svc("ns/a", v4), eps: ready("n2"),
-			paths: []bgp.Path{{Prefix: pfx("198.51.100.77/32"), Peers: []string{"ebgp", "unnumbered"}}}, peers: []string{"ebgp"}},
 		{name: "aggregationLength masks IPv4", setup: func(c *cluster) {
 			c.res.BGPAdvertisements[0].Spec.AggregationLength = i32(24)
 		}, svc: svc("ns/a", v4), eps: ready("n2"), paths: []bgp.Path{{Prefix: pfx("198.51.100.0/24")}}, peers: all},

@@ -184,7 +184,7 @@ func buildL2Advertisement(obj *v1beta1.L2Advertisement, pools []*Pool, p *proble
 	return ad
 }
 
-func buildBGPAdvertisement(obj *v1beta1.BGPAdvertisement, pools []*Pool, peerNames, unnumbered map[string]bool, aliases map[string]CommunityAlias, p *problems) *BGPAdvertisement {
+func buildBGPAdvertisement(obj *v1beta1.BGPAdvertisement, pools []*Pool, peerNames map[string]bool, aliases map[string]CommunityAlias, p *problems) *BGPAdvertisement {
 	ref := objRef{KindBGPAdvertisement, obj.Namespace, obj.Name}
 	n := len(p.invalid)
 	ad := &BGPAdvertisement{Name: obj.Name, AggregationLength: 32, AggregationLengthV6: 128, LocalPref: obj.Spec.LocalPref}
@@ -235,13 +235,8 @@ func buildBGPAdvertisement(obj *v1beta1.BGPAdvertisement, pools []*Pool, peerNam
 			continue
 		}
 		seenPeer[name] = i
-		switch {
-		case !peerNames[name]:
+		if !peerNames[name] {
 			p.warn(ref, field, "no BGPPeer named %q; the entry selects nothing", name)
-		case unnumbered[name]:
-			// Backend rule: per-peer restriction matches the neighbor by
-			// address (bgp.PeerConfig.Receives).
-			p.warn(ref, field, "BGPPeer %s is unnumbered (spec.interface): Herald cannot restrict paths to an unnumbered session, so it receives only the paths of advertisements without spec.peers, not this one's", name)
 		}
 		ad.Peers = append(ad.Peers, name)
 	}

@@ -158,7 +158,6 @@ func Build(r Resources, opts Options) (*Snapshot, error) {
 		}
 	}
 	allPeerNames := map[string]bool{}
-	unnumberedPeers := map[string]bool{}
 	peerRefs := map[string]objRef{}
 	peerCreated := map[string]time.Time{}
 	seen = map[string]bool{}
@@ -168,9 +167,6 @@ func Build(r Resources, opts Options) (*Snapshot, error) {
 			continue
 		}
 		allPeerNames[obj.Name] = true
-		if obj.Spec.Interface != "" && obj.Spec.PeerAddress == "" {
-			unnumberedPeers[obj.Name] = true
-		}
 		if !forThisNode(obj.Spec.NodeSelectors) {
 			continue
 		}
@@ -221,7 +217,7 @@ func Build(r Resources, opts Options) (*Snapshot, error) {
 			continue
 		}
 		adRefs[obj.Name] = objRef{KindBGPAdvertisement, obj.Namespace, obj.Name}
-		if ad := buildBGPAdvertisement(obj, snap.pools, allPeerNames, unnumberedPeers, aliases, p); ad != nil {
+		if ad := buildBGPAdvertisement(obj, snap.pools, allPeerNames, aliases, p); ad != nil {
 			snap.bgp = append(snap.bgp, ad)
 		}
 	}

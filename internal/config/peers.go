@@ -148,7 +148,13 @@ func buildPeer(obj *v1beta2.BGPPeer, env peerEnv, p *problems) *Peer {
 	case s.Interface != "":
 		if strings.TrimSpace(s.Interface) != s.Interface || strings.ContainsAny(s.Interface, "/ \t") || len(s.Interface) > 15 {
 			p.add(ref.invalid("spec.interface", s.Interface, "not a valid network interface name"))
+			break
 		}
+		// Backend rule, found on the wire (e2e TestBGPPeerVariants/
+		// Unnumbered against FRR): the session comes up, but gobgp v3.37
+		// announces on it with the unspecified next hop "::" in both
+		// families, and the router accepts none of the paths.
+		p.add(ref.invalid("spec.interface", s.Interface, "unnumbered BGP is not supported by Herald's BGP backend: gobgp announces paths on such a session with the unspecified next hop (::), which routers refuse (FRR accepted none in Herald's lab test); set spec.peerAddress to the router's address on the link instead"))
 		peer.Interface = s.Interface
 	default:
 		a, err := parseUnicast(s.PeerAddress)
@@ -157,7 +163,7 @@ func buildPeer(obj *v1beta2.BGPPeer, env peerEnv, p *problems) *Peer {
 			p.add(ref.invalid("spec.peerAddress", s.PeerAddress, "%s", err))
 		case a.Zone() != "":
 			// Backend rule: bgp.PeerConfig refuses a zoned neighbor address.
-			p.add(ref.invalid("spec.peerAddress", s.PeerAddress, "an IPv6 zone is not supported by Herald's BGP backend; for a session over an interface's link-local address set spec.interface (unnumbered BGP) instead"))
+			p.add(ref.invalid("spec.peerAddress", s.PeerAddress, "an IPv6 zone is not supported by Herald's BGP backend (nor is unnumbered BGP, spec.interface): use the router's global address"))
 		}
 		peer.Address = a
 	}

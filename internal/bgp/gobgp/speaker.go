@@ -26,6 +26,7 @@ import (
 	"time"
 
 	api "github.com/osrg/gobgp/v3/api"
+	"github.com/osrg/gobgp/v3/pkg/config/oc"
 	gobgplog "github.com/osrg/gobgp/v3/pkg/log"
 	"github.com/osrg/gobgp/v3/pkg/server"
 	"github.com/prometheus/client_golang/prometheus"
@@ -76,11 +77,14 @@ type Speaker struct {
 	opts Options
 	srv  *server.BgpServer
 
-	mu           sync.Mutex // serialises SetPeers, SetPaths, Close
-	closed       bool
-	started      bool
-	routerID     netip.Addr
-	peers        map[string]bgp.PeerConfig // applied, by name
+	mu       sync.Mutex // serialises SetPeers, SetPaths, Close
+	closed   bool
+	started  bool
+	routerID netip.Addr
+	peers    map[string]bgp.PeerConfig // applied, by name
+	// linkLocal is the neighbor address ("fe80::1%eth1") gobgp knows each
+	// applied interface (unnumbered) peer by, by name.
+	linkLocal    map[string]string
 	desiredPaths []bgp.Path                // merged
 	paths        map[netip.Prefix]bgp.Path // announced to gobgp
 	watchCancel  context.CancelFunc
@@ -102,13 +106,14 @@ func New(opts Options) (*Speaker, error) {
 	}
 	adapter := newSlogAdapter(opts.Logger.With(logging.KeyLibrary, "gobgp"))
 	s := &Speaker{
-		log:     opts.Logger,
-		opts:    opts,
-		srv:     server.NewBgpServer(server.LoggerOption(adapter)),
-		peers:   map[string]bgp.PeerConfig{},
-		paths:   map[netip.Prefix]bgp.Path{},
-		byKey:   map[string]string{},
-		runtime: map[string]*peerRuntime{},
+		log:       opts.Logger,
+		opts:      opts,
+		srv:       server.NewBgpServer(server.LoggerOption(adapter)),
+		peers:     map[string]bgp.PeerConfig{},
+		linkLocal: map[string]string{},
+		paths:     map[netip.Prefix]bgp.Path{},
+		byKey:     map[string]string{},
+		runtime:   map[string]*peerRuntime{},
 	}
 	adapter.onWarn = s.gobgpWarning
 	go s.srv.Serve()
@@ -175,6 +180,7 @@ func (s *Speaker) stop(ctx context.Context) error {
 	err := s.srv.StopBgp(ctx, &api.StopBgpRequest{})
 	s.started = false
 	s.peers = map[string]bgp.PeerConfig{}
+	s.linkLocal = map[string]string{}
 	s.paths = map[netip.Prefix]bgp.Path{}
 	s.stateMu.Lock()
 	s.byKey = map[string]string{}
@@ -263,10 +269,28 @@ func (s *Speaker) SetPeers(ctx context.Context, peers []bgp.PeerConfig) error {
 		s.byKey[p.Key()] = p.Name
 		s.runtime[p.Name] = &peerRuntime{label: p.MetricLabel(), state: bgp.StateIdle}
 		s.stateMu.Unlock()
-		if err := s.srv.AddPeer(ctx, &api.AddPeerRequest{Peer: toAPIPeer(p, s.opts.MaxReceivedPrefixes)}); err != nil {
+		ap := toAPIPeer(p, s.opts.MaxReceivedPrefixes)
+		if p.Interface != "" {
+			// gobgp v3.37's AddPeer reads the neighbor address before it
+			// resolves NeighborInterface ("NeighborAddress is not
+			// configured"): resolve it here, as gobgp would, from the
+			// interface's IPv6 neighbor table (exactly one link-local
+			// neighbor: a point-to-point link).
+			addr, err := oc.GetIPv6LinkLocalNeighborAddress(p.Interface)
+			if err != nil {
+				s.forgetPeer(p)
+				errs = append(errs, fmt.Errorf("add peer %q (interface %s): the router's IPv6 link-local address is not known on the interface (yet): %w", p.Name, p.Interface, err))
+				continue
+			}
+			ap.Conf.NeighborAddress = addr
+		}
+		if err := s.srv.AddPeer(ctx, &api.AddPeerRequest{Peer: ap}); err != nil {
 			s.forgetPeer(p)
 			errs = append(errs, fmt.Errorf("add peer %q (%s): %w", p.Name, p.Key(), err))
 			continue
+		}
+		if p.Interface != "" {
+			s.linkLocal[p.Name] = ap.Conf.NeighborAddress
 		}
 		s.peers[p.Name] = p
 		s.log.Info("BGP peer added", "peer", p.Name, "address", p.Key(), "port", p.PortOrDefault(), "myASN", p.EffectiveASN(), "peerASN", p.PeerASN)
@@ -294,7 +318,7 @@ func (s *Speaker) ResetPeer(ctx context.Context, name, reason string) error {
 	}
 	addr := p.Address.String()
 	if p.Interface != "" {
-		addr = p.Interface
+		addr = s.linkLocal[name]
 	}
 	if err := s.srv.ResetPeer(ctx, &api.ResetPeerRequest{Address: addr, Communication: reason}); err != nil {
 		return fmt.Errorf("reset peer %q (%s): %w", name, addr, err)
@@ -309,14 +333,18 @@ func globalASN(peers []bgp.PeerConfig) uint32 {
 }
 
 func (s *Speaker) deletePeer(ctx context.Context, p bgp.PeerConfig) error {
+	// An interface peer is deleted by the link-local address it was added
+	// with: gobgp would resolve the interface again, and fail once the
+	// router's neighbor entry is gone.
 	req := &api.DeletePeerRequest{Address: p.Address.String()}
 	if p.Interface != "" {
-		req = &api.DeletePeerRequest{Interface: p.Interface}
+		req = &api.DeletePeerRequest{Address: s.linkLocal[p.Name]}
 	}
 	if err := s.srv.DeletePeer(ctx, req); err != nil {
 		return fmt.Errorf("delete peer %q (%s): %w", p.Name, p.Key(), err)
 	}
 	delete(s.peers, p.Name)
+	delete(s.linkLocal, p.Name)
 	s.forgetPeer(p)
 	s.log.Info("BGP peer removed", "peer", p.Name, "address", p.Key())
 	return nil
@@ -342,7 +370,8 @@ func (s *Speaker) forgetPeer(p bgp.PeerConfig) {
 // blocks the others, which are applied (withdrawals too). A refused prefix
 // that has no valid path keeps the path last set for it, if any (the last
 // good state stays in force). The refusals come back as a
-// *bgp.InvalidPathsError, joined with the errors of applying, if any.
+// *bgp.InvalidPathsError, joined with the errors of applying, if any
+// (those wrap bgp.ErrNotApplied).
 func (s *Speaker) SetPaths(ctx context.Context, paths []bgp.Path) error {
 	valid, refused := bgp.ValidatePaths(paths)
 	s.mu.Lock()
@@ -361,7 +390,9 @@ func (s *Speaker) SetPaths(ctx context.Context, paths []bgp.Path) error {
 	s.desiredPaths = merged
 	var err error
 	if s.started {
-		err = s.applyPaths(ctx)
+		if err = s.applyPaths(ctx); err != nil {
+			err = fmt.Errorf("%w: %w", bgp.ErrNotApplied, err)
+		}
 	}
 	switch {
 	case refused == nil:
