@@ -59,7 +59,10 @@ func (e *env) decideBGP(ip netip.Addr, pool *config.Pool) BGPDecision {
 			}
 		}
 	}
-	peers := e.in.Config.PeersForNode(e.self.Labels)
+	var peers []bgp.PeerConfig
+	for _, p := range e.in.Config.PeersForNode(e.self.Labels) {
+		peers = append(peers, session(p, netip.Addr{}))
+	}
 	d := BGPDecision{Announce: true}
 	for _, ad := range ads {
 		p, to := bgpPath(ip, ad, peers)
@@ -73,7 +76,9 @@ func (e *env) decideBGP(ip netip.Addr, pool *config.Pool) BGPDecision {
 }
 
 // bgpPath builds the path one advertisement asks for, and the names of the
-// given peers (this node's sessions) that receive it:
+// given peers (this node's sessions) that receive it (bgp.PeerConfig.Receives:
+// the path is for them, their session carries its family, and a restricted
+// path is not sent on unnumbered sessions):
 //
 //   - Prefix: ip masked to aggregationLength (IPv4) or aggregationLengthV6.
 //   - Communities (RFC 1997) and LargeCommunities (RFC 8092), sorted.
@@ -83,7 +88,7 @@ func (e *env) decideBGP(ip netip.Addr, pool *config.Pool) BGPDecision {
 //     A path going to iBGP and eBGP peers keeps it: the BGP implementation
 //     never sends LOCAL_PREF to eBGP peers (internal/bgp/gobgp strips it).
 //   - Peers: the advertisement's peers list (nil: every peer).
-func bgpPath(ip netip.Addr, ad *config.BGPAdvertisement, peers []*config.Peer) (bgp.Path, []string) {
+func bgpPath(ip netip.Addr, ad *config.BGPAdvertisement, peers []bgp.PeerConfig) (bgp.Path, []string) {
 	p := bgp.Path{Prefix: ad.Prefix(ip), Peers: slices.Clone(ad.Peers)}
 	for _, c := range ad.Communities {
 		if c.Large {
@@ -96,9 +101,9 @@ func bgpPath(ip netip.Addr, ad *config.BGPAdvertisement, peers []*config.Peer) (
 	var to []string
 	ibgp := false
 	for _, peer := range peers {
-		if ad.AppliesToPeer(peer.Name) {
+		if peer.Receives(p) {
 			to = append(to, peer.Name)
-			ibgp = ibgp || peer.IBGP()
+			ibgp = ibgp || peer.IsIBGP()
 		}
 	}
 	if ad.LocalPref != 0 && ibgp {

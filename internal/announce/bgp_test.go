@@ -45,8 +45,20 @@ func TestBGPRules(t *testing.T) {
 	}{
 		{name: "host route to every peer", svc: svc("ns/a", v4), eps: ready("n2"),
 			paths: []bgp.Path{{Prefix: pfx("198.51.100.77/32")}}, peers: all},
-		{name: "IPv6 host route", svc: svc("ns/a", v6), eps: ready("n2"),
-			paths: []bgp.Path{{Prefix: pfx("2001:db8:1::77/128")}}, peers: all},
+		// The IPv4 sessions do not carry IPv6 (listed as recipients before).
+		{name: "IPv6 host route, IPv4 peers only", svc: svc("ns/a", v6), eps: ready("n2"),
+			paths: []bgp.Path{{Prefix: pfx("2001:db8:1::77/128")}}},
+		// A dual-stack IPv4 session announces no IPv6 (the next hop would
+		// be IPv4-mapped, unusable).
+		{name: "IPv6 host route to an IPv6 peer, not a dual-stack IPv4 peer", setup: func(c *cluster) {
+			c.res.Peers[0].Spec.DualStackAddressFamily = true
+			c.res.Peers = append(c.res.Peers, peer("v6", 64500, 64502, "2001:db8::2"))
+		}, svc: svc("ns/a", v6), eps: ready("n2"),
+			paths: []bgp.Path{{Prefix: pfx("2001:db8:1::77/128")}}, peers: []string{"v6"}},
+		{name: "IPv4 host route not to an IPv6 peer", setup: func(c *cluster) {
+			c.res.Peers = append(c.res.Peers, peer("v6", 64500, 64502, "2001:db8::2"))
+		}, svc: svc("ns/a", v4), eps: ready("n2"),
+			paths: []bgp.Path{{Prefix: pfx("198.51.100.77/32")}}, peers: all},
 		{name: "aggregationLength masks IPv4", setup: func(c *cluster) {
 			c.res.BGPAdvertisements[0].Spec.AggregationLength = i32(24)
 		}, svc: svc("ns/a", v4), eps: ready("n2"), paths: []bgp.Path{{Prefix: pfx("198.51.100.0/24")}}, peers: all},

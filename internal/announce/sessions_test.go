@@ -104,9 +104,6 @@ func TestSessions(t *testing.T) {
 			want: func(p *bgp.PeerConfig) {
 				p.DualStack, p.VRF, p.SourceAddress, p.Port, p.LocalASN = true, "red", netip.MustParseAddr("198.51.100.10"), 1179, 64600
 			}},
-		{name: "unnumbered interface peer", nodeIP: nodeIP,
-			spec: func(s *v1beta2.BGPPeerSpec) { s.PeerAddress, s.Interface = "", "eth1" },
-			want: func(p *bgp.PeerConfig) { p.Address, p.Interface = netip.Addr{}, "eth1" }},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -41,19 +41,23 @@ func (f *Fake) SetPeers(_ context.Context, peers []PeerConfig) error {
 	return nil
 }
 
-// SetPaths implements Speaker.
+// SetPaths implements Speaker as the gobgp speaker does: refused paths
+// (an *InvalidPathsError) never block the others, and a refused prefix
+// keeps its last good path.
 func (f *Fake) SetPaths(_ context.Context, paths []Path) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.pre(); err != nil {
 		return err
 	}
-	for _, p := range paths {
-		if err := p.Validate(); err != nil {
-			return err
-		}
+	valid, refused := ValidatePaths(paths)
+	if refused != nil {
+		valid = KeepLastGood(valid, refused, f.paths)
 	}
-	f.paths, _ = MergePaths(paths)
+	f.paths, _ = MergePaths(valid)
+	if refused != nil {
+		return refused
+	}
 	return nil
 }
 

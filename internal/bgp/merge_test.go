@@ -249,3 +249,31 @@ func TestMetricLabel(t *testing.T) {
 		t.Errorf("v4: %s", got)
 	}
 }
+
+// TestPeerReceives: the one rule for who gets a path (the speaker's
+// per-peer counts, ServiceBGPStatus).
+func TestPeerReceives(t *testing.T) {
+	v4 := PeerConfig{Name: "v4", Address: netip.MustParseAddr("198.51.100.1")}
+	v6 := PeerConfig{Name: "v6", Address: netip.MustParseAddr("2001:db8::1")}
+	ds := PeerConfig{Name: "ds", Address: netip.MustParseAddr("198.51.100.2"), DualStack: true}
+	un := PeerConfig{Name: "un", Interface: "eth1"}
+	p4 := Path{Prefix: netip.MustParsePrefix("203.0.113.1/32")}
+	p6 := Path{Prefix: netip.MustParsePrefix("2001:db8:1::1/128")}
+	only := func(p Path, peers ...string) Path { p.Peers = peers; return p }
+	for _, tc := range []struct {
+		peer PeerConfig
+		path Path
+		want bool
+	}{
+		{v4, p4, true}, {v4, p6, false}, {v6, p6, true}, {v6, p4, false},
+		// Dual-stack negotiates both families but announces its own only.
+		{ds, p4, true}, {ds, p6, false},
+		// Unnumbered: both families, unrestricted paths only.
+		{un, p4, true}, {un, p6, true}, {un, only(p4, "un"), false},
+		{v4, only(p4, "v4"), true}, {v4, only(p4, "v6"), false},
+	} {
+		if got := tc.peer.Receives(tc.path); got != tc.want {
+			t.Errorf("%s receives %v (peers %v) = %v, want %v", tc.peer.Name, tc.path.Prefix, tc.path.Peers, got, tc.want)
+		}
+	}
+}

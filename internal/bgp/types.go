@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -35,6 +36,9 @@ var (
 	ErrRouterIDConflict = errors.New("conflicting router IDs")
 	// ErrUnsupported means the implementation cannot honour a configured feature.
 	ErrUnsupported = errors.New("unsupported BGP feature")
+	// ErrNotApplied wraps a SetPaths error of applying (not of refusing a
+	// path): the paths may be applied on a retry.
+	ErrNotApplied = errors.New("BGP paths not applied")
 	// ErrClosed is returned by calls on a closed Speaker.
 	ErrClosed = errors.New("BGP speaker closed")
 )
@@ -67,7 +71,8 @@ type PeerConfig struct {
 	// SourceAddress, if set, is the local address the session is opened from.
 	SourceAddress netip.Addr
 	// HoldTime in whole seconds, 0 or >= 3 s (RFC 4271 §4.2). 0 means the
-	// implementation default (90 s for gobgp; gobgp cannot disable keepalives).
+	// implementation default (90 s for gobgp, which cannot send a Hold Time
+	// of 0: internal/config refuses holdTime 0 on a BGPPeer).
 	HoldTime time.Duration
 	// KeepaliveTime in whole seconds; 0 means HoldTime/3 (RFC 4271 §10).
 	KeepaliveTime time.Duration
@@ -83,8 +88,9 @@ type PeerConfig struct {
 	GracefulRestart bool
 	// VRF, if set, binds the session to that host VRF device.
 	VRF string
-	// DualStack also enables the other address family (IPv4 unicast over an
-	// IPv6 session or vice versa, RFC 4760). Interface peers always get both.
+	// DualStack also negotiates the other address family (IPv4 unicast over
+	// an IPv6 session or vice versa, RFC 4760), but no path of that family
+	// is announced on it (see Carries). Interface peers always get both.
 	DualStack bool
 }
 
@@ -213,14 +219,133 @@ func (p Path) Validate() error {
 		return fmt.Errorf("path %v: prefix: zoned or IPv4-mapped: %w", p.Prefix, ErrInvalidPath)
 	}
 	for _, lc := range p.LargeCommunities {
-		if lc[0] == ReservedLargeCommunityASN {
-			return fmt.Errorf("path %v: large community %d:%d:%d: %w", p.Prefix, lc[0], lc[1], lc[2], ErrReservedCommunity)
+		if err := CheckLargeCommunity(lc); err != nil {
+			return fmt.Errorf("path %v: %w", p.Prefix, err)
 		}
 	}
 	if slices.Contains(p.Peers, "") {
 		return fmt.Errorf("path %v: peers: empty name: %w", p.Prefix, ErrInvalidPath)
 	}
 	return nil
+}
+
+// CheckLargeCommunity reports whether a large community (RFC 8092: Global
+// Administrator, Local Data Part 1, Local Data Part 2) may be carried by a
+// Path. The one value refused is the Global Administrator
+// ReservedLargeCommunityASN (AS 4294967295, reserved by RFC 7300), which the
+// gobgp implementation uses for its per-peer markers; the error wraps
+// ErrReservedCommunity. Configuration validation (internal/config) and
+// Path.Validate both call it, so what the configuration admits is what a
+// path can carry.
+func CheckLargeCommunity(c [3]uint32) error {
+	if c[0] == ReservedLargeCommunityASN {
+		return fmt.Errorf("large community %d:%d:%d: Global Administrator %d is reserved (RFC 7300) and used internally by Herald for per-peer markers: %w",
+			c[0], c[1], c[2], uint32(ReservedLargeCommunityASN), ErrReservedCommunity)
+	}
+	return nil
+}
+
+// PathError is the refusal of one Path by SetPaths: Err (wrapping
+// ErrInvalidPath or ErrReservedCommunity) names the prefix.
+type PathError struct {
+	Prefix netip.Prefix
+	Err    error
+}
+
+func (e *PathError) Error() string { return e.Err.Error() }
+func (e *PathError) Unwrap() error { return e.Err }
+
+// InvalidPathsError is what SetPaths returns when it refused some paths
+// (Path.Validate) and applied every other one: a bad path never blocks the
+// rest. Refused is sorted by prefix. A retry with the same paths refuses
+// them again; a SetPaths error that also failed to apply wraps
+// ErrNotApplied (joined with the *InvalidPathsError, if any).
+type InvalidPathsError struct {
+	Refused []*PathError
+}
+
+func (e *InvalidPathsError) Error() string {
+	msgs := make([]string, len(e.Refused))
+	for i, r := range e.Refused {
+		msgs[i] = r.Error()
+	}
+	return fmt.Sprintf("%d path(s) refused, the others applied: %s", len(e.Refused), strings.Join(msgs, "; "))
+}
+
+// Unwrap returns the refusals, so errors.Is finds ErrInvalidPath and
+// ErrReservedCommunity.
+func (e *InvalidPathsError) Unwrap() []error {
+	out := make([]error, len(e.Refused))
+	for i, r := range e.Refused {
+		out[i] = r
+	}
+	return out
+}
+
+// ValidatePaths splits paths into the valid ones and the refused ones (nil
+// when none). A prefix with one invalid path among several (unmerged paths
+// of different Services) keeps its valid paths.
+func ValidatePaths(paths []Path) ([]Path, *InvalidPathsError) {
+	var refused []*PathError
+	valid := make([]Path, 0, len(paths))
+	for _, p := range paths {
+		if err := p.Validate(); err != nil {
+			refused = append(refused, &PathError{Prefix: p.Prefix, Err: err})
+			continue
+		}
+		valid = append(valid, p)
+	}
+	if refused == nil {
+		return paths, nil
+	}
+	slices.SortStableFunc(refused, func(a, b *PathError) int { return a.Prefix.Addr().Compare(b.Prefix.Addr()) })
+	return valid, &InvalidPathsError{Refused: refused}
+}
+
+// KeepLastGood returns valid plus, for every refused prefix without a
+// valid path, the path previously desired for it (previous is merged: one
+// path per prefix), so that refused input leaves the last good path of a
+// prefix in force. valid's array may be appended to.
+func KeepLastGood(valid []Path, refused *InvalidPathsError, previous []Path) []Path {
+	have := make(map[netip.Prefix]bool, len(valid))
+	for _, p := range valid {
+		have[p.Prefix.Masked()] = true
+	}
+	prev := make(map[netip.Prefix]Path, len(previous))
+	for _, p := range previous {
+		prev[p.Prefix] = p
+	}
+	for _, r := range refused.Refused {
+		pfx := r.Prefix.Masked()
+		if old, ok := prev[pfx]; ok && !have[pfx] {
+			valid = append(valid, old)
+			have[pfx] = true
+		}
+	}
+	return valid
+}
+
+// Carries reports whether the session carries announced prefixes of a's
+// family: the family of Address, or both on an Interface (unnumbered)
+// session. DualStack negotiates the other family too (RFC 4760) but
+// announces nothing in it: gobgp would send the session's own address as
+// the next hop (an IPv4-mapped ::ffff:a.b.c.d for IPv6 over IPv4), which
+// routers do not install.
+func (p PeerConfig) Carries(a netip.Addr) bool {
+	if p.Interface != "" {
+		return true
+	}
+	return p.Address.Is4() == a.Is4()
+}
+
+// Receives reports whether the session gets path: the path is sent to it
+// (Path.SendsTo), its family is carried (Carries), and a path restricted
+// to named peers (Path.Peers) is not on an Interface (unnumbered) session:
+// per-peer restriction matches the neighbor by address, so unnumbered
+// sessions receive only unrestricted paths. Speaker implementations send
+// exactly these paths; ServiceBGPStatus lists exactly these peers.
+func (p PeerConfig) Receives(path Path) bool {
+	return path.SendsTo(p.Name) && p.Carries(path.Prefix.Addr()) && (len(path.Peers) == 0 || p.Interface == "")
 }
 
 // SendsTo reports whether the path goes to the named peer.
@@ -305,7 +430,10 @@ type Speaker interface {
 	SetPeers(ctx context.Context, peers []PeerConfig) error
 	// SetPaths makes the announced set equal to paths (already merged with
 	// MergePaths: one entry per prefix). Paths are withdrawn only when they
-	// disappear from the set.
+	// disappear from the set. A path that fails Path.Validate is refused
+	// alone (an *InvalidPathsError; its prefix keeps its last good path)
+	// and every other one is applied; errors of applying wrap
+	// ErrNotApplied.
 	SetPaths(ctx context.Context, paths []Path) error
 	// PeerStates returns a snapshot of every configured session, sorted by name.
 	PeerStates() []PeerState

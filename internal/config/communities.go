@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/herald-lb/herald/internal/bgp"
 )
 
 // Community is a BGP community value: either a standard community (RFC 1997,
@@ -43,7 +45,10 @@ func (c Community) Compare(o Community) int {
 
 // ParseCommunity parses "x:y" (two decimal uint16, RFC 1997) or
 // "large:a:b:c" (three decimal uint32, RFC 8092; the "large" keyword is case
-// insensitive). Surrounding whitespace is not accepted.
+// insensitive). Surrounding whitespace is not accepted. A large community
+// must also pass bgp.CheckLargeCommunity (the Global Administrator
+// 4294967295 is reserved), the check every announced path gets, so that a
+// community this accepts can always be announced.
 func ParseCommunity(s string) (Community, error) {
 	parts := strings.Split(s, ":")
 	if len(parts) == 4 && strings.EqualFold(parts[0], "large") {
@@ -54,6 +59,9 @@ func ParseCommunity(s string) (Community, error) {
 				return Community{}, fmt.Errorf("large community %q: part %d %w (want large:<uint32>:<uint32>:<uint32>, RFC 8092)", s, i+1, err)
 			}
 			v[i] = uint32(n)
+		}
+		if err := bgp.CheckLargeCommunity(v); err != nil {
+			return Community{}, fmt.Errorf("large community %q: %w", s, err)
 		}
 		return Community{Large: true, A: v[0], B: v[1], C: v[2]}, nil
 	}
@@ -97,17 +105,15 @@ type CommunityAlias struct {
 }
 
 // buildCommunityAliases parses every Community object. Alias names must be
-// non-empty and unique across all Community objects; values must parse.
+// unique across all Community objects; values must parse. An empty name is
+// accepted, as MetalLB does (communitiesFromCrs): a BGPAdvertisement
+// community "" then means that alias.
 func buildCommunityAliases(objs []communityObj, p *problems) map[string]CommunityAlias {
 	aliases := map[string]CommunityAlias{}
 	defined := map[string]string{} // alias name -> object that defined it first
 	for _, o := range objs {
 		for i, a := range o.aliases {
 			field := fmt.Sprintf("spec.communities[%d]", i)
-			if a.Name == "" {
-				p.add(o.ref.invalid(field+".name", "", "alias name must not be empty"))
-				continue
-			}
 			if strings.TrimSpace(a.Name) != a.Name {
 				p.add(o.ref.invalid(field+".name", a.Name, "alias name must not have leading or trailing whitespace"))
 				continue

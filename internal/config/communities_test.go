@@ -8,8 +8,8 @@ func TestParseCommunity(t *testing.T) {
 		"65535:65281":                            {A: 65535, B: 65281},
 		"64500:100":                              {A: 64500, B: 100},
 		"large:1:2:3":                            {Large: true, A: 1, B: 2, C: 3},
-		"LARGE:4294967295:0:42":                  {Large: true, A: 4294967295, C: 42},
-		"large:4294967295:4294967295:4294967295": {Large: true, A: 1<<32 - 1, B: 1<<32 - 1, C: 1<<32 - 1},
+		"LARGE:4294967294:0:42":                  {Large: true, A: 4294967294, C: 42},
+		"large:4294967294:4294967295:4294967295": {Large: true, A: 1<<32 - 2, B: 1<<32 - 1, C: 1<<32 - 1},
 	} {
 		got, err := ParseCommunity(in)
 		if err != nil || got != want {
@@ -24,7 +24,7 @@ func TestParseCommunity(t *testing.T) {
 		t.Errorf("Standard() = %#x", c.Standard())
 	}
 	for _, bad := range []string{"", ":", "1:", ":1", "65536:0", "0:65536", "-1:1", "+1:1", "0x1:1", "1:2:3",
-		"large:1:2", "large:1:2:3:4", "large:4294967296:0:0", "large::1:2", "1 :2", "１:2", "1_0:2", "huge:1:2:3"} {
+		"large:1:2", "large:1:2:3:4", "large:4294967296:0:0", "large:4294967295:0:0", "LARGE:4294967295:1:2", "large::1:2", "1 :2", "１:2", "1_0:2", "huge:1:2:3"} {
 		if c, err := ParseCommunity(bad); err == nil {
 			t.Errorf("ParseCommunity(%q) = %v, want error", bad, c)
 		}

@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/herald-lb/herald/api/v1beta2"
+	"github.com/herald-lb/herald/internal/bgp"
 )
 
 // FuzzBuild feeds arbitrary strings into addresses, communities, aliases and
@@ -130,6 +131,11 @@ func FuzzParseCommunity(f *testing.F) {
 		back, err := ParseCommunity(c.String())
 		if err != nil || back != c {
 			t.Fatalf("%q -> %v -> %v, %v", s, c, back, err)
+		}
+		if c.Large {
+			if err := bgp.CheckLargeCommunity([3]uint32{c.A, c.B, c.C}); err != nil {
+				t.Fatalf("%q accepted, but a path cannot carry it: %v", s, err)
+			}
 		}
 		if !c.Large && (c.A > 0xffff || c.B > 0xffff || c.C != 0) {
 			t.Fatalf("%q: standard community out of range: %+v", s, c)

@@ -57,8 +57,8 @@ type Peer struct {
 	SourceAddress netip.Addr // zero when unset
 	RouterID      netip.Addr // IPv4 BGP Identifier; zero when unset (backend picks)
 
-	// Timers, whole seconds. HoldTime is 0 (RFC 4271 §4.2: no keepalives)
-	// or 3 s..65535 s.
+	// Timers, whole seconds. HoldTime is 3 s..65535 s (RFC 4271 §4.2;
+	// 0, no keepalives, is refused: the backend cannot send it).
 	HoldTime      time.Duration
 	KeepaliveTime time.Duration
 	ConnectTime   time.Duration // 0 when unset (backend default)
@@ -148,7 +148,13 @@ func buildPeer(obj *v1beta2.BGPPeer, env peerEnv, p *problems) *Peer {
 	case s.Interface != "":
 		if strings.TrimSpace(s.Interface) != s.Interface || strings.ContainsAny(s.Interface, "/ \t") || len(s.Interface) > 15 {
 			p.add(ref.invalid("spec.interface", s.Interface, "not a valid network interface name"))
+			break
 		}
+		// Backend rule, found on the wire (e2e TestBGPPeerVariants/
+		// Unnumbered against FRR): the session comes up, but gobgp v3.37
+		// announces on it with the unspecified next hop "::" in both
+		// families, and the router accepts none of the paths.
+		p.add(ref.invalid("spec.interface", s.Interface, "unnumbered BGP is not supported by Herald's BGP backend: gobgp announces paths on such a session with the unspecified next hop (::), which routers refuse (FRR accepted none in Herald's lab test); set spec.peerAddress to the router's address on the link instead"))
 		peer.Interface = s.Interface
 	default:
 		a, err := parseUnicast(s.PeerAddress)
@@ -157,7 +163,7 @@ func buildPeer(obj *v1beta2.BGPPeer, env peerEnv, p *problems) *Peer {
 			p.add(ref.invalid("spec.peerAddress", s.PeerAddress, "%s", err))
 		case a.Zone() != "":
 			// Backend rule: bgp.PeerConfig refuses a zoned neighbor address.
-			p.add(ref.invalid("spec.peerAddress", s.PeerAddress, "an IPv6 zone is not supported by Herald's BGP backend; for a session over an interface's link-local address set spec.interface (unnumbered BGP) instead"))
+			p.add(ref.invalid("spec.peerAddress", s.PeerAddress, "an IPv6 zone is not supported by Herald's BGP backend (nor is unnumbered BGP, spec.interface): use the router's global address"))
 		}
 		peer.Address = a
 	}
@@ -205,16 +211,26 @@ func buildPeer(obj *v1beta2.BGPPeer, env peerEnv, p *problems) *Peer {
 
 	peer.NodeSelectors = convertSelectors(ref, "spec.nodeSelectors", s.NodeSelectors, p)
 
+	// A passwordSecret without a name is absent, as in MetalLB (which
+	// checks only passwordSecret.name, and whose configmaptocrs writes
+	// passwordSecret: {} on every BGPPeer).
+	secretRef := s.PasswordSecret
+	if secretRef != nil && secretRef.Name == "" {
+		if secretRef.Namespace != "" {
+			p.warn(ref, "spec.passwordSecret", "has a namespace but no name: ignored, no password Secret is used (as in MetalLB)")
+		}
+		secretRef = nil
+	}
 	switch {
-	case s.Password != "" && s.PasswordSecret != nil:
+	case s.Password != "" && secretRef != nil:
 		p.add(ref.invalid("spec.passwordSecret", "", "password and passwordSecret are mutually exclusive"))
 	case s.Password != "":
 		if len(s.Password) > maxMD5KeyLen {
 			p.add(ref.invalid("spec.password", "", "longer than %d bytes, the TCP-MD5 key limit (RFC 2385, Linux TCP_MD5SIG_MAXKEYLEN)", maxMD5KeyLen))
 		}
 		peer.Password = Secret(s.Password)
-	case s.PasswordSecret != nil:
-		peer.Password, peer.PasswordSecret = resolvePasswordSecret(ref, s.PasswordSecret, env, p)
+	case secretRef != nil:
+		peer.Password, peer.PasswordSecret = resolvePasswordSecret(ref, secretRef, env, p)
 	}
 
 	if s.BFDProfile != "" {
@@ -222,6 +238,11 @@ func buildPeer(obj *v1beta2.BGPPeer, env peerEnv, p *problems) *Peer {
 	}
 	if s.EBGPMultiHop && peer.MyASN != 0 && peer.PeerASN != 0 && peer.IBGP() {
 		p.add(ref.invalid("spec.ebgpMultiHop", "", "cannot be set on an iBGP session (peer ASN equals the local ASN)"))
+	}
+	if s.DualStackAddressFamily && s.Interface == "" {
+		// Backend rule: gobgp gives a path of the other family the
+		// session's own address as next hop (bgp.PeerConfig.Carries).
+		p.warn(ref, "spec.dualStackAddressFamily", "the session negotiates both address families, but Herald announces only the session's own family on it: gobgp would send the other family's prefixes with the session's own address as next hop (an IPv4-mapped ::ffff:a.b.c.d for IPv6 over IPv4), which routers do not install; add a BGPPeer with the router's address of the other family")
 	}
 	if s.DisableMP {
 		p.warn(ref, "spec.disableMP", "deprecated and ignored: Herald always negotiates multiprotocol BGP (RFC 4760)")
@@ -257,10 +278,6 @@ func resolvePasswordSecret(ref objRef, sr *corev1.SecretReference, env peerEnv, 
 	}
 	if ns == "" {
 		ns = home
-	}
-	if sr.Name == "" {
-		p.add(ref.invalid("spec.passwordSecret.name", "", "must not be empty"))
-		return "", ""
 	}
 	if ns != home {
 		p.add(ref.invalid("spec.passwordSecret.namespace", sr.Namespace, "the Secret must be in Herald's namespace %q", home))
@@ -345,9 +362,10 @@ func peerKey(p *Peer) string {
 }
 
 // checkPeersPerNode enforces what one embedded gobgp server per speaker
-// requires of the peers a node opens: one router ID (the non-empty routerIDs
-// must agree), one local ASN (myASN), and no two sessions to the same address
-// or interface (gobgp keys neighbors by address). Two peers meet on a node
+// requires of the peers a node opens: one router ID (every peer sets the
+// same routerID, or none sets it, as in MetalLB's FRR mode), one local ASN
+// (myASN), and no two sessions to the same address or interface, also in
+// different VRFs (gobgp keys neighbors by address alone). Two peers meet on a node
 // when both select every node, or some node in nodes matches both.
 // The newer peer of a pair (creationTimestamp; an object being created is the
 // newest; then the later name) is reported, so the change that causes the
@@ -371,10 +389,18 @@ func checkPeersPerNode(objs map[string]objRef, created map[string]time.Time, pee
 			switch {
 			case a.MyASN != b.MyASN:
 				p.add(ref.invalid("spec.myASN", fmt.Sprint(b.MyASN), "BGPPeer %s selects the same node with myASN %d: peers on one node must share myASN (one BGP speaker per node; use localASN to present another ASN)", a.Name, a.MyASN))
-			case a.RouterID.IsValid() && b.RouterID.IsValid() && a.RouterID != b.RouterID:
-				p.add(ref.invalid("spec.routerID", b.RouterID.String(), "BGPPeer %s selects the same node with routerID %s: peers on one node must share the router ID", a.Name, a.RouterID))
+			case a.RouterID != b.RouterID:
+				// MetalLB's FRR mode rule (peersCanRunOnSameNode): the
+				// routerID strings must be equal, so set and unset differ.
+				p.add(ref.invalid("spec.routerID", routerIDText(b.RouterID), "BGPPeer %s selects the same node with routerID %s: BGPPeers on one node must all set the same routerID or all leave it unset (one BGP Identifier per node, RFC 4271 §4.2; MetalLB's FRR mode has the same rule), else the node would use one of them for every session", a.Name, routerIDText(a.RouterID)))
 			case a.Interface == "" && b.Interface == "" && a.Address == b.Address:
-				p.add(ref.invalid("spec.peerAddress", b.Address.String(), "BGPPeer %s selects the same node with the same peerAddress: one node can have only one session per neighbor address", a.Name))
+				msg := "one node can have only one session per neighbor address"
+				if a.VRF != b.VRF {
+					// Backend rule: gobgp keys its neighbors by address
+					// alone (BgpServer.neighborMap), whatever the VRF.
+					msg = fmt.Sprintf("the same neighbor address in different VRFs (%s) is not supported by Herald's BGP backend, which keys its sessions by address alone (MetalLB's FRR mode accepts it)", vrfPair(a.VRF, b.VRF))
+				}
+				p.add(ref.invalid("spec.peerAddress", b.Address.String(), "BGPPeer %s selects the same node with the same peerAddress: %s", a.Name, msg))
 			case a.Interface != "" && a.Interface == b.Interface:
 				p.add(ref.invalid("spec.interface", b.Interface, "BGPPeer %s selects the same node with the same interface: one node can have only one unnumbered session per interface", a.Name))
 			default:
@@ -383,6 +409,25 @@ func checkPeersPerNode(objs map[string]objRef, created map[string]time.Time, pee
 			reported[key] = true
 		}
 	}
+}
+
+// routerIDText renders a routerID for an error: the address, or "unset".
+func routerIDText(a netip.Addr) string {
+	if !a.IsValid() {
+		return "unset"
+	}
+	return a.String()
+}
+
+// vrfPair renders two VRF names, "" as "default".
+func vrfPair(a, b string) string {
+	name := func(v string) string {
+		if v == "" {
+			return "the default VRF"
+		}
+		return "VRF " + v
+	}
+	return name(a) + " and " + name(b)
 }
 
 // newer reports whether an object created at x is newer than one created

@@ -214,6 +214,11 @@ func TestBGPAdvertisementRules(t *testing.T) {
 			want: []string{`BGPAdvertisement herald-system/bgp-b: spec.communities[0] "65536:1": community "65536:1": first half "65536" does not fit in 16 bits`}},
 		{name: "large community missing part", mutate: ad(func(a *v1beta1.BGPAdvertisement) { a.Spec.Communities = []string{"large:1:2"} }),
 			want: []string{`spec.communities[0] "large:1:2"`, `RFC 8092`}},
+		// The path check (bgp.CheckLargeCommunity) refused these after
+		// validation had admitted them.
+		{name: "large community with the reserved global administrator", mutate: ad(func(a *v1beta1.BGPAdvertisement) { a.Spec.Communities = []string{"large:4294967295:1:2"} }),
+			want: []string{`BGPAdvertisement herald-system/bgp-b: spec.communities[0] "large:4294967295:1:2"`, `Global Administrator 4294967295 is reserved (RFC 7300)`}},
+		{name: "large community 4294967295 in the data parts", mutate: ad(func(a *v1beta1.BGPAdvertisement) { a.Spec.Communities = []string{"large:64500:4294967295:4294967295"} })},
 		{name: "unknown alias is transient", mutate: ad(func(a *v1beta1.BGPAdvertisement) { a.Spec.Communities = []string{"blackhole"} }),
 			want: []string{`BGPAdvertisement herald-system/bgp-b: spec.communities[0] "blackhole": no Community object defines the alias "blackhole"`}, transient: true},
 		{name: "unknown alias ignored by webhook", opts: Options{IgnoreTransient: true},
@@ -276,10 +281,22 @@ func TestCommunityRules(t *testing.T) {
 		{name: "alias defined twice in one object", mutate: func(r *Resources) {
 			r.Communities[0] = community("comms", "a", "1:1", "a", "1:2")
 		}, want: []string{`Community herald-system/comms: spec.communities[1].name "a": alias is already defined`}},
+		{name: "alias with the reserved global administrator", mutate: func(r *Resources) { r.Communities[0] = community("comms", "a", "large:4294967295:0:0") },
+			want: []string{`Community herald-system/comms: spec.communities[0].value "large:4294967295:0:0"`, `is reserved (RFC 7300)`}},
 		{name: "alias with bad value", mutate: func(r *Resources) { r.Communities[0] = community("comms", "a", "1:2:3") },
 			want: []string{`Community herald-system/comms: spec.communities[0].value "1:2:3"`, `RFC 1997`}},
-		{name: "alias without name", mutate: func(r *Resources) { r.Communities[0] = community("comms", "", "1:2") },
-			want: []string{`Community herald-system/comms: spec.communities[0].name: alias name must not be empty`}},
+		// MetalLB accepts an alias with an empty name (refused before).
+		{name: "alias without name", mutate: func(r *Resources) { r.Communities[0] = community("comms", "", "1:2", "no-export", "65535:65281") }},
+		{name: "alias without name used by an advertisement", mutate: func(r *Resources) {
+			r.Communities[0] = community("comms", "", "1:2")
+			r.BGPAdvertisements[0].Spec.Communities = []string{""}
+		}},
+		{name: "alias without name defined twice", mutate: func(r *Resources) {
+			r.Communities = append(r.Communities, community("more", "", "1:3"), community("most", "", "1:4"))
+		}, want: []string{`Community herald-system/most: spec.communities[0].name: alias is already defined by Community herald-system/more`}},
+		{name: "alias without name defined twice in one object", mutate: func(r *Resources) {
+			r.Communities[0] = community("comms", "", "1:3", "", "1:4")
+		}, want: []string{`Community herald-system/comms: spec.communities[1].name: alias is already defined by Community herald-system/comms`}},
 	})
 }
 
@@ -302,7 +319,7 @@ func TestPeerRules(t *testing.T) {
 		{name: "dynamicASN external refused", mutate: pe(func(s *v1beta2.BGPPeerSpec) { s.PeerASN, s.DynamicASN = 0, v1beta2.ExternalASNMode }),
 			want: []string{obj + `spec.dynamicASN "external": not supported by Herald's BGP backend`}},
 		{name: "zoned peer address refused", mutate: pe(func(s *v1beta2.BGPPeerSpec) { s.PeerAddress = "fe80::1%eth1" }),
-			want: []string{obj + `spec.peerAddress "fe80::1%eth1": an IPv6 zone is not supported by Herald's BGP backend; for a session over an interface's link-local address set spec.interface (unnumbered BGP) instead`}},
+			want: []string{obj + `spec.peerAddress "fe80::1%eth1": an IPv6 zone is not supported by Herald's BGP backend (nor is unnumbered BGP, spec.interface): use the router's global address`}},
 		{name: "link-local peer address without zone", mutate: pe(func(s *v1beta2.BGPPeerSpec) { s.PeerAddress = "fe80::1" })},
 		{name: "hold time 65535s", mutate: pe(func(s *v1beta2.BGPPeerSpec) { s.HoldTime = dur(65535 * time.Second) })},
 		{name: "hold time above 65535s refused", mutate: pe(func(s *v1beta2.BGPPeerSpec) { s.HoldTime = dur(65536 * time.Second) }),
@@ -315,7 +332,10 @@ func TestPeerRules(t *testing.T) {
 			want: []string{obj + `spec.interface "eth1": set exactly one of peerAddress and interface, not both`}},
 		{name: "neither address nor interface", mutate: pe(func(s *v1beta2.BGPPeerSpec) { s.PeerAddress = "" }),
 			want: []string{obj + "spec.peerAddress: set exactly one of peerAddress and interface"}},
-		{name: "interface only", mutate: pe(func(s *v1beta2.BGPPeerSpec) { s.PeerAddress, s.Interface = "", "eth1" })},
+		// The session came up, but gobgp announced with next hop "::" and
+		// FRR accepted no path (e2e TestBGPPeerVariants); admitted before.
+		{name: "interface only", mutate: pe(func(s *v1beta2.BGPPeerSpec) { s.PeerAddress, s.Interface = "", "eth1" }),
+			want: []string{obj + `spec.interface "eth1": unnumbered BGP is not supported by Herald's BGP backend: gobgp announces paths on such a session with the unspecified next hop (::)`, "set spec.peerAddress"}},
 		{name: "interface name invalid", mutate: pe(func(s *v1beta2.BGPPeerSpec) { s.PeerAddress, s.Interface = "", "eth 1" }),
 			want: []string{obj + `spec.interface "eth 1": not a valid network interface name`}},
 		{name: "peer address ipv6", mutate: pe(func(s *v1beta2.BGPPeerSpec) { s.PeerAddress = "2001:db8::1" })},
@@ -333,17 +353,21 @@ func TestPeerRules(t *testing.T) {
 			want: []string{obj + `spec.routerID "one": not an IP address`}},
 		{name: "router id ipv6", mutate: pe(func(s *v1beta2.BGPPeerSpec) { s.RouterID = "2001:db8::1" }),
 			want: []string{obj + `spec.routerID "2001:db8::1": must be a non-zero IPv4 address`}},
-		{name: "hold time zero", mutate: pe(func(s *v1beta2.BGPPeerSpec) { s.HoldTime = dur(0) })},
+		// RFC 4271 allows 0, but gobgp silently sent 90 s instead.
+		{name: "hold time zero", mutate: pe(func(s *v1beta2.BGPPeerSpec) { s.HoldTime = dur(0) }),
+			want: []string{obj + `spec.holdTime "0s": a hold time of 0 (no keepalives, allowed by RFC 4271 §4.2) is not supported by Herald's BGP backend, which would send its default 90s in OPEN instead`}},
+		{name: "keepalive time zero alone", mutate: pe(func(s *v1beta2.BGPPeerSpec) { s.KeepaliveTime = dur(0) }),
+			want: []string{obj + `spec.keepaliveTime "0s": derives a hold time of 0`}},
 		{name: "hold time 3.9s truncates to 3s", mutate: pe(func(s *v1beta2.BGPPeerSpec) { s.HoldTime = dur(3900 * time.Millisecond) })},
 		{name: "hold time 2s", mutate: pe(func(s *v1beta2.BGPPeerSpec) { s.HoldTime = dur(2 * time.Second) }),
-			want: []string{obj + `spec.holdTime "2s": must be 0 or at least 3s`}},
+			want: []string{obj + `spec.holdTime "2s": must be at least 3s`}},
 		{name: "hold time 2.9s truncates to 2s", mutate: pe(func(s *v1beta2.BGPPeerSpec) { s.HoldTime = dur(2900 * time.Millisecond) }),
-			want: []string{obj + `spec.holdTime "2.9s": must be 0 or at least 3s after truncation`}},
+			want: []string{obj + `spec.holdTime "2.9s": must be at least 3s after truncation`}},
 		{name: "keepalive only", mutate: pe(func(s *v1beta2.BGPPeerSpec) { s.KeepaliveTime = dur(10 * time.Second) })},
 		{name: "keepalive above hold", mutate: pe(func(s *v1beta2.BGPPeerSpec) { s.HoldTime, s.KeepaliveTime = dur(9*time.Second), dur(10*time.Second) }),
 			want: []string{obj + `spec.keepaliveTime "10s": must not be greater than holdTime (9s)`}},
 		{name: "keepalive with hold zero", mutate: pe(func(s *v1beta2.BGPPeerSpec) { s.HoldTime, s.KeepaliveTime = dur(0), dur(10*time.Second) }),
-			want: []string{obj + `spec.keepaliveTime "10s": must not be greater than holdTime (0s)`}},
+			want: []string{obj + `spec.holdTime "0s": a hold time of 0`}},
 		{name: "connect time valid", mutate: pe(func(s *v1beta2.BGPPeerSpec) { s.ConnectTime = dur(10 * time.Second) })},
 		{name: "connect time fractional", mutate: pe(func(s *v1beta2.BGPPeerSpec) { s.ConnectTime = dur(1500 * time.Millisecond) }),
 			want: []string{obj + `spec.connectTime "1.5s": must be a whole number of seconds`}},
@@ -355,6 +379,15 @@ func TestPeerRules(t *testing.T) {
 		{name: "password and secret", mutate: pe(func(s *v1beta2.BGPPeerSpec) {
 			s.Password, s.PasswordSecret = "s3cret", &corev1.SecretReference{Name: "bgp-pass"}
 		}), want: []string{obj + `spec.passwordSecret: password and passwordSecret are mutually exclusive`}},
+		// What MetalLB's configmaptocrs writes on every BGPPeer; MetalLB
+		// treats it as absent (refused before).
+		{name: "empty passwordSecret is absent", mutate: pe(func(s *v1beta2.BGPPeerSpec) { s.PasswordSecret = &corev1.SecretReference{} })},
+		{name: "password with an empty passwordSecret", mutate: pe(func(s *v1beta2.BGPPeerSpec) {
+			s.Password, s.PasswordSecret = "s3cret", &corev1.SecretReference{}
+		})},
+		{name: "passwordSecret with a namespace only is absent, with a warning", mutate: pe(func(s *v1beta2.BGPPeerSpec) {
+			s.PasswordSecret = &corev1.SecretReference{Namespace: ns}
+		}), warning: obj + `spec.passwordSecret: has a namespace but no name: ignored`},
 		{name: "secret valid", mutate: pe(func(s *v1beta2.BGPPeerSpec) {
 			s.PasswordSecret = &corev1.SecretReference{Name: "bgp-pass", Namespace: ns}
 		})},
@@ -373,6 +406,8 @@ func TestPeerRules(t *testing.T) {
 		{name: "secret in another namespace", mutate: pe(func(s *v1beta2.BGPPeerSpec) {
 			s.PasswordSecret = &corev1.SecretReference{Name: "bgp-pass", Namespace: "default"}
 		}), want: []string{obj + `spec.passwordSecret.namespace "default": the Secret must be in Herald's namespace "herald-system"`}},
+		{name: "dualStackAddressFamily warns that the other family is not announced", mutate: pe(func(s *v1beta2.BGPPeerSpec) { s.DualStackAddressFamily = true }),
+			warning: obj + `spec.dualStackAddressFamily: the session negotiates both address families, but Herald announces only the session's own family on it`},
 		{name: "ebgp multihop on ebgp", mutate: pe(func(s *v1beta2.BGPPeerSpec) { s.EBGPMultiHop = true })},
 		{name: "ebgp multihop on ibgp", mutate: pe(func(s *v1beta2.BGPPeerSpec) { s.EBGPMultiHop, s.PeerASN = true, 64500 }),
 			want: []string{obj + `spec.ebgpMultiHop: cannot be set on an iBGP session`}},
@@ -433,7 +468,14 @@ func TestPeersOnOneNodeRules(t *testing.T) {
 	const obj = "BGPPeer herald-system/peer-b: "
 	runRuleCases(t, []ruleCase{
 		{name: "two peers agree", mutate: second(func(a, b *v1beta2.BGPPeerSpec) { a.RouterID, b.RouterID = "198.51.100.1", "198.51.100.1" })},
-		{name: "one router id unset", mutate: second(func(a, b *v1beta2.BGPPeerSpec) { b.RouterID = "198.51.100.1" })},
+		// MetalLB's FRR mode refuses these too; before, the node used the
+		// one set for every session.
+		{name: "router id set on the newer peer only", mutate: second(func(a, b *v1beta2.BGPPeerSpec) { b.RouterID = "198.51.100.1" }),
+			want: []string{obj + `spec.routerID "198.51.100.1": BGPPeer peer-a selects the same node with routerID unset: BGPPeers on one node must all set the same routerID or all leave it unset`}},
+		{name: "router id set on the older peer only", mutate: second(func(a, b *v1beta2.BGPPeerSpec) { a.RouterID = "198.51.100.1" }),
+			want: []string{obj + `spec.routerID "unset": BGPPeer peer-a selects the same node with routerID 198.51.100.1`}},
+		{name: "router id unset on both", mutate: second(func(a, b *v1beta2.BGPPeerSpec) {})},
+		{name: "router id set on one, nodes disjoint", mutate: second(func(a, b *v1beta2.BGPPeerSpec) { b.RouterID = "198.51.100.1"; zones(a, b) })},
 		{name: "router id conflict", mutate: second(func(a, b *v1beta2.BGPPeerSpec) { a.RouterID, b.RouterID = "198.51.100.1", "198.51.100.2" }),
 			want: []string{obj + `spec.routerID "198.51.100.2": BGPPeer peer-a selects the same node with routerID 198.51.100.1`}},
 		{name: "router id conflict on disjoint nodes", mutate: second(func(a, b *v1beta2.BGPPeerSpec) {
@@ -459,10 +501,12 @@ func TestPeersOnOneNodeRules(t *testing.T) {
 		}, want: []string{`BGPPeer herald-system/peer-a: spec.myASN "64599": BGPPeer peer-b selects the same node with myASN 64500`}},
 		{name: "same address on one node", mutate: second(func(a, b *v1beta2.BGPPeerSpec) { b.PeerAddress, b.PeerPort = a.PeerAddress, 1790 }),
 			want: []string{obj + `spec.peerAddress "198.51.100.254": BGPPeer peer-a selects the same node with the same peerAddress`}},
+		{name: "same address in different VRFs", mutate: second(func(a, b *v1beta2.BGPPeerSpec) { b.PeerAddress, b.VRF = a.PeerAddress, "red" }),
+			want: []string{obj + `spec.peerAddress "198.51.100.254": BGPPeer peer-a selects the same node with the same peerAddress: the same neighbor address in different VRFs (the default VRF and VRF red) is not supported by Herald's BGP backend, which keys its sessions by address alone (MetalLB's FRR mode accepts it)`}},
 		{name: "same interface on one node", mutate: second(func(a, b *v1beta2.BGPPeerSpec) {
 			a.PeerAddress, a.Interface = "", "eth1"
 			b.PeerAddress, b.Interface, b.PeerASN = "", "eth1", 64503
-		}), want: []string{obj + `spec.interface "eth1": BGPPeer peer-a selects the same node with the same interface`}},
+		}), want: []string{obj + `spec.interface "eth1": unnumbered BGP is not supported`}},
 		{name: "identical peers", mutate: second(func(a, b *v1beta2.BGPPeerSpec) { *b = *a }),
 			want: []string{obj + `spec: identical to BGPPeer peer-a`}},
 	})

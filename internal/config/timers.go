@@ -20,8 +20,9 @@ type timerError struct {
 // resolveTimers applies the holdTime/keepaliveTime rules of BGPPeer:
 //
 //   - both are truncated to whole seconds;
-//   - holdTime must be 0 (keepalives disabled) or 3 s..65535 s (RFC 4271
-//     §4.2: at least 3 s, and the OPEN's Hold Time field is 2 octets);
+//   - holdTime must be 3 s..65535 s (RFC 4271 §4.2: at least 3 s, and the
+//     OPEN's Hold Time field is 2 octets). RFC 4271 also allows 0 (no
+//     keepalives), but Herald's BGP backend cannot send it: refused;
 //   - only holdTime set: keepalive = holdTime/3;
 //   - only keepaliveTime set: holdTime = 3*keepaliveTime;
 //   - neither set: 90 s / 30 s;
@@ -48,11 +49,21 @@ func resolveTimers(hold, keepalive *time.Duration) (h, k time.Duration, err *tim
 		h = hold.Truncate(time.Second)
 		k = keepalive.Truncate(time.Second)
 	}
-	if h != 0 && h < 3*time.Second {
+	if h == 0 {
+		// Backend rule: gobgp v3 replaces a configured hold time of 0 with
+		// its default of 90 s (and, when a router offers 0, sets its write
+		// deadline to the negotiated 0 s, so writes time out).
+		const rule = "a hold time of 0 (no keepalives, allowed by RFC 4271 §4.2) is not supported by Herald's BGP backend, which would send its default 90s in OPEN instead; set a hold time of at least 3s"
 		if hold == nil {
-			return 0, 0, &timerError{"spec.keepaliveTime", keepalive.String(), fmt.Sprintf("the derived holdTime (3 x keepaliveTime = %s) must be 0 or at least 3s (RFC 4271 §4.2)", h)}
+			return 0, 0, &timerError{"spec.keepaliveTime", keepalive.String(), "derives " + rule}
 		}
-		return 0, 0, &timerError{"spec.holdTime", hold.String(), "must be 0 or at least 3s after truncation to whole seconds (RFC 4271 §4.2)"}
+		return 0, 0, &timerError{"spec.holdTime", hold.String(), rule + " (values are truncated to whole seconds)"}
+	}
+	if h < 3*time.Second {
+		if hold == nil {
+			return 0, 0, &timerError{"spec.keepaliveTime", keepalive.String(), fmt.Sprintf("the derived holdTime (3 x keepaliveTime = %s) must be at least 3s (RFC 4271 §4.2)", h)}
+		}
+		return 0, 0, &timerError{"spec.holdTime", hold.String(), "must be at least 3s after truncation to whole seconds (RFC 4271 §4.2)"}
 	}
 	if h > maxHoldTime {
 		if hold == nil {

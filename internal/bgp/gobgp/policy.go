@@ -41,6 +41,8 @@ const (
 	importPolicyName = "herald-import"
 	exportPolicyName = "herald-export"
 	anyMarkerSetName = "herald-marker-any"
+	allIPv4SetName   = "herald-all-ipv4"
+	allIPv6SetName   = "herald-all-ipv6"
 )
 
 // anyMarkerRegexp matches every marker large community (gobgp matches the
@@ -63,13 +65,43 @@ func exportPolicy(peers []bgp.PeerConfig) *api.SetPoliciesRequest {
 			List:        []string{anyMarkerRegexp},
 		}},
 	}
-	stmts := []*api.Statement{{
+	// A dual-stack session negotiates both families (RFC 4760) but gets
+	// paths of its own family only: gobgp would give an IPv6 path sent
+	// over an IPv4 session the session's IPv4 address as next hop
+	// (::ffff:a.b.c.d, which routers do not install; seen against FRR), and
+	// an IPv4 path over an IPv6 session an IPv6 next hop (RFC 8950, not
+	// negotiated). These statements come first and reject.
+	var stmts []*api.Statement
+	for _, p := range peers {
+		if !p.DualStack || !p.Address.IsValid() {
+			continue
+		}
+		id := markerID(p.Name)
+		other := allIPv6SetName
+		if !p.Address.Is4() {
+			other = allIPv4SetName
+		}
+		stmts = append(stmts, &api.Statement{
+			Name: fmt.Sprintf("herald-own-family-%d", id),
+			Conditions: &api.Conditions{
+				NeighborSet: &api.MatchSet{Type: api.MatchSet_ANY, Name: neighborSetName(id)},
+				PrefixSet:   &api.MatchSet{Type: api.MatchSet_ANY, Name: other},
+			},
+			Actions: &api.Actions{RouteAction: api.RouteAction_REJECT},
+		})
+	}
+	req.DefinedSets = append(req.DefinedSets,
+		&api.DefinedSet{DefinedType: api.DefinedType_PREFIX, Name: allIPv4SetName,
+			Prefixes: []*api.Prefix{{IpPrefix: "0.0.0.0/0", MaskLengthMin: 0, MaskLengthMax: 32}}},
+		&api.DefinedSet{DefinedType: api.DefinedType_PREFIX, Name: allIPv6SetName,
+			Prefixes: []*api.Prefix{{IpPrefix: "::/0", MaskLengthMin: 0, MaskLengthMax: 128}}})
+	stmts = append(stmts, &api.Statement{
 		Name: "herald-unrestricted",
 		Conditions: &api.Conditions{LargeCommunitySet: &api.MatchSet{
 			Type: api.MatchSet_INVERT, Name: anyMarkerSetName,
 		}},
 		Actions: &api.Actions{RouteAction: api.RouteAction_ACCEPT},
-	}}
+	})
 	for _, p := range peers {
 		if !p.Address.IsValid() {
 			continue

@@ -26,6 +26,7 @@ import (
 	"time"
 
 	api "github.com/osrg/gobgp/v3/api"
+	"github.com/osrg/gobgp/v3/pkg/config/oc"
 	gobgplog "github.com/osrg/gobgp/v3/pkg/log"
 	"github.com/osrg/gobgp/v3/pkg/server"
 	"github.com/prometheus/client_golang/prometheus"
@@ -76,11 +77,14 @@ type Speaker struct {
 	opts Options
 	srv  *server.BgpServer
 
-	mu           sync.Mutex // serialises SetPeers, SetPaths, Close
-	closed       bool
-	started      bool
-	routerID     netip.Addr
-	peers        map[string]bgp.PeerConfig // applied, by name
+	mu       sync.Mutex // serialises SetPeers, SetPaths, Close
+	closed   bool
+	started  bool
+	routerID netip.Addr
+	peers    map[string]bgp.PeerConfig // applied, by name
+	// linkLocal is the neighbor address ("fe80::1%eth1") gobgp knows each
+	// applied interface (unnumbered) peer by, by name.
+	linkLocal    map[string]string
 	desiredPaths []bgp.Path                // merged
 	paths        map[netip.Prefix]bgp.Path // announced to gobgp
 	watchCancel  context.CancelFunc
@@ -102,13 +106,14 @@ func New(opts Options) (*Speaker, error) {
 	}
 	adapter := newSlogAdapter(opts.Logger.With(logging.KeyLibrary, "gobgp"))
 	s := &Speaker{
-		log:     opts.Logger,
-		opts:    opts,
-		srv:     server.NewBgpServer(server.LoggerOption(adapter)),
-		peers:   map[string]bgp.PeerConfig{},
-		paths:   map[netip.Prefix]bgp.Path{},
-		byKey:   map[string]string{},
-		runtime: map[string]*peerRuntime{},
+		log:       opts.Logger,
+		opts:      opts,
+		srv:       server.NewBgpServer(server.LoggerOption(adapter)),
+		peers:     map[string]bgp.PeerConfig{},
+		linkLocal: map[string]string{},
+		paths:     map[netip.Prefix]bgp.Path{},
+		byKey:     map[string]string{},
+		runtime:   map[string]*peerRuntime{},
 	}
 	adapter.onWarn = s.gobgpWarning
 	go s.srv.Serve()
@@ -175,6 +180,7 @@ func (s *Speaker) stop(ctx context.Context) error {
 	err := s.srv.StopBgp(ctx, &api.StopBgpRequest{})
 	s.started = false
 	s.peers = map[string]bgp.PeerConfig{}
+	s.linkLocal = map[string]string{}
 	s.paths = map[netip.Prefix]bgp.Path{}
 	s.stateMu.Lock()
 	s.byKey = map[string]string{}
@@ -193,6 +199,9 @@ func (s *Speaker) SetPeers(ctx context.Context, peers []bgp.PeerConfig) error {
 		return fmt.Errorf("set peers: %w", err)
 	}
 	if err := checkMarkerCollisions(peers); err != nil {
+		return fmt.Errorf("set peers: %w", err)
+	}
+	if err := checkOneNeighborPerAddress(peers); err != nil {
 		return fmt.Errorf("set peers: %w", err)
 	}
 	routerID, err := s.routerIDFor(peers)
@@ -260,10 +269,28 @@ func (s *Speaker) SetPeers(ctx context.Context, peers []bgp.PeerConfig) error {
 		s.byKey[p.Key()] = p.Name
 		s.runtime[p.Name] = &peerRuntime{label: p.MetricLabel(), state: bgp.StateIdle}
 		s.stateMu.Unlock()
-		if err := s.srv.AddPeer(ctx, &api.AddPeerRequest{Peer: toAPIPeer(p, s.opts.MaxReceivedPrefixes)}); err != nil {
+		ap := toAPIPeer(p, s.opts.MaxReceivedPrefixes)
+		if p.Interface != "" {
+			// gobgp v3.37's AddPeer reads the neighbor address before it
+			// resolves NeighborInterface ("NeighborAddress is not
+			// configured"): resolve it here, as gobgp would, from the
+			// interface's IPv6 neighbor table (exactly one link-local
+			// neighbor: a point-to-point link).
+			addr, err := oc.GetIPv6LinkLocalNeighborAddress(p.Interface)
+			if err != nil {
+				s.forgetPeer(p)
+				errs = append(errs, fmt.Errorf("add peer %q (interface %s): the router's IPv6 link-local address is not known on the interface (yet): %w", p.Name, p.Interface, err))
+				continue
+			}
+			ap.Conf.NeighborAddress = addr
+		}
+		if err := s.srv.AddPeer(ctx, &api.AddPeerRequest{Peer: ap}); err != nil {
 			s.forgetPeer(p)
 			errs = append(errs, fmt.Errorf("add peer %q (%s): %w", p.Name, p.Key(), err))
 			continue
+		}
+		if p.Interface != "" {
+			s.linkLocal[p.Name] = ap.Conf.NeighborAddress
 		}
 		s.peers[p.Name] = p
 		s.log.Info("BGP peer added", "peer", p.Name, "address", p.Key(), "port", p.PortOrDefault(), "myASN", p.EffectiveASN(), "peerASN", p.PeerASN)
@@ -291,7 +318,7 @@ func (s *Speaker) ResetPeer(ctx context.Context, name, reason string) error {
 	}
 	addr := p.Address.String()
 	if p.Interface != "" {
-		addr = p.Interface
+		addr = s.linkLocal[name]
 	}
 	if err := s.srv.ResetPeer(ctx, &api.ResetPeerRequest{Address: addr, Communication: reason}); err != nil {
 		return fmt.Errorf("reset peer %q (%s): %w", name, addr, err)
@@ -306,14 +333,18 @@ func globalASN(peers []bgp.PeerConfig) uint32 {
 }
 
 func (s *Speaker) deletePeer(ctx context.Context, p bgp.PeerConfig) error {
+	// An interface peer is deleted by the link-local address it was added
+	// with: gobgp would resolve the interface again, and fail once the
+	// router's neighbor entry is gone.
 	req := &api.DeletePeerRequest{Address: p.Address.String()}
 	if p.Interface != "" {
-		req = &api.DeletePeerRequest{Interface: p.Interface}
+		req = &api.DeletePeerRequest{Address: s.linkLocal[p.Name]}
 	}
 	if err := s.srv.DeletePeer(ctx, req); err != nil {
 		return fmt.Errorf("delete peer %q (%s): %w", p.Name, p.Key(), err)
 	}
 	delete(s.peers, p.Name)
+	delete(s.linkLocal, p.Name)
 	s.forgetPeer(p)
 	s.log.Info("BGP peer removed", "peer", p.Name, "address", p.Key())
 	return nil
@@ -334,30 +365,42 @@ func (s *Speaker) forgetPeer(p bgp.PeerConfig) {
 // Add and update use AddPath (an update replaces the previous path for the
 // prefix) and records the returned UUID; withdrawal uses DeletePath with
 // the announced path (see withdraw), never an empty request.
+//
+// Paths are checked one by one (bgp.ValidatePaths): a refused path never
+// blocks the others, which are applied (withdrawals too). A refused prefix
+// that has no valid path keeps the path last set for it, if any (the last
+// good state stays in force). The refusals come back as a
+// *bgp.InvalidPathsError, joined with the errors of applying, if any
+// (those wrap bgp.ErrNotApplied).
 func (s *Speaker) SetPaths(ctx context.Context, paths []bgp.Path) error {
-	var errs []error
-	for _, p := range paths {
-		if err := p.Validate(); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("set paths: %w", err)
-	}
-	merged, conflicts := bgp.MergePaths(paths)
-	for _, c := range conflicts {
-		s.log.Warn("conflicting local-pref for prefix, using the highest", "prefix", c)
-	}
+	valid, refused := bgp.ValidatePaths(paths)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
 		return bgp.ErrClosed
 	}
-	s.desiredPaths = merged
-	if !s.started {
-		return nil
+	if refused != nil {
+		valid = bgp.KeepLastGood(valid, refused, s.desiredPaths)
+		s.log.Warn("BGP paths refused, the others are applied", "refused", len(refused.Refused), "error", refused)
 	}
-	return s.applyPaths(ctx)
+	merged, conflicts := bgp.MergePaths(valid)
+	for _, c := range conflicts {
+		s.log.Warn("conflicting local-pref for prefix, using the highest", "prefix", c)
+	}
+	s.desiredPaths = merged
+	var err error
+	if s.started {
+		if err = s.applyPaths(ctx); err != nil {
+			err = fmt.Errorf("%w: %w", bgp.ErrNotApplied, err)
+		}
+	}
+	switch {
+	case refused == nil:
+		return err
+	case err == nil:
+		return refused
+	}
+	return errors.Join(refused, err)
 }
 
 // applyPaths makes gobgp's local paths equal s.desiredPaths. s.mu is held.
@@ -570,21 +613,12 @@ func (s *Speaker) pathsPerPeer() map[string]int {
 	n := make(map[string]int, len(s.peers))
 	for _, p := range s.desiredPaths {
 		for name, cfg := range s.peers {
-			if p.SendsTo(name) && (len(p.Peers) == 0 || cfg.Address.IsValid()) && familyEnabled(cfg, p.Prefix.Addr()) {
+			if cfg.Receives(p) {
 				n[name]++
 			}
 		}
 	}
 	return n
-}
-
-func familyEnabled(p bgp.PeerConfig, a netip.Addr) bool {
-	for _, f := range familiesFor(p) {
-		if (f == familyV4) == a.Is4() {
-			return true
-		}
-	}
-	return false
 }
 
 // Close implements bgp.Speaker: it stops BGP (Cease NOTIFICATION to every
@@ -600,4 +634,22 @@ func (s *Speaker) Close() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	return s.stop(ctx)
+}
+
+// checkOneNeighborPerAddress refuses two peers with the same neighbor
+// address (or interface) in different VRFs with bgp.ErrUnsupported: gobgp
+// keys its neighbors by address alone (BgpServer.neighborMap), so the
+// second AddPeer would fail. bgp.ValidatePeers allows it (other backends,
+// such as FRR, have a neighbor table per VRF).
+func checkOneNeighborPerAddress(peers []bgp.PeerConfig) error {
+	seen := make(map[string]bgp.PeerConfig, len(peers))
+	var errs []error
+	for _, p := range peers {
+		if o, ok := seen[p.Key()]; ok && o.VRF != p.VRF {
+			errs = append(errs, fmt.Errorf("peers %q (VRF %q) and %q (VRF %q): neighbor %s in two VRFs: gobgp keys neighbors by address alone: %w", o.Name, o.VRF, p.Name, p.VRF, p.Key(), bgp.ErrUnsupported))
+			continue
+		}
+		seen[p.Key()] = p
+	}
+	return errors.Join(errs...)
 }

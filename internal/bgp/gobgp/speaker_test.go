@@ -521,6 +521,13 @@ func TestSetPeersErrors(t *testing.T) {
 	if err := s.SetPeers(ctx, []bgp.PeerConfig{a, a}); !errors.Is(err, bgp.ErrDuplicatePeer) {
 		t.Errorf("duplicate: %v", err)
 	}
+	// Same address in another VRF: valid for bgp.ValidatePeers, but gobgp
+	// has one neighbor per address (AddPeer failed for the second before).
+	red := a
+	red.Name, red.VRF = "a-red", "red"
+	if err := s.SetPeers(ctx, []bgp.PeerConfig{a, red}); !errors.Is(err, bgp.ErrUnsupported) || !strings.Contains(err.Error(), `"a-red"`) {
+		t.Errorf("same address in two VRFs: %v", err)
+	}
 	if err := s.SetPaths(ctx, []bgp.Path{{Prefix: netip.MustParsePrefix("203.0.113.1/32"), LargeCommunities: [][3]uint32{{bgp.ReservedLargeCommunityASN, 1, 0}}}}); !errors.Is(err, bgp.ErrReservedCommunity) {
 		t.Errorf("reserved community: %v", err)
 	}
@@ -584,12 +591,29 @@ func TestDualStackSession(t *testing.T) {
 			t.Fatal(err)
 		}
 		waitEstablished(t, s, "ds")
-		poll.Until(t, 10*time.Second, "both families over "+addr, func() bool {
-			_, ok4 := r.paths(t, familyV4)[v4]
-			_, ok6 := r.paths(t, familyV6)[v6]
-			return ok4 && ok6
+		// Both families are negotiated, only the session's own is
+		// announced: the other would carry the session's address as next
+		// hop (127.0.0.1 for IPv6, ::1 for IPv4 before, unusable).
+		own, other, ownFam, otherFam := v4, v6, familyV4, familyV6
+		if addr == "::1" {
+			own, other, ownFam, otherFam = v6, v4, familyV6, familyV4
+		}
+		poll.Until(t, 10*time.Second, "own family over "+addr, func() bool {
+			_, ok := r.paths(t, ownFam)[own]
+			return ok
 		})
-		t.Logf("transport %s: IPv4 next hop %v, IPv6 next hop %v", addr, r.paths(t, familyV4)[v4].NextHop, r.paths(t, familyV6)[v6].NextHop)
+		if got, ok := r.paths(t, otherFam)[other]; ok {
+			t.Errorf("transport %s: %s announced with next hop %v", addr, other, got.NextHop)
+		}
+		var fams []string
+		for _, f := range r.peerInfo(t, addr).GetAfiSafis() {
+			if f.GetState().GetEnabled() || f.GetConfig().GetEnabled() {
+				fams = append(fams, f.GetConfig().GetFamily().String())
+			}
+		}
+		if len(fams) != 2 {
+			t.Errorf("transport %s: families %v, want both negotiated", addr, fams)
+		}
 	}
 }
 
@@ -740,5 +764,57 @@ func TestResetPeer(t *testing.T) {
 	})
 	if err := s.ResetPeer(ctx, "nope", "test"); err == nil {
 		t.Error("ResetPeer of an unknown peer: no error")
+	}
+}
+
+// TestRefusedPathDoesNotBlockOthers: a path gobgp must not carry (a large
+// community with the reserved Global Administrator) is refused alone; in
+// the same SetPaths a withdrawal, an update and a new path reach the
+// router, and a prefix whose new path is refused keeps its last good path.
+// Before, SetPaths refused the whole set and nothing changed on the router.
+func TestRefusedPathDoesNotBlockOthers(t *testing.T) {
+	skipShort(t)
+	r := newRouter(t, routerASN, "198.51.100.254", "127.0.0.1")
+	r.addPeer(t, "127.0.0.1", ourASN)
+	s := newSpeaker(t, Options{})
+	ctx := context.Background()
+	if err := s.SetPeers(ctx, []bgp.PeerConfig{r.peerConfig("r", ourASN)}); err != nil {
+		t.Fatal(err)
+	}
+	gone := netip.MustParsePrefix("203.0.113.1/32")
+	changed := netip.MustParsePrefix("203.0.113.2/32")
+	added := netip.MustParsePrefix("203.0.113.3/32")
+	bad := netip.MustParsePrefix("203.0.113.4/32")
+	kept := netip.MustParsePrefix("203.0.113.5/32")
+	reserved := [][3]uint32{{bgp.ReservedLargeCommunityASN, 1, 2}}
+	if err := s.SetPaths(ctx, []bgp.Path{{Prefix: gone}, {Prefix: changed}, {Prefix: kept, Communities: []uint32{65000<<16 | 5}}}); err != nil {
+		t.Fatal(err)
+	}
+	waitEstablished(t, s, "r")
+	poll.Until(t, 10*time.Second, "router has the first three", func() bool { return len(r.paths(t, familyV4)) == 3 })
+
+	err := s.SetPaths(ctx, []bgp.Path{
+		{Prefix: changed, Communities: []uint32{65000<<16 | 2}},
+		{Prefix: added},
+		{Prefix: bad, LargeCommunities: reserved},
+		{Prefix: kept, LargeCommunities: reserved},
+	})
+	var refused *bgp.InvalidPathsError
+	if !errors.As(err, &refused) || errors.Is(err, bgp.ErrNotApplied) || !errors.Is(err, bgp.ErrReservedCommunity) {
+		t.Fatalf("SetPaths = %v, want only an *InvalidPathsError", err)
+	}
+	if len(refused.Refused) != 2 || refused.Refused[0].Prefix != bad || refused.Refused[1].Prefix != kept {
+		t.Errorf("refused = %v, want %s and %s", err, bad, kept)
+	}
+	poll.Until(t, 10*time.Second, "router: withdrawn, updated, added, last good kept", func() bool {
+		got := r.paths(t, familyV4)
+		_, hasGone := got[gone]
+		_, hasBad := got[bad]
+		return len(got) == 3 && !hasGone && !hasBad &&
+			reflect.DeepEqual(got[changed].Communities, []uint32{65000<<16 | 2}) &&
+			reflect.DeepEqual(got[kept].Communities, []uint32{65000<<16 | 5}) && got[kept].Large == nil
+	})
+	if _, ok := r.paths(t, familyV4)[added]; !ok {
+		t.Errorf("router lacks %s", added)
 	}
 }

@@ -2,7 +2,9 @@ package speaker
 
 import (
 	"context"
+	"errors"
 	"log/slog"
+	"net/netip"
 	"slices"
 	"sort"
 	"sync"
@@ -136,7 +138,19 @@ func (a *pathApplier) pass(ctx context.Context) error {
 		return nil
 	}
 	start := time.Now()
-	if err := a.speaker.SetPaths(ctx, merged); err != nil {
+	err := a.speaker.SetPaths(ctx, merged)
+	var refused *bgp.InvalidPathsError
+	if errors.As(err, &refused) && !errors.Is(err, bgp.ErrNotApplied) {
+		// Applied except the refused paths: a retry with the same paths
+		// would refuse them again, so this is success; the Services whose
+		// paths were refused are told once (the refusal is in err).
+		a.applied, a.isApplied, a.failing = merged, true, false
+		if a.onFailure != nil && ctx.Err() == nil {
+			a.onFailure(ctx, a.servicesOf(refused), err)
+		}
+		return nil
+	}
+	if err != nil {
 		a.isApplied = false
 		a.mu.Lock()
 		for k := range dirty {
@@ -157,4 +171,25 @@ func (a *pathApplier) pass(ctx context.Context) error {
 	a.applied, a.isApplied, a.failing = merged, true, false
 	a.log.Debug("BGP paths applied", "prefixes", len(merged), "services", len(dirty), "took", time.Since(start))
 	return nil
+}
+
+// servicesOf returns the Services (sorted) that asked for a refused prefix.
+func (a *pathApplier) servicesOf(refused *bgp.InvalidPathsError) []string {
+	bad := make(map[netip.Prefix]bool, len(refused.Refused))
+	for _, r := range refused.Refused {
+		bad[r.Prefix.Masked()] = true
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var out []string
+	for svc, ps := range a.byService {
+		for _, p := range ps {
+			if bad[p.Prefix.Masked()] {
+				out = append(out, svc)
+				break
+			}
+		}
+	}
+	sort.Strings(out)
+	return out
 }

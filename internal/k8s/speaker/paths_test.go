@@ -152,3 +152,42 @@ func TestPathApplierRetriesAndReportsOncePerFailure(t *testing.T) {
 		return len(ps) == 1 && ps[0].Prefix == hostPath("198.51.100.10").Prefix
 	})
 }
+
+// TestPathApplierRefusedPathIsNotRetried: a path the speaker refuses (a
+// reserved large community) does not hold back the other Services' paths,
+// is reported once naming only its Service, and is not retried: a retry
+// would refuse it again. Before, the whole pass failed and was retried
+// forever, and every later change (withdrawals too) failed with it.
+func TestPathApplierRefusedPathIsNotRetried(t *testing.T) {
+	f := &bgp.Fake{}
+	var reports [][]string
+	a := newPathApplier(f, quietLog(), func(_ context.Context, services []string, err error) {
+		if !errors.Is(err, bgp.ErrReservedCommunity) {
+			t.Errorf("report error = %v, want the refusal", err)
+		}
+		reports = append(reports, services)
+	})
+	ctx := context.Background()
+	bad := hostPath("198.51.100.10")
+	bad.LargeCommunities = [][3]uint32{{bgp.ReservedLargeCommunityASN, 0, 0}}
+	a.set("ns/bad", []bgp.Path{bad})
+	a.set("ns/good", []bgp.Path{hostPath("198.51.100.11")})
+	a.set("ns/gone", []bgp.Path{hostPath("198.51.100.12")})
+	if err := a.pass(ctx); err != nil {
+		t.Fatalf("pass with one refused path = %v, want nil (nothing to retry)", err)
+	}
+	a.set("ns/gone", nil)
+	if err := a.pass(ctx); err != nil {
+		t.Fatalf("pass withdrawing = %v", err)
+	}
+	if ps := f.Paths(); len(ps) != 1 || ps[0].Prefix != hostPath("198.51.100.11").Prefix {
+		t.Errorf("speaker paths = %v, want only ns/good's", ps)
+	}
+	calls := f.Calls()
+	if err := a.pass(ctx); err != nil || f.Calls() != calls {
+		t.Errorf("pass without changes = %v with %d new SetPaths calls, want no call", err, f.Calls()-calls)
+	}
+	if len(reports) != 2 || !slices.Equal(reports[0], []string{"ns/bad"}) || !slices.Equal(reports[1], []string{"ns/bad"}) {
+		t.Errorf("reports = %v, want ns/bad once per applied change", reports)
+	}
+}

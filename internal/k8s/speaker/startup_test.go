@@ -415,3 +415,39 @@ func TestNoSnapshotNotElected(t *testing.T) {
 	must(t, f.c.Delete(ctx, bad))
 	poll.Until(t, 30*time.Second, "n2 joins and takes its share once its configuration loads", owners([]string{mine.String()}, []string{theirs.String()}))
 }
+
+// TestUnsupportedPeerFieldsInConfigurationState: BGPPeers that got in
+// without the webhook with what the BGP backend cannot do (dynamicASN: the
+// session was never opened; holdTime 0: gobgp silently sent 90 s) are
+// reported Invalid in the speaker's ConfigurationState, each with its
+// object, field and reason (holdTime 0 was reported Valid before).
+func TestUnsupportedPeerFieldsInConfigurationState(t *testing.T) {
+	f := newL2Fixture(t, "n1")
+	ctx := context.Background()
+	onN1 := []metav1.LabelSelector{{MatchLabels: map[string]string{"kubernetes.io/hostname": "n1"}}}
+	must(t, f.c.Create(ctx, &v1beta2.BGPPeer{ObjectMeta: metav1.ObjectMeta{Name: "dynamic", Namespace: f.ns},
+		Spec: v1beta2.BGPPeerSpec{MyASN: 64512, DynamicASN: v1beta2.ExternalASNMode, PeerAddress: "203.0.113.8", NodeSelectors: onN1}}))
+	must(t, f.c.Create(ctx, &v1beta2.BGPPeer{ObjectMeta: metav1.ObjectMeta{Name: "zero-hold", Namespace: f.ns},
+		Spec: v1beta2.BGPPeerSpec{MyASN: 64512, PeerASN: 64513, PeerAddress: "203.0.113.9",
+			HoldTime: &metav1.Duration{}, NodeSelectors: onN1}}))
+	startSpeaker(t, f.env, f.ns, "n1", &liveness{live: map[string]bool{"n1": true}})
+	want := []string{
+		`BGPPeer ` + f.ns + `/dynamic: spec.dynamicASN "external": not supported by Herald's BGP backend`,
+		`BGPPeer ` + f.ns + `/zero-hold: spec.holdTime "0s": a hold time of 0 (no keepalives, allowed by RFC 4271 §4.2) is not supported`,
+	}
+	poll.Until(t, 30*time.Second, "both peers reported invalid", func() error {
+		var cs v1beta1.ConfigurationState
+		if err := f.c.Get(ctx, client.ObjectKey{Namespace: f.ns, Name: "speaker-n1"}, &cs); err != nil {
+			return err
+		}
+		if cs.Status.Result != v1beta1.ConfigurationResultInvalid {
+			return fmt.Errorf("ConfigurationState %+v", cs.Status)
+		}
+		for _, w := range want {
+			if !strings.Contains(cs.Status.ErrorSummary, w) {
+				return fmt.Errorf("summary %q lacks %q", cs.Status.ErrorSummary, w)
+			}
+		}
+		return nil
+	})
+}

@@ -180,7 +180,7 @@ spec:
 		}, {
 			name: "zoned peerAddress",
 			yaml: peer("zoned", "peerASN: 64501, peerAddress: \"fe80::1%eth1\""),
-			want: []string{`BGPPeer herald-system/zoned: spec.peerAddress "fe80::1%eth1": an IPv6 zone is not supported by Herald's BGP backend`, "set spec.interface"},
+			want: []string{`BGPPeer herald-system/zoned: spec.peerAddress "fe80::1%eth1": an IPv6 zone is not supported by Herald's BGP backend`, "use the router's global address"},
 		}, {
 			name: "holdTime above 65535s",
 			yaml: peer("long-hold", "peerASN: 64501, peerAddress: 198.51.100.4, holdTime: 20h"),
@@ -188,7 +188,15 @@ spec:
 		}, {
 			name: "holdTime 2s",
 			yaml: peer("short-hold", "peerASN: 64501, peerAddress: 198.51.100.4, holdTime: 2s"),
-			want: []string{`BGPPeer herald-system/short-hold: spec.holdTime "2s": must be 0 or at least 3s`},
+			want: []string{`BGPPeer herald-system/short-hold: spec.holdTime "2s": must be at least 3s`},
+		}, {
+			name: "unnumbered (gobgp announces with next hop ::)",
+			yaml: peer("unnumbered", "peerASN: 64501, interface: eth1"),
+			want: []string{`BGPPeer herald-system/unnumbered: spec.interface "eth1": unnumbered BGP is not supported by Herald's BGP backend`, "set spec.peerAddress"},
+		}, {
+			name: "holdTime 0 (gobgp would send 90s)",
+			yaml: peer("zero-hold", "peerASN: 64501, peerAddress: 198.51.100.4, holdTime: 0s"),
+			want: []string{`BGPPeer herald-system/zero-hold: spec.holdTime "0s": a hold time of 0 (no keepalives, allowed by RFC 4271 §4.2) is not supported by Herald's BGP backend`},
 		}, {
 			name: "ebgpMultiHop on iBGP",
 			yaml: peer("ibgp-multihop", "peerASN: 64512, peerAddress: 198.51.100.5, ebgpMultiHop: true"),
