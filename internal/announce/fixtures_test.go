@@ -22,6 +22,8 @@ type cluster struct {
 	nodes []Node
 	live  map[string]bool
 	opts  Options
+	// ifaces is Input.Interfaces (nil: unknown).
+	ifaces *NodeInterfaces
 }
 
 func meta(name string) metav1.ObjectMeta { return metav1.ObjectMeta{Name: name, Namespace: testNS} }
@@ -114,7 +116,8 @@ func (c *cluster) input(t testing.TB, self string, svc Service, eps []Endpoint) 
 		Live:      c.live,
 		Service:   svc,
 		Endpoints: eps,
-		Options:   c.opts,
+		Options:    c.opts,
+		Interfaces: c.ifaces,
 	}
 }
 
