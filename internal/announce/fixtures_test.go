@@ -110,12 +110,12 @@ func (c *cluster) snapshot(t testing.TB, self string) *config.Snapshot {
 // input assembles the decision input for the speaker on self.
 func (c *cluster) input(t testing.TB, self string, svc Service, eps []Endpoint) Input {
 	return Input{
-		Config:    c.snapshot(t, self),
-		Node:      self,
-		Nodes:     c.nodes,
-		Live:      c.live,
-		Service:   svc,
-		Endpoints: eps,
+		Config:     c.snapshot(t, self),
+		Node:       self,
+		Nodes:      c.nodes,
+		Live:       c.live,
+		Service:    svc,
+		Endpoints:  eps,
 		Options:    c.opts,
 		Interfaces: c.ifaces,
 	}
