@@ -56,14 +56,25 @@ func ParseLevel(s string) (slog.Level, error) {
 // identity; call it once, early in main. See [KeyComponent] for the rule on
 // identity keys.
 func New(w io.Writer, level, component string, identity ...slog.Attr) (*slog.Logger, error) {
+	l, _, err := NewLeveled(w, level, component, identity...)
+	return l, err
+}
+
+// NewLeveled is [New] that also returns the logger's level, which the
+// caller may change at run time (every line of the logger, klog and
+// controller-runtime included, follows it): serve [LevelHandler] and call
+// [HandleSignals] with it.
+func NewLeveled(w io.Writer, level, component string, identity ...slog.Attr) (*slog.Logger, *slog.LevelVar, error) {
 	lvl, err := ParseLevel(level)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	h := slog.NewJSONHandler(w, &slog.HandlerOptions{Level: lvl})
+	v := new(slog.LevelVar)
+	v.Set(lvl)
+	h := slog.NewJSONHandler(w, &slog.HandlerOptions{Level: v})
 	attrs := append([]slog.Attr{slog.String(KeyComponent, component)}, identity...)
 	logger := slog.New(h.WithAttrs(attrs))
 	klog.SetSlogLogger(logger)
 	ctrl.SetLogger(logr.FromSlogHandler(logger.Handler()))
-	return logger, nil
+	return logger, v, nil
 }
