@@ -21,7 +21,8 @@ const (
 	// DefaultGratuitousInterval is the pause between two packets of a burst.
 	DefaultGratuitousInterval = 200 * time.Millisecond
 	// DefaultRescanInterval is how often the interfaces are listed again
-	// (MetalLB: 10 s). Link changes reported by netlink also trigger a scan.
+	// (MetalLB: 10 s). Link changes are seen at the next scan (no netlink
+	// subscription).
 	DefaultRescanInterval = 10 * time.Second
 	// DefaultConflictInterval is the least time between the starts of two
 	// conflict re-announcements of one IP on one interface (see
