@@ -112,7 +112,7 @@ func TestProcessLogLevel(t *testing.T) {
 	poll.Until(t, 60*time.Second, "GET "+logging.LevelPath, func() error {
 		code, body, err := request(http.MethodGet, url, "")
 		if err != nil || code != 200 || body != "info\n" {
-			return fmt.Errorf("%d %q %v", code, body, err)
+			return fmt.Errorf("%d %q %w", code, body, err)
 		}
 		return nil
 	})
@@ -152,7 +152,7 @@ func TestProcessLogLevel(t *testing.T) {
 	poll.Until(t, 30*time.Second, "level info after SIGUSR2", func() error {
 		code, body, err := request(http.MethodGet, url, "")
 		if err != nil || body != "info\n" {
-			return fmt.Errorf("%d %q %v", code, body, err)
+			return fmt.Errorf("%d %q %w", code, body, err)
 		}
 		return nil
 	})

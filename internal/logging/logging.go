@@ -1,7 +1,10 @@
 // Package logging builds Herald's one structured logger (log/slog) from the
 // --log-level flag and routes the logs of client-go (klog) and
 // controller-runtime (logr) through it, so every line a binary prints has the
-// same format and keys.
+// same format and keys. The level can change while the process runs
+// ([NewLeveled], [LevelHandler] at [LevelPath], [HandleSignals]): turning
+// debug logs on must not need a restart, which would move the layer 2
+// addresses being debugged.
 package logging
 
 import (
