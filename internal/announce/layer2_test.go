@@ -197,6 +197,28 @@ func TestNoMatchingInterfaceDetail(t *testing.T) {
 	}
 }
 
+func TestNodeInterfacesAnswering(t *testing.T) {
+	n := &NodeInterfaces{ARP: []string{"eth0", "eth1"}, NDP: []string{"eth1"}}
+	v4, v6 := ip("198.51.100.1"), ip("2001:db8::1")
+	tests := []struct {
+		t    L2Target
+		want []string
+	}{
+		{L2Target{IP: v4}, []string{"eth0", "eth1"}},
+		{L2Target{IP: v6}, []string{"eth1"}},
+		{L2Target{IP: v4, Interfaces: []string{"eth1", "eth5"}}, []string{"eth1"}},
+		{L2Target{IP: v6, Interfaces: []string{"eth0"}}, nil},
+	}
+	for _, tt := range tests {
+		if got := n.Answering(tt.t); !slices.Equal(got, tt.want) {
+			t.Errorf("Answering(%v) = %v, want %v", tt.t, got, tt.want)
+		}
+	}
+	if got := (*NodeInterfaces)(nil).Answering(L2Target{IP: v4}); got != nil {
+		t.Errorf("nil.Answering = %v", got)
+	}
+}
+
 // TestServiceLevelReasons covers the checks made before any IP.
 func TestServiceLevelReasons(t *testing.T) {
 	c := newCluster(1)

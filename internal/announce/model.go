@@ -167,6 +167,23 @@ func (n *NodeInterfaces) For(ip netip.Addr) []string {
 	return n.NDP
 }
 
+// Answering returns the interfaces (sorted) t.IP is answered on once the
+// announcer has applied t: those of n for the IP's family that t names, or
+// all of them when t names none. Decide only announces a target for which
+// this is not empty (noMatchingInterface otherwise). n nil returns nil.
+func (n *NodeInterfaces) Answering(t L2Target) []string {
+	if n == nil {
+		return nil
+	}
+	var out []string
+	for _, name := range n.For(t.IP) {
+		if len(t.Interfaces) == 0 || slices.Contains(t.Interfaces, name) {
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
 // Equal reports whether n and o list the same interfaces (nil equals nil
 // only).
 func (n *NodeInterfaces) Equal(o *NodeInterfaces) bool {

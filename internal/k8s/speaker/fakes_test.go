@@ -22,6 +22,9 @@ type fakeL2 struct {
 	// ifaces is EligibleInterfaces; nil means eth0 for ARP and NDP (set
 	// with setInterfaces).
 	ifaces *announce.NodeInterfaces
+	// lag: Interfaces reports nothing, as the real announcer does between
+	// SetOwner and its goroutine applying it.
+	lag bool
 	owners map[string][]announce.L2Target
 	calls  int
 	// reannounced: the owned IPs at each Reannounce call.
@@ -70,6 +73,9 @@ func (f *fakeL2) SetOwner(owner string, targets []announce.L2Target) error {
 func (f *fakeL2) Interfaces(ip netip.Addr) []string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.lag {
+		return nil
+	}
 	have := f.eligible().For(ip)
 	var out []string
 	for _, ts := range f.owners {

@@ -136,3 +136,51 @@ func TestL2ElectedNodeWithoutInterface(t *testing.T) {
 		t.Errorf("%s announces too: %q", lose.name, lose.rec.all())
 	}
 }
+
+// TestL2StatusNamesInterfacesAtOnce: the layer 2 announcer applies SetOwner
+// on its own goroutine, so right after it its Interfaces lists nothing. The
+// ServiceL2Status must still name the interface the address is answered on
+// (before, it was written without any and fixed only by a requeue 10 s
+// later, if the announcer had caught up by then).
+func TestL2StatusNamesInterfacesAtOnce(t *testing.T) {
+	env := testenv.Start(t)
+	ctx := context.Background()
+	c := env.Client
+	ns := env.Namespace(t)
+	svcNS := env.Namespace(t)
+	createReadyNode(t, c, "n1", "")
+	must(t, c.Create(ctx, &v1beta1.IPAddressPool{ObjectMeta: metav1.ObjectMeta{Name: "pool", Namespace: ns},
+		Spec: v1beta1.IPAddressPoolSpec{Addresses: []string{"203.0.113.0/28"}}}))
+	must(t, c.Create(ctx, &v1beta1.L2Advertisement{ObjectMeta: metav1.ObjectMeta{Name: "l2", Namespace: ns}}))
+	live := &liveness{live: map[string]bool{"n1": true}}
+	s := startSpeaker(t, env, ns, "n1", live)
+	s.l2.mu.Lock()
+	s.l2.lag = true
+	s.l2.mu.Unlock()
+
+	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: svcNS},
+		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, Ports: []corev1.ServicePort{{Port: 80}}}}
+	must(t, c.Create(ctx, svc))
+	svc.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: "203.0.113.5"}, {IP: "2001:db8::5"}}
+	must(t, c.Status().Update(ctx, svc))
+	n1, ready := "n1", true
+	must(t, c.Create(ctx, &discoveryv1.EndpointSlice{
+		ObjectMeta:  metav1.ObjectMeta{Name: "web-1", Namespace: svcNS, Labels: map[string]string{discoveryv1.LabelServiceName: "web"}},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Endpoints: []discoveryv1.Endpoint{{Addresses: []string{"198.51.100.50"}, NodeName: &n1,
+			Conditions: discoveryv1.EndpointConditions{Ready: &ready}}},
+	}))
+	poll.Until(t, 30*time.Second, "ServiceL2Status written", func() error {
+		var list v1beta1.ServiceL2StatusList
+		if err := c.List(ctx, &list, client.InNamespace(ns)); err != nil {
+			return err
+		}
+		if len(list.Items) != 1 {
+			return fmt.Errorf("%d ServiceL2Status objects", len(list.Items))
+		}
+		if got := list.Items[0].Status.Interfaces; !slices.Equal(got, []v1beta1.InterfaceInfo{{Name: "eth0"}}) {
+			return fmt.Errorf("interfaces %v, want eth0", got)
+		}
+		return nil
+	})
+}

@@ -249,16 +249,21 @@ func (s *Controller) reconcileService(ctx context.Context, snap *config.Snapshot
 	var l2Want *v1beta1.ServiceL2StatusStatus
 	if len(targets) > 0 {
 		l2Want = &v1beta1.ServiceL2StatusStatus{ServiceStatusCommon: s.common(nsName)}
+		// The interfaces the targets are answered on: the announcer applies
+		// SetOwner on its own goroutine, so its Interfaces may not list them
+		// yet (the status then named no interface until a requeue); the
+		// decision already checked them against the interfaces with an open
+		// responder.
 		var ifaces []string
 		for _, t := range targets {
-			ifaces = append(ifaces, s.opts.L2.Interfaces(t.IP)...)
+			ifaces = append(ifaces, view.ifaces.Answering(t)...)
 		}
 		slices.Sort(ifaces)
 		for _, name := range slices.Compact(ifaces) {
 			l2Want.Interfaces = append(l2Want.Interfaces, v1beta1.InterfaceInfo{Name: name})
 		}
 		if len(ifaces) == 0 {
-			res.RequeueAfter = requeueSoon // the announcer has not opened its interfaces yet
+			res.RequeueAfter = requeueSoon // not reached: Decide refuses such targets
 		}
 	}
 	var bgpWant *v1beta1.ServiceBGPStatusStatus
