@@ -24,7 +24,7 @@ type fakeL2 struct {
 	ifaces *announce.NodeInterfaces
 	// lag: Interfaces reports nothing, as the real announcer does between
 	// SetOwner and its goroutine applying it.
-	lag bool
+	lag    bool
 	owners map[string][]announce.L2Target
 	calls  int
 	// reannounced: the owned IPs at each Reannounce call.
