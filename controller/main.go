@@ -26,6 +26,7 @@ import (
 	"github.com/herald-lb/herald/internal/k8s/fieldmanager"
 	"github.com/herald-lb/herald/internal/k8s/mlsecret"
 	"github.com/herald-lb/herald/internal/k8s/scheme"
+	"github.com/herald-lb/herald/internal/k8s/serving"
 	"github.com/herald-lb/herald/internal/k8s/webhook"
 	"github.com/herald-lb/herald/internal/logging"
 	"github.com/herald-lb/herald/internal/version"
@@ -35,7 +36,7 @@ func main() {
 	var o options
 	o.register(flag.CommandLine, os.Getenv)
 	flag.Parse()
-	log, err := logging.New(os.Stdout, o.logLevel, "controller")
+	log, level, err := logging.NewLeveled(os.Stdout, o.logLevel, "controller")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
@@ -45,7 +46,7 @@ func main() {
 		os.Exit(2)
 	}
 	log.Info("starting", "version", version.String(), "namespace", o.namespace, "webhookMode", o.webhookMode, "lbClass", o.lbClass)
-	if err := run(ctrl.SetupSignalHandler(), &o, log); err != nil {
+	if err := run(ctrl.SetupSignalHandler(), &o, log, level); err != nil {
 		log.Error("controller failed", "error", err)
 		os.Exit(1)
 	}
@@ -53,8 +54,10 @@ func main() {
 }
 
 // run builds the manager, adds the components --webhook-mode asks for and
-// runs until ctx ends (SIGTERM), then shuts down gracefully.
-func run(ctx context.Context, o *options, log *slog.Logger) error {
+// runs until ctx ends (SIGTERM), then shuts down gracefully. level is the
+// logger's, changed at run time by PUT /debug/loglevel on the metrics
+// server and by SIGUSR1/SIGUSR2.
+func run(ctx context.Context, o *options, log *slog.Logger, level *slog.LevelVar) error {
 	cfg, err := ctrl.GetConfig()
 	if err != nil {
 		return fmt.Errorf("kubeconfig: %w", err)
@@ -72,6 +75,8 @@ func run(ctx context.Context, o *options, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	serving.AddHandler(&metricsOpts, logging.LevelPath, logging.LevelHandler(level, log))
+	logging.HandleSignals(ctx, level, log)
 	tlsOpts, err := o.serving.TLSOptions()
 	if err != nil {
 		return err

@@ -53,6 +53,7 @@ func TestLayer2(t *testing.T) {
 	t.Run("ExternalTrafficPolicyLocal", e.testETPLocal)
 	t.Run("ExcludeLabel", e.testExcludeLabel)
 	t.Run("NodeSelector", e.testNodeSelector)
+	t.Run("ElectedNodeWithoutInterface", e.testNoInterface)
 	t.Run("ConflictReannounced", e.testConflict)
 	t.Run("FailoverSpeakerStop", func(t *testing.T) { e.testFailover(t, "stop") })
 	t.Run("FailoverSpeakerKill", func(t *testing.T) { e.testFailover(t, "kill") })
@@ -406,6 +407,46 @@ func (e l2Env) testNodeSelector(t *testing.T) {
 	e.waitAnnouncer(t, key, ip, "moved to the other selected node "+other, is(other))
 	e.labelNode(t, other, l2SelLabel, "")
 	e.waitSilent(t, key, ip)
+}
+
+// testNoInterface: the L2Advertisement names eth5, which no node has. The
+// elected node must say so (a Warning announceFailed naming the
+// advertisement, eth5 and its eth0) and claim nothing: no nodeAssigned, no
+// ServiceL2Status, and nobody answers ARP (no other node takes over, as in
+// MetalLB). Once the advertisement names eth0, the address is announced.
+func (e l2Env) testNoInterface(t *testing.T) {
+	e.put(t, pool("l2if", "198.51.100.246-198.51.100.247"))
+	ad := l2adv("l2if", "l2if")
+	ad.Spec.Interfaces = []string{"eth5"}
+	e.put(t, ad)
+	t.Cleanup(func() {
+		if err := e.k.CoreV1().Services(l2NS).Delete(context.Background(), "noif", metav1.DeleteOptions{}); err != nil {
+			t.Logf("delete Service noif: %v", err)
+		}
+		e.del(t, l2adv("l2if"))
+		e.del(t, pool("l2if"))
+	})
+	if err := e.h.WaitConfigValid(testCtx(t, 2*time.Minute), "controller"); err != nil {
+		t.Fatal(err)
+	}
+	e.createService(t, lbService(l2NS, "noif", withAnnotation("metallb.io/address-pool", "l2if")), e.allNodes()...)
+	ip := e.ips(t, l2NS, "noif", 1)[0]
+	key := types.NamespacedName{Namespace: l2NS, Name: "noif"}
+	want := "but has none of the interfaces of L2Advertisement l2if (interfaces eth5) (its interfaces answering ARP: eth0)"
+	poll.Until(t, 30*time.Second, "announceFailed naming eth5 and eth0", func() error {
+		if ev := e.events(l2NS, "noif"); !strings.Contains(ev, "Warning announceFailed: failed to announce "+ip.String()) || !strings.Contains(ev, want) {
+			return fmt.Errorf("events:%s", ev)
+		}
+		return nil
+	})
+	e.waitSilent(t, key, ip)
+	if ev := e.events(l2NS, "noif"); strings.Contains(ev, "nodeAssigned") {
+		t.Errorf("an announcement is claimed while nobody answers:%s", ev)
+	}
+	fixed := l2adv("l2if", "l2if")
+	fixed.Spec.Interfaces = []string{"eth0"}
+	e.put(t, fixed)
+	e.waitAnnouncer(t, key, ip, "announced once the advertisement names eth0", anyNode)
 }
 
 // labelNode sets (value != "") or removes a label of a Node.

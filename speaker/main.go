@@ -40,6 +40,7 @@ import (
 	"github.com/herald-lb/herald/internal/k8s/apiretry"
 	"github.com/herald-lb/herald/internal/k8s/fieldmanager"
 	"github.com/herald-lb/herald/internal/k8s/scheme"
+	"github.com/herald-lb/herald/internal/k8s/serving"
 	"github.com/herald-lb/herald/internal/k8s/speaker"
 	"github.com/herald-lb/herald/internal/layer2"
 	"github.com/herald-lb/herald/internal/logging"
@@ -67,7 +68,7 @@ func run(args []string) error {
 	if err := o.complete(os.ReadFile); err != nil {
 		return err
 	}
-	log, err := logging.New(os.Stdout, o.logLevel, "speaker", slog.String(logging.KeyNode, o.nodeName))
+	log, level, err := logging.NewLeveled(os.Stdout, o.logLevel, "speaker", slog.String(logging.KeyNode, o.nodeName))
 	if err != nil {
 		return err
 	}
@@ -125,7 +126,7 @@ func run(args []string) error {
 	// Layer 2.
 	var l2 *layer2.Announcer
 	// spk is set before runAll starts the announcer, whose responders
-	// report conflicts.
+	// report conflicts and whose scans report interface changes.
 	var spk *speaker.Controller
 	if o.enableL2 {
 		exclude, err := excludeL2(o.excludeL2Config, os.ReadFile)
@@ -135,6 +136,8 @@ func run(args []string) error {
 		l2, err = layer2.New(log.With(logging.KeySubsystem, "layer2"), reg, layer2.Options{
 			GratuitousCount: o.gratuitousCount, GratuitousInterval: o.gratuitousInterval, ExcludeInterfaces: exclude,
 			OnConflict: func(ip netip.Addr, mac net.HardwareAddr, iface string) { spk.L2Conflict(ip, mac, iface) },
+			// Decisions check the elected node's interfaces (noMatchingInterface).
+			OnInterfaces: func(*announce.NodeInterfaces) { spk.L2InterfacesChanged() },
 		})
 		if err != nil {
 			return fmt.Errorf("layer 2 announcer: %w", err)
@@ -192,6 +195,12 @@ func run(args []string) error {
 	if err != nil {
 		return err
 	}
+	// The log level changes at run time (a restart would move the layer 2
+	// addresses being debugged): PUT /debug/loglevel, SIGUSR1/SIGUSR2.
+	serving.AddHandler(&metricsOpts, logging.LevelPath, logging.LevelHandler(level, log))
+	sigCtx, stopLevelSignals := context.WithCancel(context.Background())
+	defer stopLevelSignals()
+	logging.HandleSignals(sigCtx, level, log)
 	// Started during an API server outage (a rebooted node), wait for it
 	// instead of exiting into the kubelet's growing CrashLoopBackOff.
 	waitCtx, stopWait := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)

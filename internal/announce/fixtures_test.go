@@ -22,6 +22,8 @@ type cluster struct {
 	nodes []Node
 	live  map[string]bool
 	opts  Options
+	// ifaces is Input.Interfaces (nil: unknown).
+	ifaces *NodeInterfaces
 }
 
 func meta(name string) metav1.ObjectMeta { return metav1.ObjectMeta{Name: name, Namespace: testNS} }
@@ -108,13 +110,14 @@ func (c *cluster) snapshot(t testing.TB, self string) *config.Snapshot {
 // input assembles the decision input for the speaker on self.
 func (c *cluster) input(t testing.TB, self string, svc Service, eps []Endpoint) Input {
 	return Input{
-		Config:    c.snapshot(t, self),
-		Node:      self,
-		Nodes:     c.nodes,
-		Live:      c.live,
-		Service:   svc,
-		Endpoints: eps,
-		Options:   c.opts,
+		Config:     c.snapshot(t, self),
+		Node:       self,
+		Nodes:      c.nodes,
+		Live:       c.live,
+		Service:    svc,
+		Endpoints:  eps,
+		Options:    c.opts,
+		Interfaces: c.ifaces,
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+	"strings"
 
 	"github.com/herald-lb/herald/internal/config"
 )
@@ -23,6 +24,10 @@ import (
 //     endpoint when the Service is Local, and the Service has one somewhere.
 //  5. This node's speaker is live, else notOwner.
 //  6. This node wins the election for the IP (see Elect), else notOwner.
+//  7. When Input.Interfaces is known, one of the interfaces the
+//     advertisements selecting this node name (every interface when one
+//     names none) answers for the IP's family here, else
+//     noMatchingInterface (Winner is this node: nobody announces the IP).
 func (e *env) decideL2(ip netip.Addr, pool *config.Pool) L2Decision {
 	svc := &e.in.Service
 	ads := l2AdsFor(pool, svc)
@@ -61,7 +66,48 @@ func (e *env) decideL2(ip netip.Addr, pool *config.Pool) L2Decision {
 		}
 		return d
 	}
-	return L2Decision{Announce: true, Winner: e.in.Node, Interfaces: l2Interfaces(ads, e.self)}
+	ifaces := l2Interfaces(ads, e.self)
+	if detail, ok := e.checkInterfaces(ip, ads, ifaces); !ok {
+		return L2Decision{Reason: ReasonNoMatchingInterface, Winner: e.in.Node, Detail: detail}
+	}
+	return L2Decision{Announce: true, Winner: e.in.Node, Interfaces: ifaces}
+}
+
+// checkInterfaces reports whether this node can answer for ip on one of
+// want (nil: any interface), given Input.Interfaces (nil: unknown, true).
+// When it cannot, detail names the advertisements selecting this node with
+// the interfaces they name, and the node's interfaces for ip's family.
+func (e *env) checkInterfaces(ip netip.Addr, ads []*config.L2Advertisement, want []string) (detail string, ok bool) {
+	if e.in.Interfaces == nil {
+		return "", true
+	}
+	have := e.in.Interfaces.For(ip)
+	proto := "ARP"
+	if !ip.Is4() {
+		proto = "NDP"
+	}
+	haveText := "none"
+	if len(have) > 0 {
+		haveText = strings.Join(have, ", ")
+	}
+	if want == nil {
+		if len(have) > 0 {
+			return "", true
+		}
+		return fmt.Sprintf("node %s won the election for %s but has no interface answering %s (its interfaces answering %s: none)",
+			e.in.Node, ip, proto, proto), false
+	}
+	if slices.ContainsFunc(want, func(name string) bool { return slices.Contains(have, name) }) {
+		return "", true
+	}
+	var named []string
+	for _, ad := range ads {
+		if ad.MatchesNode(e.self.Labels) {
+			named = append(named, fmt.Sprintf("L2Advertisement %s (interfaces %s)", ad.Name, strings.Join(ad.Interfaces, ", ")))
+		}
+	}
+	return fmt.Sprintf("node %s won the election for %s but has none of the interfaces of %s (its interfaces answering %s: %s)",
+		e.in.Node, ip, strings.Join(named, ", "), proto, haveText), false
 }
 
 // l2AdsFor returns the pool's L2 advertisements covering svc.

@@ -104,6 +104,27 @@ func TestL2Rules(t *testing.T) {
 			b.Spec.ServiceSelectors = []metav1.LabelSelector{sel("app", "other")}
 			c.res.L2Advertisements = []v1beta1.L2Advertisement{a, b}
 		}, svc: svc("ns/a", v4), eps: ready("n1"), wantIfs: []string{"eth1"}},
+		{name: "interfaces: one named interface answers here", setup: func(c *cluster) {
+			c.res.L2Advertisements[0].Spec.Interfaces = []string{"eth5", "eth0"}
+			c.ifaces = &NodeInterfaces{ARP: []string{"eth0", "eth1"}}
+		}, svc: svc("ns/a", v4), eps: ready("n1"), wantIfs: []string{"eth0", "eth5"}},
+		{name: "interfaces: none of the named interfaces answers here", setup: func(c *cluster) {
+			c.res.L2Advertisements[0].Spec.Interfaces = []string{"eth5"}
+			c.ifaces = &NodeInterfaces{ARP: []string{"eth0", "eth1"}, NDP: []string{"eth5"}}
+		}, svc: svc("ns/a", v4), eps: ready("n1"), want: ReasonNoMatchingInterface},
+		{name: "interfaces: IPv6 needs the interface answering NDP", setup: func(c *cluster) {
+			c.res.L2Advertisements[0].Spec.Interfaces = []string{"eth5"}
+			c.ifaces = &NodeInterfaces{ARP: []string{"eth5"}}
+		}, svc: svc("ns/a", "2001:db8:1::5"), eps: ready("n1"), want: ReasonNoMatchingInterface},
+		{name: "interfaces: every interface, but none answers here", setup: func(c *cluster) {
+			c.ifaces = &NodeInterfaces{NDP: []string{"eth0"}}
+		}, svc: svc("ns/a", v4), eps: ready("n1"), want: ReasonNoMatchingInterface},
+		{name: "interfaces: every interface, one answers here", setup: func(c *cluster) {
+			c.ifaces = &NodeInterfaces{ARP: []string{"eth0"}}
+		}, svc: svc("ns/a", v4), eps: ready("n1")},
+		{name: "interfaces: unknown interfaces are not checked", setup: func(c *cluster) {
+			c.res.L2Advertisements[0].Spec.Interfaces = []string{"eth5"}
+		}, svc: svc("ns/a", v4), eps: ready("n1"), wantIfs: []string{"eth5"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -140,10 +161,61 @@ func TestL2Rules(t *testing.T) {
 			} else if l2.Detail == "" {
 				t.Errorf("no detail for reason %s", l2.Reason)
 			}
+			if l2.Reason == ReasonNoMatchingInterface && l2.Winner != "n1" {
+				t.Errorf("noMatchingInterface: winner %q, want n1 (this node won, nobody announces)", l2.Winner)
+			}
 			if d.IPs[0].BGP.Announce {
 				t.Errorf("BGP announces without BGPAdvertisement: %+v", d.IPs[0].BGP)
 			}
 		})
+	}
+}
+
+// TestNoMatchingInterfaceDetail: the reason names the advertisement, the
+// interfaces it wants and the node's interfaces of the IP's family; another
+// node's speaker sees the same winner and reports notOwner (the IP is
+// announced by nobody, as in MetalLB).
+func TestNoMatchingInterfaceDetail(t *testing.T) {
+	c := newCluster(1)
+	ad := l2ad("l2-eth5", "p")
+	ad.Spec.Interfaces = []string{"eth5", "eth6"}
+	c.res.L2Advertisements = []v1beta1.L2Advertisement{ad}
+	c.ifaces = &NodeInterfaces{ARP: []string{"eth0", "eth1"}, NDP: []string{"eth0"}}
+	d := Decide(c.input(t, "n1", svc("ns/a", "198.51.100.10"), ready("n1")))
+	want := "node n1 won the election for 198.51.100.10 but has none of the interfaces of L2Advertisement l2-eth5 (interfaces eth5, eth6) (its interfaces answering ARP: eth0, eth1)"
+	if got := d.IPs[0].L2; got.Reason != ReasonNoMatchingInterface || got.Detail != want {
+		t.Errorf("L2 = %+v\nwant detail %q", got, want)
+	}
+	if got := d.L2Targets(); len(got) != 0 {
+		t.Errorf("L2Targets %v, want none", got)
+	}
+	c.ifaces = &NodeInterfaces{}
+	d = Decide(c.input(t, "n1", svc("ns/a", "2001:db8:1::5"), ready("n1")))
+	want = "node n1 won the election for 2001:db8:1::5 but has none of the interfaces of L2Advertisement l2-eth5 (interfaces eth5, eth6) (its interfaces answering NDP: none)"
+	if got := d.IPs[0].L2; got.Detail != want {
+		t.Errorf("IPv6 detail %q\nwant %q", got.Detail, want)
+	}
+}
+
+func TestNodeInterfacesAnswering(t *testing.T) {
+	n := &NodeInterfaces{ARP: []string{"eth0", "eth1"}, NDP: []string{"eth1"}}
+	v4, v6 := ip("198.51.100.1"), ip("2001:db8::1")
+	tests := []struct {
+		t    L2Target
+		want []string
+	}{
+		{L2Target{IP: v4}, []string{"eth0", "eth1"}},
+		{L2Target{IP: v6}, []string{"eth1"}},
+		{L2Target{IP: v4, Interfaces: []string{"eth1", "eth5"}}, []string{"eth1"}},
+		{L2Target{IP: v6, Interfaces: []string{"eth0"}}, nil},
+	}
+	for _, tt := range tests {
+		if got := n.Answering(tt.t); !slices.Equal(got, tt.want) {
+			t.Errorf("Answering(%v) = %v, want %v", tt.t, got, tt.want)
+		}
+	}
+	if got := (*NodeInterfaces)(nil).Answering(L2Target{IP: v4}); got != nil {
+		t.Errorf("nil.Answering = %v", got)
 	}
 }
 

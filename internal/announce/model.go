@@ -2,6 +2,7 @@ package announce
 
 import (
 	"net/netip"
+	"slices"
 
 	"k8s.io/apimachinery/pkg/labels"
 
@@ -141,6 +142,55 @@ type Input struct {
 	Sharing []SharedService
 	// Options are the speaker-wide settings.
 	Options Options
+	// Interfaces are this node's interfaces the layer 2 announcer can
+	// answer on (from the announcer's last interface scan). nil means
+	// unknown: the interface check is skipped (callers gate layer 2 until
+	// the announcer has listed its interfaces). See NodeInterfaces.
+	Interfaces *NodeInterfaces
+}
+
+// NodeInterfaces are the interface names (sorted) of this node on which the
+// layer 2 announcer has an open responder: ARP (RFC 826) for IPv4, NDP
+// (RFC 4861) for IPv6. An interface is in a list only while it is eligible
+// (up, not enslaved, not excluded, with a broadcast Ethernet address; NDP
+// also needs a usable link-local address); see internal/layer2.
+type NodeInterfaces struct {
+	ARP []string
+	NDP []string
+}
+
+// For returns the interfaces answering for ip's family.
+func (n *NodeInterfaces) For(ip netip.Addr) []string {
+	if ip.Is4() || ip.Is4In6() {
+		return n.ARP
+	}
+	return n.NDP
+}
+
+// Answering returns the interfaces (sorted) t.IP is answered on once the
+// announcer has applied t: those of n for the IP's family that t names, or
+// all of them when t names none. Decide only announces a target for which
+// this is not empty (noMatchingInterface otherwise). n nil returns nil.
+func (n *NodeInterfaces) Answering(t L2Target) []string {
+	if n == nil {
+		return nil
+	}
+	var out []string
+	for _, name := range n.For(t.IP) {
+		if len(t.Interfaces) == 0 || slices.Contains(t.Interfaces, name) {
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
+// Equal reports whether n and o list the same interfaces (nil equals nil
+// only).
+func (n *NodeInterfaces) Equal(o *NodeInterfaces) bool {
+	if n == nil || o == nil {
+		return n == o
+	}
+	return slices.Equal(n.ARP, o.ARP) && slices.Equal(n.NDP, o.NDP)
 }
 
 // Decision is the outcome of Decide for one Service.

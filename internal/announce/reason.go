@@ -51,6 +51,13 @@ const (
 	// not the one this speaker handles (Options.LoadBalancerClass). Herald
 	// addition; MetalLB filters such Services before its handler.
 	ReasonOtherLoadBalancerClass
+	// ReasonNoMatchingInterface: this node won the layer 2 election for the
+	// IP but none of the interfaces its L2Advertisements name (or, when
+	// they name none, no interface at all) can answer for the IP's family
+	// here (Input.Interfaces). The IP is then announced by no node, as in
+	// MetalLB, which emits announceFailed for it. Herald addition (MetalLB
+	// has no reason name for it).
+	ReasonNoMatchingInterface
 
 	// ReasonLoadBalancerIPChanged: the Service's IPs changed; the old ones
 	// are withdrawn first. Produced by callers.
@@ -76,6 +83,7 @@ var reasonNames = [reasonCount]string{
 	ReasonIPNotAllowed:                "ipNotAllowed",
 	ReasonNotLoadBalancer:             "notLoadBalancer",
 	ReasonOtherLoadBalancerClass:      "otherLoadBalancerClass",
+	ReasonNoMatchingInterface:         "noMatchingInterface",
 	ReasonLoadBalancerIPChanged:       "loadBalancerIPChanged",
 	ReasonServiceDeleted:              "serviceDeleted",
 }

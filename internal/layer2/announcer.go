@@ -49,6 +49,9 @@ type Announcer struct {
 	// or not), so that a frame from another of its interfaces on the same
 	// segment is not taken for a conflict.
 	ownMACs map[string]bool
+	// ifaces are the interfaces with an open responder after the last
+	// scan; nil before the first one.
+	ifaces *announce.NodeInterfaces
 
 	// scans counts completed interface scans (the tests wait on it to know
 	// that later scans changed nothing).
@@ -190,6 +193,33 @@ func (a *Announcer) Interfaces(ip netip.Addr) []string {
 	return out
 }
 
+// EligibleInterfaces returns the interfaces on which the announcer has an
+// open responder, ARP (IPv4) and NDP (IPv6) apart, as of the last interface
+// scan: the interfaces an IP can be answered on. It returns nil before Run
+// has scanned the interfaces once (the speaker glue announces nothing in
+// layer 2 until then). Options.OnInterfaces reports changes.
+func (a *Announcer) EligibleInterfaces() *announce.NodeInterfaces {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.ifaces
+}
+
+// responding lists the links with an open responder. Callers hold a.mu.
+func (a *Announcer) responding() *announce.NodeInterfaces {
+	out := &announce.NodeInterfaces{}
+	for name, l := range a.links {
+		if l.arp != nil {
+			out.ARP = append(out.ARP, name)
+		}
+		if l.ndp != nil {
+			out.NDP = append(out.NDP, name)
+		}
+	}
+	slices.Sort(out.ARP)
+	slices.Sort(out.NDP)
+	return out
+}
+
 // Run scans the interfaces, runs one ARP and one NDP responder per eligible
 // interface and applies announcement changes until ctx is cancelled. It then
 // closes every socket, waits for its goroutines and returns nil. It returns
@@ -266,8 +296,20 @@ func (a *Announcer) scan(ctx context.Context, h *netlink.Handle, ns netns.NsHand
 		return false
 	}
 	defer a.scans.Add(1) // after the unlock below: the scan's effects are visible
+	var changed *announce.NodeInterfaces
+	defer func() { // after the unlock, so the callback may call back in
+		if changed != nil && a.opts.onInterfaces != nil {
+			a.opts.onInterfaces(changed)
+		}
+	}()
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	defer func() {
+		now := a.responding()
+		if !now.Equal(a.ifaces) {
+			a.ifaces, changed = now, now
+		}
+	}()
 	clear(a.ownMACs)
 	for _, info := range infos {
 		if len(info.MAC) != 0 {

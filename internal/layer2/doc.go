@@ -17,6 +17,7 @@
 //	a.SetOwner("ns/svc", nil)                            // withdraw everything of ns/svc
 //	a.Interfaces(ip)                                     // where ip is answered now
 //	a.Owners(ip)                                         // which Services announce ip
+//	a.EligibleInterfaces()                               // where IPs can be answered (nil before the first scan)
 //	a.Reannounce()                                       // burst again for every answered IP
 //
 // The targets are the decision's (announce.Decision.L2Targets), so the
@@ -38,7 +39,12 @@
 // ARP also needs IFF_BROADCAST; NDP needs a usable (not tentative) IPv6
 // link-local address. No IPv4 address is needed on the interface. The
 // interfaces are listed through netlink every [Options.RescanInterval], and
-// every second while a link-local address is still tentative.
+// every second while a link-local address is still tentative. The interfaces
+// with an open responder are [Announcer.EligibleInterfaces]; the speaker
+// decides with them (announce.Input.Interfaces) so that an elected node with
+// none of an L2Advertisement's interfaces reports announceFailed instead of
+// claiming an announcement nobody answers, and [Options.OnInterfaces] tells
+// it when they change.
 //
 // # Wire behaviour
 //

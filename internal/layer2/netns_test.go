@@ -689,3 +689,51 @@ func BenchmarkTakeover(b *testing.B) {
 		}
 	}
 }
+
+// TestRealEligibleInterfaces: EligibleInterfaces is nil until the first
+// scan, then lists the node's veth for ARP and NDP; taking the link down
+// and up again changes it, and each change reaches OnInterfaces.
+func TestRealEligibleInterfaces(t *testing.T) {
+	t.Parallel()
+	l := newLab(t)
+	var mu sync.Mutex
+	var seen []*announce.NodeInterfaces
+	last := func() *announce.NodeInterfaces {
+		mu.Lock()
+		defer mu.Unlock()
+		if len(seen) == 0 {
+			return nil
+		}
+		return seen[len(seen)-1]
+	}
+	a, err := New(nil, nil, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := a.EligibleInterfaces(); got != nil {
+		t.Fatalf("EligibleInterfaces before Run = %+v, want nil", got)
+	}
+	a, _ = l.start(t, Options{OnInterfaces: func(n *announce.NodeInterfaces) {
+		mu.Lock()
+		seen = append(seen, n)
+		mu.Unlock()
+	}})
+	both := &announce.NodeInterfaces{ARP: []string{"eth0"}, NDP: []string{"eth0"}}
+	expect := func(want *announce.NodeInterfaces) {
+		t.Helper()
+		poll.Until(t, 10*time.Second, fmt.Sprintf("eligible interfaces %+v", want), func() error {
+			if got := a.EligibleInterfaces(); !got.Equal(want) {
+				return fmt.Errorf("EligibleInterfaces %+v", got)
+			}
+			if got := last(); !got.Equal(want) {
+				return fmt.Errorf("last OnInterfaces %+v", got)
+			}
+			return nil
+		})
+	}
+	expect(both)
+	run(t, "ip", "-n", l.node, "link", "set", "eth0", "down")
+	expect(&announce.NodeInterfaces{})
+	run(t, "ip", "-n", l.node, "link", "set", "eth0", "up")
+	expect(both)
+}

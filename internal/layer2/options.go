@@ -6,6 +6,8 @@ import (
 	"net/netip"
 	"regexp"
 	"time"
+
+	"github.com/herald-lb/herald/internal/announce"
 )
 
 // Default option values. The gratuitous burst is tuned for fast failover: the
@@ -19,7 +21,8 @@ const (
 	// DefaultGratuitousInterval is the pause between two packets of a burst.
 	DefaultGratuitousInterval = 200 * time.Millisecond
 	// DefaultRescanInterval is how often the interfaces are listed again
-	// (MetalLB: 10 s). Link changes reported by netlink also trigger a scan.
+	// (MetalLB: 10 s). Link changes are seen at the next scan (no netlink
+	// subscription).
 	DefaultRescanInterval = 10 * time.Second
 	// DefaultConflictInterval is the least time between the starts of two
 	// conflict re-announcements of one IP on one interface (see
@@ -71,6 +74,11 @@ type Options struct {
 	// IP, the other host's MAC address and the interface name. It runs on
 	// the goroutine reading that interface's packets and must not block.
 	OnConflict func(ip netip.Addr, mac net.HardwareAddr, iface string)
+	// OnInterfaces, when set, is called after an interface scan that
+	// changed [Announcer.EligibleInterfaces] (the first scan always does),
+	// with the new value, which the callee must not modify. It runs on
+	// Run's goroutine and must not block.
+	OnInterfaces func(*announce.NodeInterfaces)
 }
 
 // resolved is Options after defaults and regex compilation.
@@ -83,6 +91,7 @@ type resolved struct {
 
 	conflictInterval time.Duration
 	onConflict       func(netip.Addr, net.HardwareAddr, string)
+	onInterfaces     func(*announce.NodeInterfaces)
 }
 
 func (o Options) resolve() (resolved, error) {
@@ -94,6 +103,7 @@ func (o Options) resolve() (resolved, error) {
 
 		conflictInterval: o.ConflictInterval,
 		onConflict:       o.OnConflict,
+		onInterfaces:     o.OnInterfaces,
 	}
 	if r.count == 0 {
 		r.count = DefaultGratuitousCount

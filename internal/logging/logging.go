@@ -1,7 +1,10 @@
 // Package logging builds Herald's one structured logger (log/slog) from the
 // --log-level flag and routes the logs of client-go (klog) and
 // controller-runtime (logr) through it, so every line a binary prints has the
-// same format and keys.
+// same format and keys. The level can change while the process runs
+// ([NewLeveled], [LevelHandler] at [LevelPath], [HandleSignals]): turning
+// debug logs on must not need a restart, which would move the layer 2
+// addresses being debugged.
 package logging
 
 import (
@@ -56,14 +59,25 @@ func ParseLevel(s string) (slog.Level, error) {
 // identity; call it once, early in main. See [KeyComponent] for the rule on
 // identity keys.
 func New(w io.Writer, level, component string, identity ...slog.Attr) (*slog.Logger, error) {
+	l, _, err := NewLeveled(w, level, component, identity...)
+	return l, err
+}
+
+// NewLeveled is [New] that also returns the logger's level, which the
+// caller may change at run time (every line of the logger, klog and
+// controller-runtime included, follows it): serve [LevelHandler] and call
+// [HandleSignals] with it.
+func NewLeveled(w io.Writer, level, component string, identity ...slog.Attr) (*slog.Logger, *slog.LevelVar, error) {
 	lvl, err := ParseLevel(level)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	h := slog.NewJSONHandler(w, &slog.HandlerOptions{Level: lvl})
+	v := new(slog.LevelVar)
+	v.Set(lvl)
+	h := slog.NewJSONHandler(w, &slog.HandlerOptions{Level: v})
 	attrs := append([]slog.Attr{slog.String(KeyComponent, component)}, identity...)
 	logger := slog.New(h.WithAttrs(attrs))
 	klog.SetSlogLogger(logger)
 	ctrl.SetLogger(logr.FromSlogHandler(logger.Handler()))
-	return logger, nil
+	return logger, v, nil
 }

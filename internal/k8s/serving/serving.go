@@ -10,6 +10,7 @@ import (
 	"flag"
 	"fmt"
 	"net"
+	"net/http"
 	"strconv"
 	"strings"
 
@@ -177,4 +178,19 @@ func (f *Flags) HealthProbeAddress() string {
 		return "0"
 	}
 	return net.JoinHostPort(f.HealthProbeHost, strconv.Itoa(f.HealthProbePort))
+}
+
+// AddHandler serves h at path on the metrics server of o, behind the same
+// authentication and authorization as /metrics when metrics are secure
+// (controller-runtime applies o.FilterProvider's filter to every extra
+// handler; the caller then needs the verb, e.g. put, on the non-resource
+// URL path). Nothing is added when metrics are disabled (BindAddress "0").
+func AddHandler(o *metricsserver.Options, path string, h http.Handler) {
+	if o.BindAddress == "0" {
+		return
+	}
+	if o.ExtraHandlers == nil {
+		o.ExtraHandlers = map[string]http.Handler{}
+	}
+	o.ExtraHandlers[path] = h
 }

@@ -75,6 +75,14 @@
 //     live set then holds only the members seen so far, and other speakers
 //     whose Pods run but that are not members yet would count as dead. BGP
 //     is announced at once.
+//   - Until the layer 2 announcer has listed the node's interfaces
+//     (L2Announcer.EligibleInterfaces is nil), layer 2 takes over nothing
+//     either (reason interfacesNotListed); its first scan and every later
+//     change re-decide every Service (Controller.L2InterfacesChanged). The
+//     interfaces go into the decision (announce.Input.Interfaces): an
+//     elected node that has none of its L2Advertisements' interfaces gets
+//     noMatchingInterface and announces nothing, so nobody does (as in
+//     MetalLB).
 //   - When Members.Rejoins grows (a speaker that had been declared failed is
 //     back: a healed partition), the "all" pass re-decides every Service and
 //     then asks the layer 2 announcer, if it has a Reannounce method, to
@@ -103,7 +111,10 @@
 //   - Service events (reporting component metallb-speaker): nodeAssigned
 //     ("announcing from node X with protocol layer2|bgp: <addresses>") when this node
 //     starts announcing the Service in a protocol, announceFailed when an
-//     announcer rejects the announcement, l2Conflict (Herald's) when another
+//     announcer rejects the announcement or when this node won the layer 2
+//     election but has none of the interfaces its L2Advertisements name
+//     (noMatchingInterface: the message names the advertisements, their
+//     interfaces and the node's; again when that detail changes), l2Conflict (Herald's) when another
 //     host answered for one of its layer 2 addresses (conflicts.go).
 //   - BGPPeer events: sessionEstablished / sessionDown when this node's
 //     session changes state, sessionNotEstablished once when it has not been
@@ -113,7 +124,10 @@
 //     peer sent more than its received-prefix limit. Session states are also
 //     logged.
 //   - Why a Service IP is not announced (announce.Reason, MetalLB's names)
-//     is logged at debug level.
+//     is logged at debug level on every decision, and once when it changes:
+//     at info level, except notOwner and the start-up gates (debug) and
+//     noMatchingInterface (warning). herald_speaker_not_announced{node,
+//     protocol,reason} counts the Service IPs not announced per reason.
 //   - metallb_speaker_announced{service,protocol,node,ip} = 1 per announced
 //     IP and protocol; the series is deleted on withdrawal.
 package speaker

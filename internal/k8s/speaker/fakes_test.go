@@ -18,7 +18,13 @@ import (
 // fakeL2 records the declarative layer 2 state, like layer2.Announcer
 // without sockets: every announced IP is answered on "eth0".
 type fakeL2 struct {
-	mu     sync.Mutex
+	mu sync.Mutex
+	// ifaces is EligibleInterfaces; nil means eth0 for ARP and NDP (set
+	// with setInterfaces).
+	ifaces *announce.NodeInterfaces
+	// lag: Interfaces reports nothing, as the real announcer does between
+	// SetOwner and its goroutine applying it.
+	lag    bool
 	owners map[string][]announce.L2Target
 	calls  int
 	// reannounced: the owned IPs at each Reannounce call.
@@ -61,17 +67,54 @@ func (f *fakeL2) SetOwner(owner string, targets []announce.L2Target) error {
 	return nil
 }
 
+// Interfaces returns where ip is answered: the eligible interfaces of its
+// family that one of its targets names (all of them for a target naming
+// none).
 func (f *fakeL2) Interfaces(ip netip.Addr) []string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.lag {
+		return nil
+	}
+	have := f.eligible().For(ip)
+	var out []string
 	for _, ts := range f.owners {
 		for _, t := range ts {
-			if t.IP == ip {
-				return []string{"eth0"}
+			if t.IP != ip {
+				continue
+			}
+			for _, name := range have {
+				if len(t.Interfaces) == 0 || slices.Contains(t.Interfaces, name) {
+					out = append(out, name)
+				}
 			}
 		}
 	}
-	return nil
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+func (f *fakeL2) eligible() *announce.NodeInterfaces {
+	if f.ifaces == nil {
+		return &announce.NodeInterfaces{ARP: []string{"eth0"}, NDP: []string{"eth0"}}
+	}
+	return f.ifaces
+}
+
+// EligibleInterfaces is eth0 for both families unless setInterfaces said
+// otherwise.
+func (f *fakeL2) EligibleInterfaces() *announce.NodeInterfaces {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.eligible()
+}
+
+// setInterfaces replaces the eligible interfaces (the caller then tells the
+// speaker, as layer2.Options.OnInterfaces does).
+func (f *fakeL2) setInterfaces(n *announce.NodeInterfaces) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.ifaces = n
 }
 
 // announced returns the IPs owner announces, as strings.

@@ -29,6 +29,11 @@ type L2Announcer interface {
 	SetOwner(owner string, targets []announce.L2Target) error
 	// Interfaces returns the interfaces ip is answered on now.
 	Interfaces(ip netip.Addr) []string
+	// EligibleInterfaces returns the interfaces IPs can be answered on
+	// (open ARP and NDP responders), nil until the announcer has listed
+	// the interfaces once. Layer 2 takes over nothing until then; call
+	// Controller.L2InterfacesChanged when it changes.
+	EligibleInterfaces() *announce.NodeInterfaces
 }
 
 // Members is what the speaker needs from memberlist (*members.List

@@ -33,6 +33,16 @@ const (
 	reasonAnnounceFailed = "announceFailed"
 )
 
+// Reasons for not announcing in layer 2 that the glue adds to the
+// decision's (logs, herald_speaker_not_announced).
+const (
+	// reasonMemberlistNotJoined: memberlist's start-up gate is closed.
+	reasonMemberlistNotJoined = "memberlistNotJoined"
+	// reasonInterfacesNotListed: the layer 2 announcer has not listed the
+	// node's interfaces yet (L2Announcer.EligibleInterfaces is nil).
+	reasonInterfacesNotListed = "interfacesNotListed"
+)
+
 // serviceState is what the speaker applied for one Service.
 type serviceState struct {
 	ips       []netip.Addr
@@ -40,6 +50,15 @@ type serviceState struct {
 	l2Applied bool
 	announced map[announcement]bool
 	protocols map[string]bool
+	// notAnnounced: why each (protocol, IP) is not announced, as last
+	// reported (metric, logs, announceFailed events).
+	notAnnounced map[announcement]notAnnounced
+}
+
+// notAnnounced is the reason a (protocol, IP) of a Service is not announced
+// on this node.
+type notAnnounced struct {
+	reason, detail, winner string
 }
 
 // clusterView is the part of the input shared by every Service decided in
@@ -53,6 +72,10 @@ type clusterView struct {
 	// win the addresses of speakers it has not heard of yet.
 	joined bool
 	self   *corev1.Node // nil when this node is not in the cache
+	// ifaces: the layer 2 announcer's eligible interfaces, nil when layer 2
+	// is off or the announcer has not listed them yet (layer 2 then takes
+	// over nothing).
+	ifaces *announce.NodeInterfaces
 }
 
 func (s *Controller) clusterView(ctx context.Context) (*clusterView, error) {
@@ -61,6 +84,9 @@ func (s *Controller) clusterView(ctx context.Context) (*clusterView, error) {
 		return nil, fmt.Errorf("list Nodes: %w", err)
 	}
 	v := &clusterView{joined: true}
+	if s.opts.L2 != nil {
+		v.ifaces = s.opts.L2.EligibleInterfaces()
+	}
 	for i := range list.Items {
 		n := &list.Items[i]
 		v.nodes = append(v.nodes, announce.NodeFromK8s(n))
@@ -117,6 +143,9 @@ func (s *Controller) reconcileService(ctx context.Context, snap *config.Snapshot
 			Live:    view.live,
 			Service: announce.ServiceFromK8s(&svc),
 			Options: s.opts.Announce,
+			// Decide checks that the layer 2 winner has one of the
+			// advertisements' interfaces (noMatchingInterface).
+			Interfaces: view.ifaces,
 		}
 		var err error
 		if in.Endpoints, err = s.endpoints(ctx, svc.Namespace, svc.Name); err != nil {
@@ -137,11 +166,20 @@ func (s *Controller) reconcileService(ctx context.Context, snap *config.Snapshot
 	// Layer 2. Nothing before memberlist's start-up gate opens (BGP has no
 	// election and is not gated).
 	var targets []announce.L2Target
+	var gate notAnnounced
 	if s.opts.L2 != nil {
 		targets = d.L2Targets()
-		if !view.joined && len(targets) > 0 {
-			log.Debug("not announcing", "protocol", protoL2, "reason", "memberlistNotJoined",
-				"detail", "waiting to join the other speakers before taking over layer 2 addresses")
+		switch {
+		case len(targets) == 0:
+		case !view.joined:
+			gate = notAnnounced{reason: reasonMemberlistNotJoined,
+				detail: "waiting to join the other speakers before taking over layer 2 addresses"}
+		case view.ifaces == nil:
+			gate = notAnnounced{reason: reasonInterfacesNotListed,
+				detail: "the layer 2 announcer has not listed this node's interfaces yet"}
+		}
+		if gate.reason != "" {
+			log.Debug("not announcing", "protocol", protoL2, "reason", gate.reason, "detail", gate.detail)
 			targets = nil
 		}
 		if !st.l2Applied || !equalTargets(st.l2, targets) {
@@ -200,22 +238,32 @@ func (s *Controller) reconcileService(ctx context.Context, snap *config.Snapshot
 		}
 	}
 	st.protocols = protocols
+	s.reportNotAnnounced(log, st, s.notAnnouncedOf(&d, gate), func(format string, args ...any) {
+		if found {
+			s.event(&svc, corev1.EventTypeWarning, reasonAnnounceFailed, format, args...)
+		}
+	})
 
 	// Status objects.
 	var res reconcile.Result
 	var l2Want *v1beta1.ServiceL2StatusStatus
 	if len(targets) > 0 {
 		l2Want = &v1beta1.ServiceL2StatusStatus{ServiceStatusCommon: s.common(nsName)}
+		// The interfaces the targets are answered on: the announcer applies
+		// SetOwner on its own goroutine, so its Interfaces may not list them
+		// yet (the status then named no interface until a requeue); the
+		// decision already checked them against the interfaces with an open
+		// responder.
 		var ifaces []string
 		for _, t := range targets {
-			ifaces = append(ifaces, s.opts.L2.Interfaces(t.IP)...)
+			ifaces = append(ifaces, view.ifaces.Answering(t)...)
 		}
 		slices.Sort(ifaces)
 		for _, name := range slices.Compact(ifaces) {
 			l2Want.Interfaces = append(l2Want.Interfaces, v1beta1.InterfaceInfo{Name: name})
 		}
 		if len(ifaces) == 0 {
-			res.RequeueAfter = requeueSoon // the announcer has not opened its interfaces yet
+			res.RequeueAfter = requeueSoon // not reached: Decide refuses such targets
 		}
 	}
 	var bgpWant *v1beta1.ServiceBGPStatusStatus
@@ -277,6 +325,89 @@ func (s *Controller) sharing(ctx context.Context, svc *corev1.Service) ([]announ
 		}
 	}
 	return out, nil
+}
+
+// notAnnouncedOf returns why each (protocol, IP) of d is not announced on
+// this node, for the enabled protocols; gate, when set, is why the layer 2
+// targets of d were dropped. Service-level reasons use IP "". Services that
+// are not Herald's (notLoadBalancer, otherLoadBalancerClass) and deleted
+// ones have none.
+func (s *Controller) notAnnouncedOf(d *announce.Decision, gate notAnnounced) map[announcement]notAnnounced {
+	out := map[announcement]notAnnounced{}
+	l2, bgp := s.opts.L2 != nil, s.opts.BGP != nil
+	switch d.Reason {
+	case announce.ReasonNone:
+	case announce.ReasonNotLoadBalancer, announce.ReasonOtherLoadBalancerClass, announce.ReasonServiceDeleted:
+		return out
+	default:
+		for p, on := range map[string]bool{protoL2: l2, protoBGP: bgp} {
+			if on {
+				out[announcement{p, ""}] = notAnnounced{reason: d.Reason.String()}
+			}
+		}
+		return out
+	}
+	for _, ipd := range d.IPs {
+		ip := ipd.IP.String()
+		switch {
+		case !l2:
+		case !ipd.L2.Announce:
+			out[announcement{protoL2, ip}] = notAnnounced{reason: ipd.L2.Reason.String(), detail: ipd.L2.Detail, winner: ipd.L2.Winner}
+		case gate.reason != "":
+			out[announcement{protoL2, ip}] = gate
+		}
+		if bgp && !ipd.BGP.Announce {
+			out[announcement{protoBGP, ip}] = notAnnounced{reason: ipd.BGP.Reason.String(), detail: ipd.BGP.Detail}
+		}
+	}
+	return out
+}
+
+// reportNotAnnounced makes herald_speaker_not_announced and the logs follow
+// the change from st.notAnnounced to now. A reason that appears or changes
+// is logged once: at debug level for notOwner (another node announces: the
+// normal state of every other node) and the glue's start-up gates, at info
+// level otherwise. noMatchingInterface (the elected node cannot answer, so
+// nobody does) is a warning and an announceFailed event (failed), again
+// whenever its detail changes.
+func (s *Controller) reportNotAnnounced(log *slog.Logger, st *serviceState, now map[announcement]notAnnounced, failed func(format string, args ...any)) {
+	for a, old := range st.notAnnounced {
+		if _, ok := now[a]; !ok {
+			s.notAnn.add(a.protocol, old.reason, -1)
+		}
+	}
+	for a, n := range now {
+		old, had := st.notAnnounced[a]
+		if had && old == n {
+			continue
+		}
+		if !had || old.reason != n.reason {
+			if had {
+				s.notAnn.add(a.protocol, old.reason, -1)
+			}
+			s.notAnn.add(a.protocol, n.reason, 1)
+		}
+		if had && old.reason == n.reason && old.detail == n.detail {
+			continue // only the winner changed
+		}
+		attrs := []any{"protocol", a.protocol, "reason", n.reason, "detail", n.detail}
+		if a.ip != "" {
+			attrs = append(attrs, "ip", a.ip)
+		}
+		if n.winner != "" {
+			attrs = append(attrs, "winner", n.winner)
+		}
+		switch n.reason {
+		case announce.ReasonNoMatchingInterface.String():
+			log.Warn("announce failed", attrs...)
+			failed("failed to announce %s from node %q with protocol %q: %s", a.ip, s.opts.NodeName, a.protocol, n.detail)
+		case announce.ReasonNotOwner.String(), reasonMemberlistNotJoined, reasonInterfacesNotListed:
+			log.Debug("not announcing", attrs...)
+		default:
+			log.Info("not announcing", attrs...)
+		}
+	}
+	st.notAnnounced = now
 }
 
 // logDecision logs why IPs are not announced, at debug level.

@@ -62,6 +62,10 @@ type Controller struct {
 	reporter  *configload.Reporter
 	announced *announcedMetric
 	triggers  chan event.TypedGenericEvent[string]
+	// l2Changes: the layer 2 announcer's eligible interfaces changed
+	// (L2InterfacesChanged); coalesced.
+	l2Changes chan struct{}
+	notAnn    *notAnnouncedMetric
 
 	// State below is touched only by the single reconcile worker.
 	services     map[string]*serviceState
@@ -144,6 +148,7 @@ func Setup(mgr manager.Manager, opts Options) (*Controller, error) {
 		apiReader:  mgr.GetAPIReader(),
 		tracker:    configload.NewTracker(config.Options{Namespace: opts.Namespace, NodeName: opts.NodeName, DropTransient: true}, true),
 		triggers:   make(chan event.TypedGenericEvent[string], 16),
+		l2Changes:  make(chan struct{}, 1),
 		services:   map[string]*serviceState{},
 		peerErrors: map[string]string{},
 		bfd:        bfdState{down: map[string]time.Time{}},
@@ -151,6 +156,9 @@ func Setup(mgr manager.Manager, opts Options) (*Controller, error) {
 	var err error
 	if s.announced, err = newAnnouncedMetric(opts.Registerer, opts.NodeName); err != nil {
 		return nil, fmt.Errorf("register metallb_speaker_announced and herald_layer2_announcer_changes_total: %w", err)
+	}
+	if s.notAnn, err = newNotAnnouncedMetric(opts.Registerer, opts.NodeName); err != nil {
+		return nil, fmt.Errorf("register herald_speaker_not_announced: %w", err)
 	}
 	if opts.Registerer != nil {
 		s.cfgMetric = configload.NewMetrics(opts.Registerer)
@@ -272,6 +280,9 @@ func (s *Controller) runTriggers(ctx context.Context) error {
 		case <-changes:
 			s.log.Debug("live speakers changed", "live", s.opts.Members.Live())
 			s.trigger(ctx, keyAll)
+		case <-s.l2Changes:
+			s.log.Debug("layer 2 interfaces changed", "interfaces", s.opts.L2.EligibleInterfaces())
+			s.trigger(ctx, keyAll)
 		case st, ok := <-peerStates:
 			if !ok {
 				peerStates = nil
@@ -288,6 +299,17 @@ func (s *Controller) runTriggers(ctx context.Context) error {
 			s.warnSessionsDown(ctx, sessions)
 			s.sessionChecks.Add(1)
 		}
+	}
+}
+
+// L2InterfacesChanged tells the speaker that the layer 2 announcer's
+// EligibleInterfaces changed (wire it to layer2.Options.OnInterfaces): every
+// Service is decided again with the new interfaces. It never blocks and may
+// be called from any goroutine.
+func (s *Controller) L2InterfacesChanged() {
+	select {
+	case s.l2Changes <- struct{}{}:
+	default:
 	}
 }
 
