@@ -26,6 +26,7 @@ import (
 	"github.com/herald-lb/herald/internal/k8s/fieldmanager"
 	"github.com/herald-lb/herald/internal/k8s/mlsecret"
 	"github.com/herald-lb/herald/internal/k8s/scheme"
+	"github.com/herald-lb/herald/internal/k8s/serving"
 	"github.com/herald-lb/herald/internal/k8s/webhook"
 	"github.com/herald-lb/herald/internal/logging"
 	"github.com/herald-lb/herald/internal/version"
@@ -35,6 +36,10 @@ func main() {
 	var o options
 	o.register(flag.CommandLine, os.Getenv)
 	flag.Parse()
+	if o.version {
+		fmt.Print(version.Line("controller"))
+		return
+	}
 	log, err := logging.New(os.Stdout, o.logLevel, "controller")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -111,6 +116,11 @@ func run(ctx context.Context, o *options, log *slog.Logger) error {
 	mgr, err := manager.New(cfg, mopts)
 	if err != nil {
 		return fmt.Errorf("manager: %w", err)
+	}
+	// herald_build_info on the metrics every replica serves (a standby
+	// too: its version matters during a rollout).
+	if err := serving.RegisterBuildInfo(crmetrics.Registry); err != nil {
+		return err
 	}
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
 		return err

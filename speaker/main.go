@@ -40,6 +40,7 @@ import (
 	"github.com/herald-lb/herald/internal/k8s/apiretry"
 	"github.com/herald-lb/herald/internal/k8s/fieldmanager"
 	"github.com/herald-lb/herald/internal/k8s/scheme"
+	"github.com/herald-lb/herald/internal/k8s/serving"
 	"github.com/herald-lb/herald/internal/k8s/speaker"
 	"github.com/herald-lb/herald/internal/layer2"
 	"github.com/herald-lb/herald/internal/logging"
@@ -64,6 +65,10 @@ func run(args []string) error {
 	} else if err != nil {
 		return err
 	}
+	if o.version {
+		fmt.Print(version.Line("speaker"))
+		return nil
+	}
 	if err := o.complete(os.ReadFile); err != nil {
 		return err
 	}
@@ -74,6 +79,9 @@ func run(args []string) error {
 	log.Info("starting", "version", version.String(), "namespace", o.namespace,
 		"layer2", o.enableL2, "bgp", o.enableBGP, "memberlist", o.memberlistEnabled())
 	reg := ctrlmetrics.Registry
+	if err := serving.RegisterBuildInfo(reg); err != nil {
+		return err
+	}
 
 	sch, err := scheme.New()
 	if err != nil {
