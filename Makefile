@@ -12,12 +12,28 @@ export KUBECTL ?= $(BIN)/k8s/kubectl
 export PATH := $(BIN)/k8s:$(PATH)
 GO_TEST_FLAGS ?=
 
-.PHONY: all build test lint race unit deps test-assets tools generate lab lab-down e2e bench bench-go fuzz clean
+.PHONY: all build test lint race unit deps test-assets tools generate lab lab-down e2e bench bench-go fuzz clean release
 
 all: build
 
+# The version and commit the binaries report (--version, herald_build_info,
+# internal/version). make release sets VERSION; a plain build is "dev".
+VERSION ?= dev
+COMMIT ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)$(shell git diff --quiet HEAD 2>/dev/null || echo -dirty)
+VERSION_LDFLAGS = -X github.com/herald-lb/herald/internal/version.Version=$(VERSION) -X github.com/herald-lb/herald/internal/version.Commit=$(COMMIT)
+
 build:
-	go build -o $(BIN)/ ./controller ./speaker
+	go build -ldflags "$(VERSION_LDFLAGS)" -o $(BIN)/ ./controller ./speaker
+
+# release writes a release to dist/$(VERSION) (RELEASE_DIR overrides):
+# manifests pinned to VERSION, the packaged chart, static linux/amd64 and
+# linux/arm64 binaries with their SBOMs, the licences and SHA256SUMS
+# (hack/release.sh; docs/install.md, "Installing a release").
+# internal/packaging's TestRelease runs it in `make test` with a test version.
+RELEASE_DIR ?= $(ROOT)/dist/$(VERSION)
+release: test-assets $(BIN)/helm $(BIN)/go-licenses $(BIN)/cyclonedx-gomod
+	@if [[ "$(VERSION)" == dev ]]; then echo "make release needs VERSION=vX.Y.Z" >&2; exit 2; fi
+	COMMIT=$(COMMIT) hack/release.sh $(VERSION) $(RELEASE_DIR)
 
 deps:
 	hack/install-deps.sh
@@ -25,7 +41,14 @@ deps:
 test-assets:
 	hack/test-assets.sh
 
-tools: $(BIN)/controller-gen $(BIN)/helm $(BIN)/golangci-lint
+tools: $(BIN)/controller-gen $(BIN)/helm $(BIN)/golangci-lint $(BIN)/go-licenses $(BIN)/cyclonedx-gomod
+
+# The release's licence bundle (go-licenses) and SBOMs (cyclonedx-gomod),
+# each in its own tools module.
+$(BIN)/go-licenses: hack/tools/licenses/go.mod hack/tools/licenses/go.sum
+	cd hack/tools/licenses && go build -o $(BIN)/go-licenses github.com/google/go-licenses
+$(BIN)/cyclonedx-gomod: hack/tools/sbom/go.mod hack/tools/sbom/go.sum
+	cd hack/tools/sbom && go build -o $(BIN)/cyclonedx-gomod github.com/CycloneDX/cyclonedx-gomod/cmd/cyclonedx-gomod
 
 $(BIN)/controller-gen: hack/tools/gen/go.mod hack/tools/gen/go.sum
 	cd hack/tools/gen && go build -o $(BIN)/controller-gen sigs.k8s.io/controller-tools/cmd/controller-gen
