@@ -84,7 +84,7 @@ done
 (cd "$root" && GOOS=linux GOARCH=amd64 "$golicenses" save ./controller ./speaker \
   --ignore github.com/herald-lb/herald --save_path "$stage/third-party-licenses" >"$stage/go-licenses.log" 2>&1) &
 licenses=$!
-trap 'kill "$licenses" 2>/dev/null; wait; rm -rf "$stage"' EXIT
+trap 'kill "$licenses" 2>/dev/null || true; wait || true; rm -rf "$stage"' EXIT
 
 # Static binaries and their SBOMs.
 ldflags="-s -w -X github.com/herald-lb/herald/internal/version.Version=$version -X github.com/herald-lb/herald/internal/version.Commit=$COMMIT"
@@ -93,7 +93,8 @@ for arch in amd64 arm64; do
   for bin in controller speaker; do
     f="$out/herald-$bin-linux-$arch"
     mv "$stage/$arch/$bin" "$f"
-    if ! "$cyclonedx" bin -json -std -version "$version" -output "$f.cdx.json" "$f" 2>"$stage/cyclonedx.log"; then
+    # cyclonedx-gomod names the platform from GOOS/GOARCH, not the binary.
+    if ! GOOS=linux GOARCH="$arch" "$cyclonedx" bin -json -std -version "$version" -output "$f.cdx.json" "$f" 2>"$stage/cyclonedx.log"; then
       cat "$stage/cyclonedx.log" >&2
       echo "release: cyclonedx-gomod failed for $f" >&2
       exit 1
