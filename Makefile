@@ -12,7 +12,7 @@ export KUBECTL ?= $(BIN)/k8s/kubectl
 export PATH := $(BIN)/k8s:$(PATH)
 GO_TEST_FLAGS ?=
 
-.PHONY: all build test lint race unit deps test-assets tools generate lab lab-down e2e bench bench-go fuzz clean release
+.PHONY: all build test lint race unit deps test-assets tools generate lab lab-down e2e bench bench-go fuzz clean release release-ci
 
 all: build
 
@@ -37,6 +37,14 @@ RELEASE_DIR ?= $(ROOT)/dist/$(VERSION)
 release: test-assets $(BIN)/helm $(BIN)/go-licenses $(BIN)/cyclonedx-gomod
 	@if [[ "$(VERSION)" == dev ]]; then echo "make release needs VERSION=vX.Y.Z" >&2; exit 2; fi
 	COMMIT=$(COMMIT) hack/release.sh $(VERSION) $(RELEASE_DIR)
+
+# release-ci builds the release make test checks, version RELEASE_CI_VERSION
+# (internal/packaging's releaseVersion), into bin/release-ci.
+RELEASE_CI_VERSION := v0.0.0-ci.1
+RELEASE_CI_DIR := $(BIN)/release-ci/$(RELEASE_CI_VERSION)
+release-ci: test-assets $(BIN)/helm $(BIN)/go-licenses $(BIN)/cyclonedx-gomod
+	rm -rf $(RELEASE_CI_DIR)
+	COMMIT=$(COMMIT) hack/release.sh $(RELEASE_CI_VERSION) $(RELEASE_CI_DIR)
 
 deps:
 	hack/install-deps.sh
@@ -102,10 +110,14 @@ manifests:
 # The lint gate runs first, after the build and before the tests.
 # The e2e labs use the binaries built here (HERALD_LAB_BIN_DIR) instead of
 # building their own; -timeout covers the e2e package's labs on a slow machine.
-test: deps test-assets tools build
+# The release with a test version (make release-ci) is built once, before the
+# tests: internal/packaging's TestRelease checks its artefacts and installs
+# them on a real API server, e2e's TestReleaseInLab installs it in a lab as a
+# user would (HERALD_RELEASE_DIR); a release that cannot be built fails here.
+test: deps test-assets tools build release-ci
 	$(MAKE) lint
 	go vet ./...
-	HERALD_LAB_BIN_DIR=$(BIN) go test $(GO_TEST_FLAGS) -timeout 60m -count=1 ./...
+	HERALD_LAB_BIN_DIR=$(BIN) HERALD_RELEASE_DIR=$(RELEASE_CI_DIR) go test $(GO_TEST_FLAGS) -timeout 60m -count=1 ./...
 	$(MAKE) race
 
 # race runs the concurrent packages' tests again under the race detector
@@ -138,8 +150,8 @@ lab: deps test-assets build $(if $(filter helm,$(INSTALL)),$(BIN)/helm)
 lab-down:
 	hack/lab.sh down
 
-e2e: deps test-assets tools build
-	HERALD_LAB_BIN_DIR=$(BIN) go test -count=1 -timeout 40m ./e2e/...
+e2e: deps test-assets tools build release-ci
+	HERALD_LAB_BIN_DIR=$(BIN) HERALD_RELEASE_DIR=$(RELEASE_CI_DIR) go test -count=1 -timeout 40m ./e2e/...
 
 # bench runs the in-process benchmarks (allocator, decisions, layer 2, BGP),
 # then the three measurement commands on real API servers and labs.

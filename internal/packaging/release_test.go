@@ -26,8 +26,14 @@ import (
 	"github.com/herald-lb/herald/internal/testenv"
 )
 
-// releaseVersion is the version TestRelease builds a release of.
+// releaseVersion is the version TestRelease builds a release of (the
+// Makefile's RELEASE_CI_VERSION).
 const releaseVersion = "v0.0.0-ci.1"
+
+// releaseDirEnv names a release of releaseVersion already built (make test
+// sets it, see the Makefile's release-ci), which TestRelease checks instead
+// of building one.
+const releaseDirEnv = "HERALD_RELEASE_DIR"
 
 var releaseToolsOnce sync.Once
 
@@ -77,9 +83,11 @@ func TestRelease(t *testing.T) {
 	root := repoRoot(t)
 	hb, henv := helm(t)
 	goLicenses, cyclonedx := releaseTools(t)
-	out := filepath.Join(t.TempDir(), releaseVersion)
 	env := append(henv, "KUBECTL="+kubectl(t), "HELM="+hb, "GO_LICENSES="+goLicenses, "CYCLONEDX_GOMOD="+cyclonedx)
 	script := filepath.Join(root, "hack", "release.sh")
+	// make test builds the release once (make release-ci) for this test
+	// and e2e's TestReleaseInLab; alone, the test builds its own.
+	out := os.Getenv(releaseDirEnv)
 
 	t.Run("refuses a version without the v", func(t *testing.T) {
 		_, err := tryRun(root, nil, env, script, "1.2.3", filepath.Join(t.TempDir(), "out"))
@@ -89,9 +97,14 @@ func TestRelease(t *testing.T) {
 		}
 	})
 
-	start := time.Now()
-	run(t, root, nil, env, script, releaseVersion, out)
-	t.Logf("release built in %v", time.Since(start).Round(time.Second))
+	if out == "" {
+		out = filepath.Join(t.TempDir(), releaseVersion)
+		start := time.Now()
+		run(t, root, nil, env, script, releaseVersion, out)
+		t.Logf("release built in %v", time.Since(start).Round(time.Second))
+	} else {
+		t.Logf("checking the release make built in $%s=%s", releaseDirEnv, out)
+	}
 	commit := strings.TrimSpace(string(run(t, root, nil, nil, "git", "rev-parse", "HEAD")))
 
 	chartFile := "herald-" + strings.TrimPrefix(releaseVersion, "v") + ".tgz"
@@ -331,6 +344,16 @@ func TestRelease(t *testing.T) {
 		var crdNames []string
 		for _, o := range ofKind(parseObjects(t, readFile(t, filepath.Join(out, "herald.yaml"))), "CustomResourceDefinition") {
 			crdNames = append(crdNames, o.Meta.Name)
+		}
+		// Each CRD's storage must be up before the deletion: the API
+		// server's finalizer cannot list the instances of a CRD deleted
+		// right after its creation ("storage is (re)initializing") and the
+		// deletion hangs.
+		for _, crd := range crdNames {
+			poll.Until(t, time.Minute, "kubectl get "+crd, func() error {
+				_, err := c.kubectlRun(nil, "get", crd, "-A")
+				return err
+			})
 		}
 		c.mustKubectl(t, nil, append([]string{"delete", "crd", "--wait=true", "--timeout=300s"}, crdNames...)...)
 		c.mustHelm(t, "install", "rel", filepath.Join(out, chartFile), "--namespace", "rel-system", "--create-namespace", "--timeout", "180s")
