@@ -12,12 +12,39 @@ export KUBECTL ?= $(BIN)/k8s/kubectl
 export PATH := $(BIN)/k8s:$(PATH)
 GO_TEST_FLAGS ?=
 
-.PHONY: all build test lint race unit deps test-assets tools generate lab lab-down e2e bench bench-go fuzz clean
+.PHONY: all build test lint race unit deps test-assets tools generate lab lab-down e2e bench bench-go fuzz clean release release-ci
 
 all: build
 
+# The version and commit the binaries report (--version, herald_build_info,
+# internal/version). make release sets VERSION; a plain build is "dev".
+VERSION ?= dev
+COMMIT ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)$(shell git diff --quiet HEAD 2>/dev/null || echo -dirty)
+VERSION_LDFLAGS = -X github.com/herald-lb/herald/internal/version.Version=$(VERSION) -X github.com/herald-lb/herald/internal/version.Commit=$(COMMIT)
+
+# Static and path-independent, as make release and the Dockerfiles build them
+# (CGO_ENABLED=0, -trimpath): the release's amd64 build then reuses this
+# build's compiled packages from the Go build cache.
 build:
-	go build -o $(BIN)/ ./controller ./speaker ./kubectl-herald
+	CGO_ENABLED=0 go build -trimpath -ldflags "$(VERSION_LDFLAGS)" -o $(BIN)/ ./controller ./speaker ./kubectl-herald
+
+# release writes a release to dist/$(VERSION) (RELEASE_DIR overrides):
+# manifests pinned to VERSION, the packaged chart, static linux/amd64 and
+# linux/arm64 binaries with their SBOMs, the licences and SHA256SUMS
+# (hack/release.sh; docs/install.md, "Installing a release").
+# internal/packaging's TestRelease runs it in `make test` with a test version.
+RELEASE_DIR ?= $(ROOT)/dist/$(VERSION)
+release: test-assets $(BIN)/helm $(BIN)/go-licenses $(BIN)/cyclonedx-gomod
+	@if [[ "$(VERSION)" == dev ]]; then echo "make release needs VERSION=vX.Y.Z" >&2; exit 2; fi
+	COMMIT=$(COMMIT) hack/release.sh $(VERSION) $(RELEASE_DIR)
+
+# release-ci builds the release make test checks, version RELEASE_CI_VERSION
+# (internal/packaging's releaseVersion), into bin/release-ci.
+RELEASE_CI_VERSION := v0.0.0-ci.1
+RELEASE_CI_DIR := $(BIN)/release-ci/$(RELEASE_CI_VERSION)
+release-ci: test-assets $(BIN)/helm $(BIN)/go-licenses $(BIN)/cyclonedx-gomod
+	rm -rf $(RELEASE_CI_DIR)
+	COMMIT=$(COMMIT) hack/release.sh $(RELEASE_CI_VERSION) $(RELEASE_CI_DIR)
 
 deps:
 	hack/install-deps.sh
@@ -25,7 +52,14 @@ deps:
 test-assets:
 	hack/test-assets.sh
 
-tools: $(BIN)/controller-gen $(BIN)/helm $(BIN)/golangci-lint
+tools: $(BIN)/controller-gen $(BIN)/helm $(BIN)/golangci-lint $(BIN)/go-licenses $(BIN)/cyclonedx-gomod
+
+# The release's licence bundle (go-licenses) and SBOMs (cyclonedx-gomod),
+# each in its own tools module.
+$(BIN)/go-licenses: hack/tools/licenses/go.mod hack/tools/licenses/go.sum
+	cd hack/tools/licenses && go build -o $(BIN)/go-licenses github.com/google/go-licenses
+$(BIN)/cyclonedx-gomod: hack/tools/sbom/go.mod hack/tools/sbom/go.sum
+	cd hack/tools/sbom && go build -o $(BIN)/cyclonedx-gomod github.com/CycloneDX/cyclonedx-gomod/cmd/cyclonedx-gomod
 
 $(BIN)/controller-gen: hack/tools/gen/go.mod hack/tools/gen/go.sum
 	cd hack/tools/gen && go build -o $(BIN)/controller-gen sigs.k8s.io/controller-tools/cmd/controller-gen
@@ -83,10 +117,14 @@ manifests:
 # The lint gate runs first, after the build and before the tests.
 # The e2e labs use the binaries built here (HERALD_LAB_BIN_DIR) instead of
 # building their own; -timeout covers the e2e package's labs on a slow machine.
-test: deps test-assets tools build
+# The release with a test version (make release-ci) is built once, before the
+# tests: internal/packaging's TestRelease checks its artefacts and installs
+# them on a real API server, e2e's TestReleaseInLab installs it in a lab as a
+# user would (HERALD_RELEASE_DIR); a release that cannot be built fails here.
+test: deps test-assets tools build release-ci
 	$(MAKE) lint
 	go vet ./...
-	HERALD_LAB_BIN_DIR=$(BIN) go test $(GO_TEST_FLAGS) -timeout 60m -count=1 ./...
+	HERALD_LAB_BIN_DIR=$(BIN) HERALD_RELEASE_DIR=$(RELEASE_CI_DIR) go test $(GO_TEST_FLAGS) -timeout 60m -count=1 ./...
 	$(MAKE) race
 
 # race runs the concurrent packages' tests again under the race detector
@@ -119,8 +157,8 @@ lab: deps test-assets build $(if $(filter helm,$(INSTALL)),$(BIN)/helm)
 lab-down:
 	hack/lab.sh down
 
-e2e: deps test-assets tools build
-	HERALD_LAB_BIN_DIR=$(BIN) go test -count=1 -timeout 40m ./e2e/...
+e2e: deps test-assets tools build release-ci
+	HERALD_LAB_BIN_DIR=$(BIN) HERALD_RELEASE_DIR=$(RELEASE_CI_DIR) go test -count=1 -timeout 40m ./e2e/...
 
 # bench runs the in-process benchmarks (allocator, decisions, layer 2, BGP),
 # then the three measurement commands on real API servers and labs.

@@ -36,6 +36,10 @@ func main() {
 	var o options
 	o.register(flag.CommandLine, os.Getenv)
 	flag.Parse()
+	if o.version {
+		fmt.Print(version.Line("controller"))
+		return
+	}
 	log, level, err := logging.NewLeveled(os.Stdout, o.logLevel, "controller")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -116,6 +120,11 @@ func run(ctx context.Context, o *options, log *slog.Logger, level *slog.LevelVar
 	mgr, err := manager.New(cfg, mopts)
 	if err != nil {
 		return fmt.Errorf("manager: %w", err)
+	}
+	// herald_build_info on the metrics every replica serves (a standby
+	// too: its version matters during a rollout).
+	if err := serving.RegisterBuildInfo(crmetrics.Registry); err != nil {
+		return err
 	}
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
 		return err

@@ -37,6 +37,8 @@ type options struct {
 	webhookSecret  string
 	webhookConfig  string
 	serving        serving.Flags
+	// version is --version: print internal/version.Line and exit 0.
+	version bool
 }
 
 // register defines the flags on fs. Flags with a METALLB_* variable take it
@@ -50,6 +52,7 @@ func (o *options) register(fs *flag.FlagSet, getenv func(string) string) {
 	str(&o.mlSecretName, "ml-secret-name", "METALLB_ML_SECRET_NAME", "Name of the memberlist Secret to create when missing, also after it is deleted (empty: none).")
 	str(&o.deployment, "deployment", "METALLB_DEPLOYMENT", "Name of the controller Deployment; Herald removes it as owner of the memberlist Secret (MetalLB sets it), so the key outlives it.")
 	str(&o.podName, "pod-name", "METALLB_POD_NAME", "Name of the controller Pod, owner of the ConfigurationState \"controller\".")
+	fs.BoolVar(&o.version, "version", false, "Print the version, commit and Go version, then exit.")
 	fs.StringVar(&o.lbClass, "lb-class", "", "loadBalancerClass handled by this controller (empty: Services without a class).")
 	fs.StringVar(&o.logLevel, "log-level", "info", "Log level: all, debug, info, warn, error, none.")
 	fs.BoolVar(&o.leaderElect, "leader-elect", true, "Elect a leader among controller replicas (Lease herald-controller in --namespace): only the leader allocates; every replica serves the webhooks, metrics and health. false only with a single replica and a rollout that never overlaps two (Recreate).")

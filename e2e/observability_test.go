@@ -172,6 +172,12 @@ func TestObservability(t *testing.T) {
 			{`metallb_k8s_client_config_loaded_bool == 1`, func(s []lab.Sample) error {
 				return perInstance(s, len(nodes)+1, func(lab.Sample) bool { return true })
 			}},
+			// Both components export their build (issue #17).
+			{`herald_build_info == 1`, func(s []lab.Sample) error {
+				return perInstance(s, len(nodes)+1, func(x lab.Sample) bool {
+					return x.Metric["version"] != "" && x.Metric["commit"] != "" && strings.HasPrefix(x.Metric["goversion"], "go1.")
+				})
+			}},
 		}
 		for _, ch := range checks {
 			var last []lab.Sample

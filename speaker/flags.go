@@ -34,6 +34,8 @@ type options struct {
 	excludeL2Config              string
 	logLevel                     string
 	serving                      serving.Flags
+	// version is --version: print internal/version.Line and exit 0.
+	version bool
 }
 
 // memberlistEnabled is MetalLB's rule: both --ml-bindaddr and --ml-labels.
@@ -45,6 +47,7 @@ func (o *options) register(fs *flag.FlagSet, getenv func(string) string) {
 	str := func(p *string, name, env, usage string) {
 		serving.EnvString(fs, getenv, p, name, env, "", usage)
 	}
+	fs.BoolVar(&o.version, "version", false, "Print the version, commit and Go version, then exit.")
 	str(&o.nodeName, "node-name", "METALLB_NODE_NAME", "Name of this node (spec.nodeName). Required.")
 	str(&o.podName, "pod-name", "METALLB_POD_NAME", "Name of the speaker Pod, owner of the objects it writes.")
 	str(&o.namespace, "namespace", "METALLB_NAMESPACE", "Herald's namespace (default: the service account's).")

@@ -65,6 +65,10 @@ func run(args []string) error {
 	} else if err != nil {
 		return err
 	}
+	if o.version {
+		fmt.Print(version.Line("speaker"))
+		return nil
+	}
 	if err := o.complete(os.ReadFile); err != nil {
 		return err
 	}
@@ -75,6 +79,9 @@ func run(args []string) error {
 	log.Info("starting", "version", version.String(), "namespace", o.namespace,
 		"layer2", o.enableL2, "bgp", o.enableBGP, "memberlist", o.memberlistEnabled())
 	reg := ctrlmetrics.Registry
+	if err := serving.RegisterBuildInfo(reg); err != nil {
+		return err
+	}
 
 	sch, err := scheme.New()
 	if err != nil {
