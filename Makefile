@@ -12,7 +12,7 @@ export KUBECTL ?= $(BIN)/k8s/kubectl
 export PATH := $(BIN)/k8s:$(PATH)
 GO_TEST_FLAGS ?=
 
-.PHONY: all build test lint race unit deps test-assets tools generate lab lab-down e2e bench bench-go fuzz clean
+.PHONY: all build test lint race unit deps test-assets metallb-assets tools generate lab lab-down e2e bench bench-go fuzz clean
 
 all: build
 
@@ -24,6 +24,12 @@ deps:
 
 test-assets:
 	hack/test-assets.sh
+
+# metallb-assets builds MetalLB's controller and speaker from their Go module
+# (hack/tools/metallb) into bin/metallb, for the migration test (e2e
+# TestMigration) and bench-migration. Cold: ~5 min on 2 cores.
+metallb-assets:
+	hack/metallb-assets.sh
 
 tools: $(BIN)/controller-gen $(BIN)/helm $(BIN)/golangci-lint
 
@@ -76,7 +82,7 @@ manifests:
 # The lint gate runs first, after the build and before the tests.
 # The e2e labs use the binaries built here (HERALD_LAB_BIN_DIR) instead of
 # building their own; -timeout covers the e2e package's labs on a slow machine.
-test: deps test-assets tools build
+test: deps test-assets metallb-assets tools build
 	$(MAKE) lint
 	go vet ./...
 	HERALD_LAB_BIN_DIR=$(BIN) go test $(GO_TEST_FLAGS) -timeout 60m -count=1 ./...
@@ -112,7 +118,7 @@ lab: deps test-assets build $(if $(filter helm,$(INSTALL)),$(BIN)/helm)
 lab-down:
 	hack/lab.sh down
 
-e2e: deps test-assets tools build
+e2e: deps test-assets metallb-assets tools build
 	HERALD_LAB_BIN_DIR=$(BIN) go test -count=1 -timeout 40m ./e2e/...
 
 # bench runs the in-process benchmarks (allocator, decisions, layer 2, BGP),

@@ -85,6 +85,15 @@ func BuildHerald(ctx context.Context, dir string) (string, error) {
 	return abs, nil
 }
 
+// Namespace returns the namespace Herald runs in (InstallOptions.Namespace,
+// HeraldNamespace by default).
+func (h *Herald) Namespace() string {
+	if h.opts.Namespace == "" {
+		return HeraldNamespace
+	}
+	return h.opts.Namespace
+}
+
 // Lab returns the lab Herald runs in.
 func (h *Herald) Lab() *Lab { return h.lab }
 
@@ -161,7 +170,7 @@ func (h *Herald) StartController(ctx context.Context) error {
 	pod := h.ctlPod
 	h.mu.Unlock()
 	if pod == nil {
-		p, err := h.lab.CreateDeploymentPod(ctx, HeraldNamespace, h.ctlDeploy, h.opts.ControllerNode)
+		p, err := h.lab.CreateDeploymentPod(ctx, h.Namespace(), h.ctlDeploy, h.opts.ControllerNode)
 		if err != nil {
 			return fmt.Errorf("start controller: %w", err)
 		}
@@ -184,7 +193,7 @@ func (h *Herald) StartController(ctx context.Context) error {
 // error, and not accepted). It fails early when the controller exits.
 func (h *Herald) WaitControllerReady(ctx context.Context) error {
 	bad := &v1beta1.IPAddressPool{
-		ObjectMeta: metav1.ObjectMeta{Name: "lab-readiness-probe", Namespace: HeraldNamespace},
+		ObjectMeta: metav1.ObjectMeta{Name: "lab-readiness-probe", Namespace: h.Namespace()},
 		Spec:       v1beta1.IPAddressPoolSpec{Addresses: []string{"not-an-address"}},
 	}
 	err := poll(ctx, h.opts.Timeout, func() error {
@@ -213,7 +222,7 @@ func (h *Herald) WaitControllerReady(ctx context.Context) error {
 func (h *Herald) WaitConfigValid(ctx context.Context, name string) error {
 	err := poll(ctx, h.opts.Timeout, func() error {
 		var cs v1beta1.ConfigurationState
-		if err := h.client.Get(ctx, client.ObjectKey{Namespace: HeraldNamespace, Name: name}, &cs); err != nil {
+		if err := h.client.Get(ctx, client.ObjectKey{Namespace: h.Namespace(), Name: name}, &cs); err != nil {
 			return fmt.Errorf("ConfigurationState %s: %w", name, err)
 		}
 		if cs.Status.Result != v1beta1.ConfigurationResultValid {
@@ -445,7 +454,7 @@ func (l *Lab) Resolve(ctx context.Context, addr netip.Addr) (string, error) {
 // namespace/name: the nodes that say they announce it in layer 2.
 func (h *Herald) L2Statuses(ctx context.Context, namespace, name string) ([]v1beta1.ServiceL2Status, error) {
 	var l v1beta1.ServiceL2StatusList
-	err := h.client.List(ctx, &l, client.InNamespace(HeraldNamespace), client.MatchingLabels{
+	err := h.client.List(ctx, &l, client.InNamespace(h.Namespace()), client.MatchingLabels{
 		v1beta1.LabelServiceName: name, v1beta1.LabelServiceNamespace: namespace,
 	})
 	return l.Items, err
@@ -455,7 +464,7 @@ func (h *Herald) L2Statuses(ctx context.Context, namespace, name string) ([]v1be
 // namespace/name: the nodes that say they advertise it over BGP.
 func (h *Herald) BGPStatuses(ctx context.Context, namespace, name string) ([]v1beta1.ServiceBGPStatus, error) {
 	var l v1beta1.ServiceBGPStatusList
-	err := h.client.List(ctx, &l, client.InNamespace(HeraldNamespace), client.MatchingLabels{
+	err := h.client.List(ctx, &l, client.InNamespace(h.Namespace()), client.MatchingLabels{
 		v1beta1.LabelServiceName: name, v1beta1.LabelServiceNamespace: namespace,
 	})
 	return l.Items, err
@@ -486,10 +495,10 @@ func (h *Herald) Diagnose(ctx context.Context) string {
 	}
 	out, err = h.lab.Kubectl(ctx, "get", "services", "-A", "-o", "wide")
 	section("services", out, err)
-	out, err = h.lab.Kubectl(ctx, "-n", HeraldNamespace, "get", "servicel2statuses,servicebgpstatuses", "-o",
+	out, err = h.lab.Kubectl(ctx, "-n", h.Namespace(), "get", "servicel2statuses,servicebgpstatuses", "-o",
 		"custom-columns=KIND:.kind,NAME:.metadata.name,SERVICE:.status.serviceName,NS:.status.serviceNamespace,NODE:.status.node,IFACES:.status.interfaces[*].name,PEERS:.status.peers")
 	section("speakers: announcements", out, err)
-	out, err = h.lab.Kubectl(ctx, "-n", HeraldNamespace, "get", "configurationstates")
+	out, err = h.lab.Kubectl(ctx, "-n", h.Namespace(), "get", "configurationstates")
 	section("configuration states", out, err)
 	b.WriteString(h.Logs(30))
 	return b.String()
