@@ -11,6 +11,7 @@ import (
 
 	"sigs.k8s.io/yaml"
 
+	"github.com/herald-lb/herald/internal/announce"
 	"github.com/herald-lb/herald/internal/bgp"
 	"github.com/herald-lb/herald/internal/k8s/serving"
 	"github.com/herald-lb/herald/internal/members"
@@ -37,6 +38,15 @@ type options struct {
 }
 
 // memberlistEnabled is MetalLB's rule: both --ml-bindaddr and --ml-labels.
+// announceOptions are the speaker-wide decision settings: the migration
+// mode (--ml-key-derivation=metallb) also elects layer 2 per Service on its
+// first address, as MetalLB's speakers do, so a mixed group elects one node
+// per address.
+func (o *options) announceOptions() announce.Options {
+	return announce.Options{IgnoreExcludeLB: o.ignoreExcludeLB, LoadBalancerClass: o.lbClass,
+		ElectByServiceFirstIP: members.KeyDerivation(o.mlKeyDerivation) == members.KeyDerivationMetalLB}
+}
+
 func (o *options) memberlistEnabled() bool { return o.mlBindAddr != "" && o.mlLabels != "" }
 
 // register defines the flags on fs. Flags with a METALLB_* variable take

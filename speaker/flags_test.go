@@ -133,3 +133,22 @@ func TestMemberlistPreviousSecret(t *testing.T) {
 		})
 	}
 }
+
+// TestMigrationModeElection: --ml-key-derivation=metallb also turns on
+// MetalLB's per-Service layer 2 election; the default keeps Herald's.
+func TestMigrationModeElection(t *testing.T) {
+	for _, tt := range []struct {
+		args []string
+		want bool
+	}{{nil, false}, {[]string{"--ml-key-derivation", "herald"}, false}, {[]string{"--ml-key-derivation", "metallb"}, true}} {
+		var o options
+		fset := flag.NewFlagSet("t", flag.ContinueOnError)
+		o.register(fset, func(string) string { return "" })
+		if err := fset.Parse(tt.args); err != nil {
+			t.Fatal(err)
+		}
+		if got := o.announceOptions().ElectByServiceFirstIP; got != tt.want {
+			t.Errorf("%v: ElectByServiceFirstIP %v, want %v", tt.args, got, tt.want)
+		}
+	}
+}

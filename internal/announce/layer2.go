@@ -48,7 +48,7 @@ func (e *env) decideL2(ip netip.Addr, pool *config.Pool) L2Decision {
 	if !e.live(e.in.Node) {
 		return L2Decision{Reason: ReasonNotOwner, Detail: fmt.Sprintf("the speaker on node %s is not live", e.in.Node)}
 	}
-	ranked := e.electL2(ip, pool)
+	ranked := e.electL2(e.ballotIP(ip), pool)
 	if len(ranked) == 0 || ranked[0] != e.in.Node {
 		// Unreachable with consistent input (this node passed every
 		// candidate rule), but Elect is the authority.
@@ -62,6 +62,17 @@ func (e *env) decideL2(ip netip.Addr, pool *config.Pool) L2Decision {
 		return d
 	}
 	return L2Decision{Announce: true, Winner: e.in.Node, Interfaces: l2Interfaces(ads, e.self)}
+}
+
+// ballotIP is the address whose election decides ip: ip itself, or with
+// Options.ElectByServiceFirstIP the Service's first address (MetalLB's
+// speaker elects on toAnnounce[0], the first ingress IP, for every address
+// of the Service).
+func (e *env) ballotIP(ip netip.Addr) netip.Addr {
+	if e.in.Options.ElectByServiceFirstIP && len(e.in.Service.IPs) > 0 {
+		return e.in.Service.IPs[0].Unmap().WithZone("")
+	}
+	return ip
 }
 
 // l2AdsFor returns the pool's L2 advertisements covering svc.
