@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # Builds MetalLB's controller and speaker from their Go module
+# and copies its native-mode manifests (metallb-native.yaml) next to them,
 # (go.universe.tf/metallb, pinned in hack/tools/metallb) into bin/metallb for
 # the migration test (e2e TestMigration) and make bench-migration. No
 # prebuilt binary or image is downloaded. Rebuilt when missing or when
@@ -16,7 +17,7 @@ out="$root/bin/metallb"
 tools="$root/hack/tools/metallb"
 stamp="$out/.stamp"
 want=$(cat "$tools"/go.mod "$tools"/go.sum "$tools"/*.txt "$0" | sha256sum | cut -d' ' -f1)
-if [[ -f "$stamp" && "$(cat "$stamp")" == "$want" && -x "$out/controller" && -x "$out/speaker" ]]; then
+if [[ -f "$stamp" && "$(cat "$stamp")" == "$want" && -x "$out/controller" && -x "$out/speaker" && -f "$out/metallb-native.yaml" ]]; then
   exit 0
 fi
 mkdir -p "$out"
@@ -47,4 +48,10 @@ go mod edit -modfile="$out/build.mod" -replace "github.com/metallb/frr-k8s=$src"
 ldflags="-s -w"
 go build -trimpath -modfile="$out/build.mod" -ldflags "$ldflags" -o "$out/controller" go.universe.tf/metallb/controller
 go build -trimpath -modfile="$out/build.mod" -ldflags "$ldflags" -o "$out/speaker" go.universe.tf/metallb/speaker
+# MetalLB's own manifests of the same version (CRDs, RBAC, webhook,
+# Deployment "controller", DaemonSet "speaker"): the lab installs MetalLB
+# from them as a user would, and runs its processes from their templates.
+mdir=$(go list -m -f '{{.Dir}}' go.universe.tf/metallb)
+cp "$mdir/config/manifests/metallb-native.yaml" "$out/metallb-native.yaml"
+chmod u+w "$out/metallb-native.yaml"
 echo "$want" > "$stamp"

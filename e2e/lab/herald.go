@@ -23,7 +23,9 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/herald-lb/herald/api/v1beta1"
@@ -559,4 +561,43 @@ func (l *Lab) ARPAnswerers(ctx context.Context, addr netip.Addr, count int) ([]s
 	}
 	sort.Strings(who)
 	return who, nil
+}
+
+// AddSpeaker creates node's speaker Pod from the DaemonSet's template (a
+// DaemonSet rolled onto the nodes one at a time, e.g. during a migration
+// from MetalLB), runs it and waits until it is ready.
+func (h *Herald) AddSpeaker(ctx context.Context, node string) error {
+	h.mu.Lock()
+	pod := h.spkPods[node]
+	h.mu.Unlock()
+	if pod == nil {
+		p, err := h.lab.CreateDaemonSetPod(ctx, h.Namespace(), h.spkDS, node)
+		if err != nil {
+			return fmt.Errorf("add speaker %s: %w", node, err)
+		}
+		h.mu.Lock()
+		h.spkPods[node] = p
+		h.mu.Unlock()
+	}
+	return h.StartSpeaker(ctx, node)
+}
+
+// RemoveSpeaker stops node's speaker as StopSpeaker does and deletes its
+// Pod (the node leaves the DaemonSet).
+func (h *Herald) RemoveSpeaker(ctx context.Context, node string) error {
+	var errs []error
+	if h.Speaker(node) != nil {
+		errs = append(errs, h.StopSpeaker(node))
+	}
+	h.mu.Lock()
+	pod := h.spkPods[node]
+	delete(h.spkPods, node)
+	h.mu.Unlock()
+	if pod != nil {
+		err := h.lab.Client().CoreV1().Pods(pod.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)})
+		if err != nil && !apierrors.IsNotFound(err) {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
 }

@@ -17,6 +17,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/herald-lb/herald/internal/k8s/scheme"
@@ -173,7 +174,8 @@ func (l *Lab) InstallHerald(ctx context.Context, opts InstallOptions) (*Herald, 
 	for _, p := range pods {
 		if !want[p.Spec.NodeName] {
 			// No speaker on this node: the Pod object goes too.
-			_ = l.Client().CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{})
+			// Grace 0: the lab has no kubelet to finish a graceful deletion.
+			_ = l.Client().CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)})
 			continue
 		}
 		h.mu.Lock()
