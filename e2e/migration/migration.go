@@ -568,7 +568,12 @@ func Run(ctx context.Context, l *lab.Lab, o Options) (res Result, err error) {
 	if err := os.WriteFile(cfg, []byte(configYAML()), 0o644); err != nil {
 		return res, err
 	}
-	if _, err := l.Apply(ctx, cfg); err != nil { // through MetalLB's webhook
+	_, err = l.Apply(ctx, cfg) // through MetalLB's webhook
+	// The state directory keeps only logs and binaries after the lab.
+	if rerr := os.Remove(cfg); rerr != nil && err == nil {
+		err = rerr
+	}
+	if err != nil {
 		return res, fmt.Errorf("apply the MetalLB configuration: %w", err)
 	}
 	if err := l.EnsureNamespace(ctx, Namespace); err != nil {
