@@ -12,7 +12,7 @@ export KUBECTL ?= $(BIN)/k8s/kubectl
 export PATH := $(BIN)/k8s:$(PATH)
 GO_TEST_FLAGS ?=
 
-.PHONY: all build test lint race unit deps test-assets tools generate lab lab-down e2e bench bench-go fuzz clean release release-ci
+.PHONY: all build test lint race unit deps test-assets tools generate lab lab-down e2e bench bench-go fuzz clean release release-ci metallb-assets
 
 all: build
 
@@ -51,6 +51,12 @@ deps:
 
 test-assets:
 	hack/test-assets.sh
+
+# metallb-assets builds MetalLB's controller and speaker from their Go module
+# (hack/tools/metallb) into bin/metallb, for the migration test (e2e
+# TestMigration) and bench-migration. Cold: ~5 min on 2 cores.
+metallb-assets:
+	hack/metallb-assets.sh
 
 tools: $(BIN)/controller-gen $(BIN)/helm $(BIN)/golangci-lint $(BIN)/go-licenses $(BIN)/cyclonedx-gomod
 
@@ -121,7 +127,7 @@ manifests:
 # tests: internal/packaging's TestRelease checks its artefacts and installs
 # them on a real API server, e2e's TestReleaseInLab installs it in a lab as a
 # user would (HERALD_RELEASE_DIR); a release that cannot be built fails here.
-test: deps test-assets tools build release-ci
+test: deps test-assets metallb-assets tools build release-ci
 	$(MAKE) lint
 	go vet ./...
 	HERALD_LAB_BIN_DIR=$(BIN) HERALD_RELEASE_DIR=$(RELEASE_CI_DIR) go test $(GO_TEST_FLAGS) -timeout 60m -count=1 ./...
@@ -157,7 +163,7 @@ lab: deps test-assets build $(if $(filter helm,$(INSTALL)),$(BIN)/helm)
 lab-down:
 	hack/lab.sh down
 
-e2e: deps test-assets tools build release-ci
+e2e: deps test-assets metallb-assets tools build release-ci
 	HERALD_LAB_BIN_DIR=$(BIN) HERALD_RELEASE_DIR=$(RELEASE_CI_DIR) go test -count=1 -timeout 40m ./e2e/...
 
 # bench runs the in-process benchmarks (allocator, decisions, layer 2, BGP),
@@ -203,6 +209,15 @@ CHAOS_RECORD ?= docs/reliability.md
 .PHONY: bench-chaos
 bench-chaos: deps test-assets build
 	HERALD_LAB_BIN_DIR=$(BIN) go run ./e2e/cmd/bench-chaos --record $(CHAOS_RECORD) $(CHAOS_ARGS)
+
+# bench-migration runs the migration test with the real MetalLB in full:
+# MetalLB v0.16.2 (built by metallb-assets) in the lab, its own rollout for
+# comparison, then 3 rounds of the in-place node-by-node migration to Herald
+# and back, and records the table in docs/migrating-from-metallb.md
+# ("Measured"). e2e's TestMigration runs the short form.
+.PHONY: bench-migration
+bench-migration: deps test-assets metallb-assets build
+	HERALD_LAB_BIN_DIR=$(BIN) go run ./e2e/cmd/bench-migration --record docs/migrating-from-metallb.md
 
 clean:
 	rm -rf $(BIN)

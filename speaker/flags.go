@@ -11,6 +11,7 @@ import (
 
 	"sigs.k8s.io/yaml"
 
+	"github.com/herald-lb/herald/internal/announce"
 	"github.com/herald-lb/herald/internal/bgp"
 	"github.com/herald-lb/herald/internal/k8s/serving"
 	"github.com/herald-lb/herald/internal/members"
@@ -25,6 +26,7 @@ type options struct {
 	mlSecretKeyPath              string
 	mlTimings                    *members.TimingFlags
 	mlKeyDerivation              string
+	l2Election                   string
 	lbClass                      string
 	ignoreExcludeLB              bool
 	enableL2, enableBGP          bool
@@ -39,6 +41,25 @@ type options struct {
 }
 
 // memberlistEnabled is MetalLB's rule: both --ml-bindaddr and --ml-labels.
+// L2 election modes (--l2-election).
+const (
+	// l2ElectionPerAddress elects each address on its own (metallb#968).
+	l2ElectionPerAddress = "per-address"
+	// l2ElectionMetalLB elects every address of a Service on its first
+	// address, as MetalLB's speakers do: for a group that mixes MetalLB and
+	// Herald speakers (the migration window).
+	l2ElectionMetalLB = "metallb"
+)
+
+// announceOptions are the speaker-wide decision settings. MetalLB's layer 2
+// election (per Service, on its first address) is on with
+// --l2-election=metallb, and with --ml-key-derivation=metallb, which only a
+// group mixed with MetalLB speakers (v0.15 and older) needs.
+func (o *options) announceOptions() announce.Options {
+	return announce.Options{IgnoreExcludeLB: o.ignoreExcludeLB, LoadBalancerClass: o.lbClass,
+		ElectByServiceFirstIP: o.l2Election == l2ElectionMetalLB || members.KeyDerivation(o.mlKeyDerivation) == members.KeyDerivationMetalLB}
+}
+
 func (o *options) memberlistEnabled() bool { return o.mlBindAddr != "" && o.mlLabels != "" }
 
 // register defines the flags on fs. Flags with a METALLB_* variable take
@@ -57,7 +78,9 @@ func (o *options) register(fs *flag.FlagSet, getenv func(string) string) {
 	str(&o.mlSecretKeyPath, "ml-secret-key-path", "METALLB_ML_SECRET_KEY_PATH", "Directory holding the memberlist key file \"secretkey\".")
 	o.mlTimings = members.AddTimingFlags(fs)
 	fs.StringVar(&o.mlKeyDerivation, "ml-key-derivation", string(members.KeyDerivationHerald),
-		"Memberlist gossip key from the secret: herald (SHA-256) or metallb (MetalLB's weak derivation, so MetalLB and Herald speakers form one group; for the migration window only).")
+		"Memberlist gossip key from the secret: herald (SHA-256, as MetalLB v0.16 and later) or metallb (the weak derivation of MetalLB v0.15 and older, so such speakers and Herald's form one group; for the migration window only; implies --l2-election=metallb).")
+	fs.StringVar(&o.l2Election, "l2-election", l2ElectionPerAddress,
+		"Layer 2 election: per-address (each address on its own) or metallb (every address of a Service on the node its first address elects, as MetalLB's speakers do; for a group mixed with MetalLB speakers, the migration window only).")
 	fs.StringVar(&o.lbClass, "lb-class", "", "loadBalancerClass handled by this speaker (empty: Services without a class).")
 	fs.BoolVar(&o.ignoreExcludeLB, "ignore-exclude-lb", false, "Ignore the node.kubernetes.io/exclude-from-external-load-balancers label.")
 	fs.BoolVar(&o.enableL2, "enable-l2", true, "Announce in layer 2 (ARP/NDP).")
@@ -86,6 +109,9 @@ func (o *options) complete(readFile func(string) ([]byte, error)) error {
 		} else {
 			o.namespace = strings.TrimSpace(string(b))
 		}
+	}
+	if o.l2Election != l2ElectionPerAddress && o.l2Election != l2ElectionMetalLB {
+		errs = append(errs, fmt.Errorf("--l2-election %q: must be %s or %s", o.l2Election, l2ElectionPerAddress, l2ElectionMetalLB))
 	}
 	if o.mlBindPort < 0 || o.mlBindPort > 65535 {
 		errs = append(errs, fmt.Errorf("--ml-bindport %d: must be 0..65535", o.mlBindPort))

@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/herald-lb/herald/internal/k8s/serving"
@@ -131,5 +132,38 @@ func TestMemberlistPreviousSecret(t *testing.T) {
 				t.Errorf("got %q, %v; want %q, error %v", got, err, tc.want, tc.wantErr)
 			}
 		})
+	}
+}
+
+// TestMigrationModeElection: --l2-election=metallb turns on MetalLB's
+// per-Service layer 2 election, and so does --ml-key-derivation=metallb;
+// the default keeps Herald's per-address election.
+func TestMigrationModeElection(t *testing.T) {
+	for _, tt := range []struct {
+		args []string
+		want bool
+	}{{nil, false}, {[]string{"--ml-key-derivation", "herald"}, false}, {[]string{"--ml-key-derivation", "metallb"}, true},
+		{[]string{"--l2-election", "metallb"}, true}, {[]string{"--l2-election", "per-address"}, false}} {
+		var o options
+		fset := flag.NewFlagSet("t", flag.ContinueOnError)
+		o.register(fset, func(string) string { return "" })
+		if err := fset.Parse(tt.args); err != nil {
+			t.Fatal(err)
+		}
+		if got := o.announceOptions().ElectByServiceFirstIP; got != tt.want {
+			t.Errorf("%v: ElectByServiceFirstIP %v, want %v", tt.args, got, tt.want)
+		}
+	}
+}
+
+func TestL2ElectionRefused(t *testing.T) {
+	var o options
+	fset := flag.NewFlagSet("t", flag.ContinueOnError)
+	o.register(fset, func(string) string { return "" })
+	if err := fset.Parse([]string{"--node-name", "n", "--namespace", "ns", "--l2-election", "per-service"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := o.complete(func(string) ([]byte, error) { return nil, fs.ErrNotExist }); err == nil || !strings.Contains(err.Error(), "--l2-election") {
+		t.Fatalf("unknown --l2-election accepted: %v", err)
 	}
 }

@@ -34,7 +34,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
-	"github.com/herald-lb/herald/internal/announce"
 	"github.com/herald-lb/herald/internal/bgp"
 	"github.com/herald-lb/herald/internal/bgp/gobgp"
 	"github.com/herald-lb/herald/internal/k8s/apiretry"
@@ -91,7 +90,7 @@ func run(args []string) error {
 	sopts := speaker.Options{
 		NodeName: o.nodeName, Namespace: o.namespace, PodName: o.podName,
 		Logger: log, Registerer: reg,
-		Announce: announce.Options{IgnoreExcludeLB: o.ignoreExcludeLB, LoadBalancerClass: o.lbClass},
+		Announce: o.announceOptions(),
 	}
 
 	// Memberlist.

@@ -249,3 +249,7 @@ func (l *Lab) ServiceAccountKubeconfig(ctx context.Context, namespace, name stri
 	}
 	return path, nil
 }
+
+// ModuleRoot returns the directory of Herald's go.mod above the working
+// directory.
+func ModuleRoot() (string, error) { return moduleRoot() }

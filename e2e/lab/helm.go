@@ -112,15 +112,15 @@ func (h *Herald) installChart(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := h.lab.EnsureNamespace(ctx, HeraldNamespace); err != nil {
+	if err := h.lab.EnsureNamespace(ctx, h.Namespace()); err != nil {
 		return err
 	}
 	patch := []byte(`{"metadata":{"labels":{"pod-security.kubernetes.io/enforce":"privileged",` +
 		`"pod-security.kubernetes.io/audit":"privileged","pod-security.kubernetes.io/warn":"privileged"}}}`)
-	if _, err := h.lab.Client().CoreV1().Namespaces().Patch(ctx, HeraldNamespace, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
-		return fmt.Errorf("label namespace %s: %w", HeraldNamespace, err)
+	if _, err := h.lab.Client().CoreV1().Namespaces().Patch(ctx, h.Namespace(), types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		return fmt.Errorf("label namespace %s: %w", h.Namespace(), err)
 	}
-	args := []string{"upgrade", "--install", h.opts.Release, chart, "--namespace", HeraldNamespace}
+	args := []string{"upgrade", "--install", h.opts.Release, chart, "--namespace", h.Namespace()}
 	for _, s := range h.opts.HelmSet {
 		args = append(args, "--set", s)
 	}
@@ -143,7 +143,7 @@ func (h *Herald) Uninstall(ctx context.Context) error {
 	if h.opts.Method != InstallHelm {
 		return fmt.Errorf("uninstall herald: installed with %s; only a helm install can be uninstalled", h.opts.Method)
 	}
-	if _, err := h.Helm(ctx, "uninstall", h.opts.Release, "--namespace", HeraldNamespace, "--wait", "--timeout", "2m"); err != nil {
+	if _, err := h.Helm(ctx, "uninstall", h.opts.Release, "--namespace", h.Namespace(), "--wait", "--timeout", "2m"); err != nil {
 		return fmt.Errorf("uninstall herald: %w", err)
 	}
 	h.mu.Lock()
@@ -169,17 +169,17 @@ func (h *Herald) Uninstall(ctx context.Context) error {
 			errs = append(errs, fmt.Errorf("delete pod %s/%s: %w", p.Namespace, p.Name, err))
 		}
 	}
-	slices, err := h.lab.Client().DiscoveryV1().EndpointSlices(HeraldNamespace).List(ctx, metav1.ListOptions{
+	slices, err := h.lab.Client().DiscoveryV1().EndpointSlices(h.Namespace()).List(ctx, metav1.ListOptions{
 		LabelSelector: discoveryv1.LabelManagedBy + "=" + ManagedByValue})
 	if err != nil {
 		errs = append(errs, err)
 	} else {
 		for _, s := range slices.Items {
-			_, err := h.lab.Client().CoreV1().Services(HeraldNamespace).Get(ctx, s.Labels[discoveryv1.LabelServiceName], metav1.GetOptions{})
+			_, err := h.lab.Client().CoreV1().Services(h.Namespace()).Get(ctx, s.Labels[discoveryv1.LabelServiceName], metav1.GetOptions{})
 			if !apierrors.IsNotFound(err) {
 				continue
 			}
-			if err := h.lab.Client().DiscoveryV1().EndpointSlices(HeraldNamespace).Delete(ctx, s.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			if err := h.lab.Client().DiscoveryV1().EndpointSlices(h.Namespace()).Delete(ctx, s.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 				errs = append(errs, err)
 			}
 		}

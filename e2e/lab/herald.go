@@ -23,7 +23,9 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/herald-lb/herald/api/v1beta1"
@@ -83,6 +85,15 @@ func BuildHerald(ctx context.Context, dir string) (string, error) {
 		return "", fmt.Errorf("go build ./controller ./speaker: %w\n%s", err, out)
 	}
 	return abs, nil
+}
+
+// Namespace returns the namespace Herald runs in (InstallOptions.Namespace,
+// HeraldNamespace by default).
+func (h *Herald) Namespace() string {
+	if h.opts.Namespace == "" {
+		return HeraldNamespace
+	}
+	return h.opts.Namespace
 }
 
 // Lab returns the lab Herald runs in.
@@ -161,7 +172,7 @@ func (h *Herald) StartController(ctx context.Context) error {
 	pod := h.ctlPod
 	h.mu.Unlock()
 	if pod == nil {
-		p, err := h.lab.CreateDeploymentPod(ctx, HeraldNamespace, h.ctlDeploy, h.opts.ControllerNode)
+		p, err := h.lab.CreateDeploymentPod(ctx, h.Namespace(), h.ctlDeploy, h.opts.ControllerNode)
 		if err != nil {
 			return fmt.Errorf("start controller: %w", err)
 		}
@@ -184,7 +195,7 @@ func (h *Herald) StartController(ctx context.Context) error {
 // error, and not accepted). It fails early when the controller exits.
 func (h *Herald) WaitControllerReady(ctx context.Context) error {
 	bad := &v1beta1.IPAddressPool{
-		ObjectMeta: metav1.ObjectMeta{Name: "lab-readiness-probe", Namespace: HeraldNamespace},
+		ObjectMeta: metav1.ObjectMeta{Name: "lab-readiness-probe", Namespace: h.Namespace()},
 		Spec:       v1beta1.IPAddressPoolSpec{Addresses: []string{"not-an-address"}},
 	}
 	err := poll(ctx, h.opts.Timeout, func() error {
@@ -213,7 +224,7 @@ func (h *Herald) WaitControllerReady(ctx context.Context) error {
 func (h *Herald) WaitConfigValid(ctx context.Context, name string) error {
 	err := poll(ctx, h.opts.Timeout, func() error {
 		var cs v1beta1.ConfigurationState
-		if err := h.client.Get(ctx, client.ObjectKey{Namespace: HeraldNamespace, Name: name}, &cs); err != nil {
+		if err := h.client.Get(ctx, client.ObjectKey{Namespace: h.Namespace(), Name: name}, &cs); err != nil {
 			return fmt.Errorf("ConfigurationState %s: %w", name, err)
 		}
 		if cs.Status.Result != v1beta1.ConfigurationResultValid {
@@ -445,7 +456,7 @@ func (l *Lab) Resolve(ctx context.Context, addr netip.Addr) (string, error) {
 // namespace/name: the nodes that say they announce it in layer 2.
 func (h *Herald) L2Statuses(ctx context.Context, namespace, name string) ([]v1beta1.ServiceL2Status, error) {
 	var l v1beta1.ServiceL2StatusList
-	err := h.client.List(ctx, &l, client.InNamespace(HeraldNamespace), client.MatchingLabels{
+	err := h.client.List(ctx, &l, client.InNamespace(h.Namespace()), client.MatchingLabels{
 		v1beta1.LabelServiceName: name, v1beta1.LabelServiceNamespace: namespace,
 	})
 	return l.Items, err
@@ -455,7 +466,7 @@ func (h *Herald) L2Statuses(ctx context.Context, namespace, name string) ([]v1be
 // namespace/name: the nodes that say they advertise it over BGP.
 func (h *Herald) BGPStatuses(ctx context.Context, namespace, name string) ([]v1beta1.ServiceBGPStatus, error) {
 	var l v1beta1.ServiceBGPStatusList
-	err := h.client.List(ctx, &l, client.InNamespace(HeraldNamespace), client.MatchingLabels{
+	err := h.client.List(ctx, &l, client.InNamespace(h.Namespace()), client.MatchingLabels{
 		v1beta1.LabelServiceName: name, v1beta1.LabelServiceNamespace: namespace,
 	})
 	return l.Items, err
@@ -486,10 +497,10 @@ func (h *Herald) Diagnose(ctx context.Context) string {
 	}
 	out, err = h.lab.Kubectl(ctx, "get", "services", "-A", "-o", "wide")
 	section("services", out, err)
-	out, err = h.lab.Kubectl(ctx, "-n", HeraldNamespace, "get", "servicel2statuses,servicebgpstatuses", "-o",
+	out, err = h.lab.Kubectl(ctx, "-n", h.Namespace(), "get", "servicel2statuses,servicebgpstatuses", "-o",
 		"custom-columns=KIND:.kind,NAME:.metadata.name,SERVICE:.status.serviceName,NS:.status.serviceNamespace,NODE:.status.node,IFACES:.status.interfaces[*].name,PEERS:.status.peers")
 	section("speakers: announcements", out, err)
-	out, err = h.lab.Kubectl(ctx, "-n", HeraldNamespace, "get", "configurationstates")
+	out, err = h.lab.Kubectl(ctx, "-n", h.Namespace(), "get", "configurationstates")
 	section("configuration states", out, err)
 	b.WriteString(h.Logs(30))
 	return b.String()
@@ -550,4 +561,43 @@ func (l *Lab) ARPAnswerers(ctx context.Context, addr netip.Addr, count int) ([]s
 	}
 	sort.Strings(who)
 	return who, nil
+}
+
+// AddSpeaker creates node's speaker Pod from the DaemonSet's template (a
+// DaemonSet rolled onto the nodes one at a time, e.g. during a migration
+// from MetalLB), runs it and waits until it is ready.
+func (h *Herald) AddSpeaker(ctx context.Context, node string) error {
+	h.mu.Lock()
+	pod := h.spkPods[node]
+	h.mu.Unlock()
+	if pod == nil {
+		p, err := h.lab.CreateDaemonSetPod(ctx, h.Namespace(), h.spkDS, node)
+		if err != nil {
+			return fmt.Errorf("add speaker %s: %w", node, err)
+		}
+		h.mu.Lock()
+		h.spkPods[node] = p
+		h.mu.Unlock()
+	}
+	return h.StartSpeaker(ctx, node)
+}
+
+// RemoveSpeaker stops node's speaker as StopSpeaker does and deletes its
+// Pod (the node leaves the DaemonSet).
+func (h *Herald) RemoveSpeaker(ctx context.Context, node string) error {
+	var errs []error
+	if h.Speaker(node) != nil {
+		errs = append(errs, h.StopSpeaker(node))
+	}
+	h.mu.Lock()
+	pod := h.spkPods[node]
+	delete(h.spkPods, node)
+	h.mu.Unlock()
+	if pod != nil {
+		err := h.lab.Client().CoreV1().Pods(pod.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)})
+		if err != nil && !apierrors.IsNotFound(err) {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
 }

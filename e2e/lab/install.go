@@ -17,6 +17,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/herald-lb/herald/internal/k8s/scheme"
@@ -76,6 +77,11 @@ type InstallOptions struct {
 	BinDir string
 	// Timeout bounds each wait for readiness; 0 means 90 s.
 	Timeout time.Duration
+	// Namespace is the namespace the manifests put Herald in; empty means
+	// HeraldNamespace. "metallb-system" with Manifests
+	// "manifests/herald-metallb-system.yaml" is the in-place migration
+	// (docs/migrating-from-metallb.md). Only for InstallKubectl.
+	Namespace string
 }
 
 // InstallHerald installs Herald into the lab from its manifests or its
@@ -118,6 +124,9 @@ func (l *Lab) InstallHerald(ctx context.Context, opts InstallOptions) (*Herald, 
 	if opts.Timeout == 0 {
 		opts.Timeout = 90 * time.Second
 	}
+	if opts.Namespace == "" {
+		opts.Namespace = HeraldNamespace
+	}
 	sch, err := scheme.New()
 	if err != nil {
 		return nil, err
@@ -153,7 +162,7 @@ func (l *Lab) InstallHerald(ctx context.Context, opts InstallOptions) (*Herald, 
 	if err := h.StartController(ctx); err != nil {
 		return h, err
 	}
-	pods, err := l.CreateDaemonSetPods(ctx, HeraldNamespace, h.spkDS)
+	pods, err := l.CreateDaemonSetPods(ctx, h.Namespace(), h.spkDS)
 	if err != nil {
 		return h, fmt.Errorf("install herald: %w", err)
 	}
@@ -165,7 +174,8 @@ func (l *Lab) InstallHerald(ctx context.Context, opts InstallOptions) (*Herald, 
 	for _, p := range pods {
 		if !want[p.Spec.NodeName] {
 			// No speaker on this node: the Pod object goes too.
-			_ = l.Client().CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{})
+			// Grace 0: the lab has no kubelet to finish a graceful deletion.
+			_ = l.Client().CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)})
 			continue
 		}
 		h.mu.Lock()
@@ -241,19 +251,19 @@ func (h *Herald) findWorkloads(ctx context.Context) error {
 		return labels.SelectorFromSet(m).String()
 	}
 	apps := h.lab.Client().AppsV1()
-	ds, err := apps.Deployments(HeraldNamespace).List(ctx, metav1.ListOptions{LabelSelector: sel("controller")})
+	ds, err := apps.Deployments(h.Namespace()).List(ctx, metav1.ListOptions{LabelSelector: sel("controller")})
 	if err != nil {
 		return fmt.Errorf("find the controller deployment: %w", err)
 	}
 	if len(ds.Items) != 1 {
-		return fmt.Errorf("find the controller deployment: %d deployments in %s match %s, want 1", len(ds.Items), HeraldNamespace, sel("controller"))
+		return fmt.Errorf("find the controller deployment: %d deployments in %s match %s, want 1", len(ds.Items), h.Namespace(), sel("controller"))
 	}
-	dss, err := apps.DaemonSets(HeraldNamespace).List(ctx, metav1.ListOptions{LabelSelector: sel("speaker")})
+	dss, err := apps.DaemonSets(h.Namespace()).List(ctx, metav1.ListOptions{LabelSelector: sel("speaker")})
 	if err != nil {
 		return fmt.Errorf("find the speaker daemonset: %w", err)
 	}
 	if len(dss.Items) != 1 {
-		return fmt.Errorf("find the speaker daemonset: %d daemonsets in %s match %s, want 1", len(dss.Items), HeraldNamespace, sel("speaker"))
+		return fmt.Errorf("find the speaker daemonset: %d daemonsets in %s match %s, want 1", len(dss.Items), h.Namespace(), sel("speaker"))
 	}
 	h.ctlDeploy, h.spkDS = ds.Items[0].Name, dss.Items[0].Name
 	return nil
@@ -264,7 +274,7 @@ func (h *Herald) findWorkloads(ctx context.Context) error {
 // names) those pods as endpoints (lab scaffolding: plays the EndpointSlice
 // controller).
 func (h *Herald) pointServices(ctx context.Context, pods []*corev1.Pod) error {
-	svcs, err := h.lab.Client().CoreV1().Services(HeraldNamespace).List(ctx, metav1.ListOptions{})
+	svcs, err := h.lab.Client().CoreV1().Services(h.Namespace()).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return fmt.Errorf("point services at pods: %w", err)
 	}
@@ -282,7 +292,7 @@ func (h *Herald) pointServices(ctx context.Context, pods []*corev1.Pod) error {
 		if len(match) == 0 {
 			continue
 		}
-		if err := h.lab.SetPodEndpoints(ctx, HeraldNamespace, svc.Name, match); err != nil && !apierrors.IsNotFound(err) {
+		if err := h.lab.SetPodEndpoints(ctx, h.Namespace(), svc.Name, match); err != nil && !apierrors.IsNotFound(err) {
 			return err
 		}
 	}
@@ -332,7 +342,7 @@ func (l *Lab) OpenHerald(ctx context.Context) (*Herald, error) {
 		ctlDeploy: ControllerDeployment, spkDS: SpeakerDaemonSet,
 		opts: InstallOptions{Method: InstallKubectl, Manifests: DefaultManifests, Chart: DefaultChart, Release: DefaultRelease,
 			ControllerNode: NodeName(1), Timeout: 90 * time.Second}}
-	pods, err := l.Client().CoreV1().Pods(HeraldNamespace).List(ctx, metav1.ListOptions{
+	pods, err := l.Client().CoreV1().Pods(h.Namespace()).List(ctx, metav1.ListOptions{
 		LabelSelector: ManagedByLabel + "=" + ManagedByValue + "," + componentLabel + " in (controller,speaker)"})
 	if err != nil {
 		return nil, fmt.Errorf("open herald: %w", err)

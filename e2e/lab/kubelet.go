@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+
+	corev1 "k8s.io/api/core/v1"
 )
 
 // SyncSpeakerSecrets does for node's speaker Pod what the kubelet does some
@@ -21,8 +23,15 @@ func (h *Herald) SyncSpeakerSecrets(ctx context.Context, node string) error {
 	if pod == nil {
 		return fmt.Errorf("sync speaker secrets: no speaker pod on node %q", node)
 	}
+	return h.lab.SyncPodSecrets(ctx, pod, speakerContainer)
+}
+
+// SyncPodSecrets rewrites the files of container's Secret volume mounts of
+// pod (a Pod [Lab.StartPod] runs) from the API, as SyncSpeakerSecrets does
+// for a speaker.
+func (l *Lab) SyncPodSecrets(ctx context.Context, pod *corev1.Pod, container string) error {
 	for _, c := range pod.Spec.Containers {
-		if c.Name != speakerContainer {
+		if c.Name != container {
 			continue
 		}
 		for _, m := range c.VolumeMounts {
@@ -33,11 +42,11 @@ func (h *Herald) SyncSpeakerSecrets(ctx context.Context, node string) error {
 				if v.Name != m.Name || v.Secret == nil {
 					continue
 				}
-				files, err := h.lab.volumeFiles(ctx, pod, v)
+				files, err := l.volumeFiles(ctx, pod, v)
 				if err != nil {
 					return fmt.Errorf("pod %s/%s: volume %s: %w", pod.Namespace, pod.Name, v.Name, err)
 				}
-				dir := filepath.Join(h.lab.cfg.StateDir, podsDir, pod.Name, filepath.Clean("/"+m.MountPath))
+				dir := filepath.Join(l.cfg.StateDir, podsDir, pod.Name, filepath.Clean("/"+m.MountPath))
 				for name, b := range files {
 					p := filepath.Join(dir, filepath.Clean("/"+name))
 					tmp := p + ".tmp"

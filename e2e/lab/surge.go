@@ -33,7 +33,7 @@ func (h *Herald) StartSurgeController(ctx context.Context, node string) (*Proces
 	if node == h.opts.ControllerNode {
 		return nil, fmt.Errorf("surge controller: node %q already has the controller Pod", node)
 	}
-	pod, err := h.lab.CreateDeploymentPod(ctx, HeraldNamespace, h.ctlDeploy, node)
+	pod, err := h.lab.CreateDeploymentPod(ctx, h.Namespace(), h.ctlDeploy, node)
 	if err != nil {
 		return nil, fmt.Errorf("surge controller: %w", err)
 	}
@@ -80,7 +80,7 @@ func (h *Herald) StopSurgeController(ctx context.Context, node string) error {
 	if h.lab.Process(name) != nil {
 		err = h.lab.StopProcess(name)
 	}
-	if derr := h.lab.Client().CoreV1().Pods(HeraldNamespace).Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}); derr != nil && err == nil {
+	if derr := h.lab.Client().CoreV1().Pods(h.Namespace()).Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}); derr != nil && err == nil {
 		err = fmt.Errorf("surge controller: delete pod: %w", derr)
 	}
 	return err

@@ -1,6 +1,8 @@
 package announce
 
 import (
+	"bytes"
+	"crypto/sha256"
 	"fmt"
 	"math/rand/v2"
 	"net/netip"
@@ -241,5 +243,71 @@ func TestFailoverThroughDecide(t *testing.T) {
 	}
 	if moved != counts[victim] || moved == 0 {
 		t.Errorf("moved %d IPs, victim %s had %d", moved, victim, counts[victim])
+	}
+}
+
+// metallbL2Winner is MetalLB v0.16.2's layer 2 election for a Service
+// without preferred nodes (speaker/layer2_controller.go, ShouldAnnounce and
+// sortL2Candidates): the candidate with the smallest SHA-256(node + "#" +
+// ip) of the Service's first ingress IP wins, for every IP of the Service.
+func metallbL2Winner(nodes []string, first netip.Addr) string {
+	win, best := "", [sha256.Size]byte{}
+	for _, n := range nodes {
+		h := sha256.Sum256([]byte(n + "#" + first.String()))
+		if win == "" || bytes.Compare(h[:], best[:]) < 0 {
+			win, best = n, h
+		}
+	}
+	return win
+}
+
+// TestElectByServiceFirstIP: in the migration mode a dual-stack Service's
+// addresses are all announced by the node MetalLB's speaker elects (on the
+// first ingress IP), so a group mixing MetalLB and Herald speakers answers
+// each address from one node; without it, the IPv6 address is elected on
+// its own and lands elsewhere for some Services (which is what made two
+// nodes answer, or none, during a node-by-node swap).
+func TestElectByServiceFirstIP(t *testing.T) {
+	for _, tt := range []struct {
+		name    string
+		migrate bool
+	}{{"per address (default)", false}, {"per Service, first IP (migration mode)", true}} {
+		t.Run(tt.name, func(t *testing.T) {
+			differs := 0
+			for k := range 24 {
+				v4 := netip.AddrFrom4([4]byte{198, 51, 100, byte(50 + k)})
+				v6 := netip.MustParseAddr(fmt.Sprintf("2001:db8:1::%x", 0x50+k))
+				for _, order := range [][]netip.Addr{{v4, v6}, {v6, v4}} {
+					c := newCluster(5)
+					c.opts.ElectByServiceFirstIP = tt.migrate
+					c.res.L2Advertisements = []v1beta1.L2Advertisement{l2ad("l2", "p")}
+					s := svc("ns/ds")
+					s.IPs = order
+					got := l2Announcers(t, c, false, []SharedService{{Service: s, Endpoints: ready("n1", "n2", "n3", "n4", "n5")}})
+					var names []string
+					for _, n := range c.nodes {
+						names = append(names, n.Name)
+					}
+					want := metallbL2Winner(names, order[0])
+					for _, a := range order {
+						if len(got[a]) != 1 {
+							t.Fatalf("%v: %s announced by %v, want one node", order, a, got[a])
+						}
+					}
+					if got[order[0]][0] != want {
+						t.Fatalf("%v: first address %s on %s, MetalLB elects %s", order, order[0], got[order[0]][0], want)
+					}
+					if got[order[1]][0] != want {
+						if tt.migrate {
+							t.Fatalf("%v: second address %s on %s, MetalLB announces it from %s", order, order[1], got[order[1]][0], want)
+						}
+						differs++
+					}
+				}
+			}
+			if !tt.migrate && differs == 0 {
+				t.Fatal("per-address election never put the second address elsewhere in 48 Services: the test cannot tell the modes apart")
+			}
+		})
 	}
 }

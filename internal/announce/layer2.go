@@ -53,7 +53,7 @@ func (e *env) decideL2(ip netip.Addr, pool *config.Pool) L2Decision {
 	if !e.live(e.in.Node) {
 		return L2Decision{Reason: ReasonNotOwner, Detail: fmt.Sprintf("the speaker on node %s is not live", e.in.Node)}
 	}
-	ranked := e.electL2(ip, pool)
+	ranked := e.electL2(e.ballotIP(ip), pool)
 	if len(ranked) == 0 || ranked[0] != e.in.Node {
 		// Unreachable with consistent input (this node passed every
 		// candidate rule), but Elect is the authority.
@@ -108,6 +108,17 @@ func (e *env) checkInterfaces(ip netip.Addr, ads []*config.L2Advertisement, want
 	}
 	return fmt.Sprintf("node %s won the election for %s but has none of the interfaces of %s (its interfaces answering %s: %s)",
 		e.in.Node, ip, strings.Join(named, ", "), proto, haveText), false
+}
+
+// ballotIP is the address whose election decides ip: ip itself, or with
+// Options.ElectByServiceFirstIP the Service's first address (MetalLB's
+// speaker elects on toAnnounce[0], the first ingress IP, for every address
+// of the Service).
+func (e *env) ballotIP(ip netip.Addr) netip.Addr {
+	if e.in.Options.ElectByServiceFirstIP && len(e.in.Service.IPs) > 0 {
+		return e.in.Service.IPs[0].Unmap().WithZone("")
+	}
+	return ip
 }
 
 // l2AdsFor returns the pool's L2 advertisements covering svc.

@@ -110,6 +110,15 @@ type Options struct {
 	// --lb-class). "" handles only Services without a class; otherwise
 	// only Services of exactly this class.
 	LoadBalancerClass string
+	// ElectByServiceFirstIP elects every layer 2 address of a Service on
+	// the node that wins the election of the Service's first address
+	// (Service.IPs[0]), as MetalLB does, instead of one election per
+	// address. A dual-stack Service's IPv6 address then goes to the node of
+	// its IPv4 one (when the IPv4 address comes first). It is for a group
+	// that mixes MetalLB and Herald speakers (--ml-key-derivation=metallb,
+	// the migration window): both sides elect the same node. Off by
+	// default, where each address is elected on its own (metallb#968).
+	ElectByServiceFirstIP bool
 }
 
 // Input is everything one decision depends on. Decide does not modify it.

@@ -1,0 +1,100 @@
+// Command bench-migration runs the migration test with the real MetalLB in
+// full (`make bench-migration`; e2e TestMigration is the short form): MetalLB
+// v0.16.2 installed in a lab from its own manifests, its own speaker rollout
+// for comparison, then --rounds times the in-place node-by-node migration to
+// Herald and the rollback to MetalLB, and prints the table (package
+// e2e/migration says what each row counts).
+//
+// Usage:
+//
+//	bench-migration [--rounds 3] [--observe 3s] [--interval 100ms] [--record docs/migrating-from-metallb.md]
+//
+// With --record the table, with the date and the machine (date, uname -a,
+// nproc), replaces the "## Measured" section of that file (appended when
+// missing). The exit status is 0 when the run completed, whether or not a
+// target was met (the table says so), 1 when it could not run.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/go-logr/logr"
+	crlog "sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/herald-lb/herald/e2e/lab"
+	"github.com/herald-lb/herald/e2e/migration"
+)
+
+// SectionTitle is the heading of the section --record owns.
+const SectionTitle = "## Measured"
+
+func main() {
+	var o migration.Options
+	flag.IntVar(&o.Rounds, "rounds", 3, "migrate-and-roll-back rounds")
+	flag.DurationVar(&o.Observe, "observe", 3*time.Second, "polling after each node's swap, once converged")
+	flag.DurationVar(&o.Interval, "interval", 100*time.Millisecond, "pause between two requests of one address")
+	record := flag.String("record", "", "Markdown file whose \""+SectionTitle+"\" section gets the table")
+	flag.Parse()
+	crlog.SetLogger(logr.Discard())
+	o.Log = slog.New(slog.NewTextHandler(os.Stderr, nil))
+	if err := run(o, *record); err != nil {
+		fmt.Fprintln(os.Stderr, "bench-migration:", err)
+		os.Exit(1)
+	}
+}
+
+func run(o migration.Options, record string) error {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Minute)
+	defer cancel()
+	cfg := lab.Config{Nodes: 3, Prefix: lab.RandomPrefix()}
+	dir, err := os.MkdirTemp("", "bench-migration-")
+	if err != nil {
+		return err
+	}
+	cfg.StateDir = dir
+	l, err := lab.Up(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	res, runErr := migration.Run(ctx, l, o)
+	downErr := l.Down()
+	if runErr != nil {
+		return fmt.Errorf("%w (lab logs kept in %s)", runErr, dir)
+	}
+	if downErr != nil {
+		return downErr
+	}
+	_ = os.RemoveAll(dir)
+	out := machine() + "\n\n" + fmt.Sprintf("Full form: %d rounds, %s observation after each node, requests every %s per address.\n\n",
+		o.Rounds, o.Observe, o.Interval) + res.Table()
+	fmt.Println(out)
+	if record != "" {
+		intro := "Figures of `make bench-migration` (e2e/cmd/bench-migration, package e2e/migration), MetalLB v0.16.2 in the lab, the procedure of [Node by node](#node-by-node-migration-mode)."
+		return lab.ReplaceSection(record, SectionTitle, "# Migrating from MetalLB", intro+"\n\n"+out)
+	}
+	return nil
+}
+
+// machine is the date and machine line: `date -u`, `uname -a`, `nproc`.
+func machine() string {
+	sh := func(args ...string) string {
+		b, err := exec.Command(args[0], args[1:]...).Output()
+		if err != nil {
+			return "(" + err.Error() + ")"
+		}
+		return strings.TrimSpace(string(b))
+	}
+	return fmt.Sprintf("Measured %s on `%s`, %s CPUs (nproc; shared with other work, noisy).",
+		sh("date", "-u", "+%Y-%m-%d %H:%M UTC"), sh("uname", "-a"), sh("nproc"))
+}

@@ -1,0 +1,74 @@
+package migration
+
+import (
+	"net/netip"
+	"testing"
+	"time"
+)
+
+// TestMeasure: the figures of one phase from hand-made records: the
+// longest time between two answered ARP probes (also up to the end of the
+// phase), probes with two answerers split by whether one was a MetalLB
+// speaker shutting down, a node's path disappearing between two router
+// reads, reads without any path, and the client's lost requests.
+func TestMeasure(t *testing.T) {
+	t0 := time.Date(2026, 12, 1, 16, 0, 0, 0, time.UTC)
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	a, b := netip.MustParseAddr("198.51.100.200"), netip.MustParseAddr("198.51.100.201")
+	m := &monitor{
+		v4L2: []netip.Addr{a, b},
+		bgp:  []string{"203.0.113.10/32"},
+		targets: []target{{svc: "ns/a", ip: a}, {svc: "ns/b", ip: b},
+			{svc: "ns/bgp", ip: netip.MustParseAddr("203.0.113.10"), bgp: true}},
+		want:     map[string][]string{"ns/a": {"198.51.100.200"}, "ns/b": {"198.51.100.201"}},
+		changed:  map[string]string{"ns/b": "[198.51.100.209] at 16:00:01.000"},
+		stopping: map[string][][2]time.Time{"n1": {{at(900), at(1100)}}},
+		samples: []sample{
+			{at: at(0), arp: map[netip.Addr][]string{a: {"n1"}, b: {"n2"}}},
+			{at: at(100), paths: map[string][]string{"203.0.113.10/32": {"n1", "n2"}}},
+			{at: at(250), arp: map[netip.Addr][]string{a: {}, b: {"n2"}}},
+			{at: at(300), paths: map[string][]string{"203.0.113.10/32": {"n2"}}},
+			{at: at(500), arp: map[netip.Addr][]string{a: {}, b: {"n2"}}},
+			{at: at(700), paths: map[string][]string{"203.0.113.10/32": {}}},
+			{at: at(1000), arp: map[netip.Addr][]string{a: {"n1", "n3"}, b: {"n2", "n3"}}},
+			{at: at(1500), arp: map[netip.Addr][]string{a: {"n3"}, b: {}}},
+			{at: at(2500), arp: map[netip.Addr][]string{a: {"n3"}, b: {}}},
+			// outside the phase
+			{at: at(9000), arp: map[netip.Addr][]string{a: {"n1", "n2"}, b: {}}},
+		},
+		reqs: map[netip.Addr][]request{
+			a: {{at: at(0), ok: true}, {at: at(400)}, {at: at(1200), ok: true}},
+			b: {{at: at(0), ok: true}, {at: at(300), ok: true}},
+		},
+	}
+	rows, _ := m.measure("p", t0, at(3000), nil)
+	want := map[string]string{
+		"Services whose address changed": "1 of 2",
+		"layer 2 (ARP probes every ~0.25 s): longest time between two answered probes of one address": "1.500 s", // b: 1.0 s to 2.5 s (end)
+		"layer 2: ARP probes (× address) answered by two running speakers":                            "1 of 12",
+		"BGP: router table reads (× prefix) with no path at all":                                      "1 of 3",
+		"BGP: paths withdrawn from the router (prefix × node, a node's path gone between two reads)":  "2",
+		"layer 2: client requests lost":                                                               "1 of 5",
+		"layer 2: longest time between two answered requests of one address":                          "1.200 s",
+	}
+	got := map[string]string{}
+	for _, r := range rows {
+		got[r.Measure] = r.Value
+	}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("%s = %q, want %q", k, got[k], v)
+		}
+	}
+	stop := "layer 2: ARP probes (× address) answered by two nodes, one a MetalLB speaker shutting down (it leaves memberlist, then answers until it exits)"
+	if got[stop] != "1 of 12" {
+		t.Errorf("%s = %q, want 1 of 12", stop, got[stop])
+	}
+	// A change seen before the phase is not counted again.
+	rows, _ = m.measure("p", t0, at(3000), map[string]string{"ns/b": "x"})
+	for _, r := range rows {
+		if r.Measure == "Services whose address changed" && r.Value != "0 of 2" {
+			t.Errorf("change from an earlier phase counted: %s", r.Value)
+		}
+	}
+}

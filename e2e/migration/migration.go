@@ -1,0 +1,892 @@
+// Package migration is the migration test with the real MetalLB (e2e
+// TestMigration is its short form, `make bench-migration` its full form):
+// MetalLB v0.16.2's controller and speaker, built from their Go module,
+// installed in a lab from MetalLB's own manifests (native BGP mode), with
+// layer 2 Services (IPv4, a shared address, a dual-stack Service) and BGP
+// Services, and a client polling every address; then the documented
+// in-place migration (docs/migrating-from-metallb.md, "Node by node"):
+// Herald's manifests for metallb-system in the migration mode
+// (manifests/metallb-migration), the controller swapped, then the speakers
+// node by node; then the rollback to MetalLB, node by node and the
+// controller. Run measures each of the two switches: Services whose
+// address changed, layer 2 addresses without an answerer or with two, BGP
+// paths the router lost, and the client's requests lost.
+package migration
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+
+	"github.com/herald-lb/herald/e2e/lab"
+)
+
+// Manifests is the kustomize directory of Herald in metallb-system in the
+// migration mode.
+const Manifests = "manifests/metallb-migration"
+
+// Options shape a run.
+type Options struct {
+	// Interval is the pause between two requests of one address's poller;
+	// 0 means 100 ms.
+	Interval time.Duration
+	// Observe is how long the client keeps polling after each node's swap
+	// once everything converged, before the next node; 0 means 2 s.
+	Observe time.Duration
+	// Rounds is how many migrate-and-roll-back rounds run; 0 means 1.
+	Rounds int
+	// Log receives progress; nil discards it.
+	Log *slog.Logger
+}
+
+func (o *Options) defaults() {
+	if o.Interval == 0 {
+		o.Interval = 100 * time.Millisecond
+	}
+	if o.Observe == 0 {
+		o.Observe = 2 * time.Second
+	}
+	if o.Rounds == 0 {
+		o.Rounds = 1
+	}
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
+}
+
+// Phase names.
+const (
+	// PhaseBaseline is MetalLB's own speaker rollout, for comparison.
+	PhaseBaseline = "MetalLB → MetalLB (its own rollout, for comparison)"
+	PhaseMigrate  = "MetalLB → Herald"
+	PhaseRollback = "Herald → MetalLB (rollback)"
+)
+
+// Row is one measure of one phase.
+type Row struct {
+	Phase, Measure, Value, Target string
+	// Met reports whether Value meets Target ("reported" rows always do).
+	Met bool
+}
+
+// Result is what a run measured.
+type Result struct {
+	Rows  []Row
+	Notes []string
+}
+
+// Table renders the result as Markdown, preceded by the date and machine
+// line the caller passes (see docs/migrating-from-metallb.md).
+func (r Result) Table() string {
+	var b strings.Builder
+	fmt.Fprintln(&b, "| switch | measure | value | target | met |")
+	fmt.Fprintln(&b, "|---|---|---|---|---|")
+	for _, row := range r.Rows {
+		met := "yes"
+		if !row.Met {
+			met = "**no**"
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s |\n", row.Phase, row.Measure, row.Value, row.Target, met)
+	}
+	if len(r.Notes) > 0 {
+		fmt.Fprintln(&b)
+		for _, n := range r.Notes {
+			fmt.Fprintf(&b, "- %s\n", n)
+		}
+	}
+	return b.String()
+}
+
+// target is one polled address.
+type target struct {
+	svc  string // namespace/name
+	ip   netip.Addr
+	bgp  bool
+	port int
+}
+
+// sample is one observation of the monitor.
+type sample struct {
+	at time.Time
+	// arp: per layer 2 IPv4 address, the nodes that answered one probe.
+	arp map[netip.Addr][]string
+	// paths: per BGP prefix, the nodes the router has a path from (nil
+	// when this sample is an ARP one).
+	paths map[string][]string
+}
+
+// request is one HTTP request of a poller.
+type request struct {
+	at   time.Time
+	ok   bool
+	node string
+	err  string
+}
+
+// monitor polls every address over HTTP, probes every layer 2 IPv4
+// address with ARP and reads the router's table, recording everything
+// with timestamps; phases are cut out of the records afterwards.
+type monitor struct {
+	l       *lab.Lab
+	o       Options
+	targets []target
+	v4L2    []netip.Addr
+	bgp     []string
+	ns      string
+	want    map[string][]string // Service -> ingress IPs before
+	mu      sync.Mutex
+	reqs    map[netip.Addr][]request
+	samples []sample
+	changed map[string]string // Service -> first changed addresses seen
+	// stopping are, per node, the times its MetalLB speaker was shutting
+	// down (SIGTERM until the process exited).
+	stopping map[string][][2]time.Time
+	errs     []error
+	cancel   context.CancelFunc
+	wg       sync.WaitGroup
+}
+
+func (m *monitor) start(ctx context.Context) {
+	ctx, m.cancel = context.WithCancel(ctx)
+	for _, t := range m.targets {
+		m.wg.Go(func() {
+			for ctx.Err() == nil {
+				rctx, cancel := context.WithTimeout(ctx, time.Second)
+				at := time.Now()
+				r, err := m.l.Get(rctx, m.l.ClientNamespace(), t.ip, t.port)
+				cancel()
+				if ctx.Err() != nil {
+					return
+				}
+				q := request{at: at, ok: err == nil, node: r.Node}
+				if err != nil {
+					q.err = err.Error()
+				}
+				m.mu.Lock()
+				m.reqs[t.ip] = append(m.reqs[t.ip], q)
+				m.mu.Unlock()
+				sleep(ctx, m.o.Interval)
+			}
+		})
+	}
+	m.wg.Go(func() { // who answers ARP for each layer 2 IPv4 address
+		for ctx.Err() == nil {
+			at := time.Now()
+			who, err := m.l.ProbeARP(ctx, m.v4L2, 150*time.Millisecond)
+			if ctx.Err() != nil {
+				return
+			}
+			m.mu.Lock()
+			if err != nil {
+				m.errs = append(m.errs, err)
+			} else {
+				m.samples = append(m.samples, sample{at: at, arp: who})
+			}
+			m.mu.Unlock()
+			sleep(ctx, 100*time.Millisecond)
+		}
+	})
+	m.wg.Go(func() { // the router's paths, and the Services' addresses
+		for ctx.Err() == nil {
+			at := time.Now()
+			routes, err := m.l.BGPRoutes(ctx, "ipv4")
+			if ctx.Err() != nil {
+				return
+			}
+			paths := map[string][]string{}
+			for _, p := range m.bgp {
+				paths[p] = []string{}
+				for _, bp := range routes[p] {
+					for _, n := range m.l.Nodes {
+						if pathFrom(bp, n.IPv4) && !slices.Contains(paths[p], n.Name) {
+							paths[p] = append(paths[p], n.Name)
+						}
+					}
+				}
+				sort.Strings(paths[p])
+			}
+			got, serr := serviceIPs(ctx, m.l, m.ns)
+			m.mu.Lock()
+			if err != nil {
+				m.errs = append(m.errs, err)
+			} else {
+				m.samples = append(m.samples, sample{at: at, paths: paths})
+			}
+			if serr == nil {
+				for svc, ips := range m.want {
+					if !slices.Equal(got[svc], ips) && m.changed[svc] == "" {
+						m.changed[svc] = fmt.Sprintf("%v at %s", got[svc], at.UTC().Format("15:04:05.000"))
+					}
+				}
+			}
+			m.mu.Unlock()
+			sleep(ctx, 200*time.Millisecond)
+		}
+	})
+}
+
+// stopMetalLBSpeaker stops node's MetalLB speaker and records how long it
+// took.
+func (m *monitor) stopMetalLBSpeaker(ctx context.Context, ml *lab.MetalLB, node string) error {
+	from := time.Now()
+	err := ml.StopSpeaker(ctx, node)
+	m.mu.Lock()
+	m.stopping[node] = append(m.stopping[node], [2]time.Time{from, time.Now()})
+	m.mu.Unlock()
+	return err
+}
+
+// shuttingDown reports whether one of who is a node whose MetalLB speaker
+// was shutting down at at (or up to slack before).
+func (m *monitor) shuttingDown(who []string, at time.Time, slack time.Duration) bool {
+	for _, n := range who {
+		for _, iv := range m.stopping[n] {
+			if !at.Before(iv[0]) && !at.After(iv[1].Add(slack)) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func (m *monitor) stop() {
+	m.cancel()
+	m.wg.Wait()
+}
+
+// measure computes the rows of one phase, from the records between from
+// and to.
+func (m *monitor) measure(phase string, from, to time.Time, changedBefore map[string]string) ([]Row, []string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var rows []Row
+	var notes []string
+	// Services whose address changed during the phase.
+	var changed []string
+	for svc, v := range m.changed {
+		if _, old := changedBefore[svc]; !old {
+			changed = append(changed, svc+" → "+v)
+		}
+	}
+	sort.Strings(changed)
+	rows = append(rows, countRow(phase, "Services whose address changed", len(changed), len(m.want)))
+	notes = append(notes, prefixAll(phase+": address changed: ", changed)...)
+
+	// Layer 2, from the ARP probes: the longest time an address had no
+	// answerer (from the last probe answered before to the first answered
+	// after), and probes answered by two nodes or more.
+	var longest time.Duration
+	var longestAddr netip.Addr
+	probes, double, doubleStopping := 0, 0, 0
+	for _, a := range m.v4L2 {
+		lastOK, lastAt := from, from
+		for _, s := range m.samples {
+			if s.arp == nil || s.at.Before(from) || s.at.After(to) {
+				continue
+			}
+			probes++
+			lastAt = s.at
+			who := s.arp[a]
+			if len(who) >= 2 {
+				// The probe collects replies for 150 ms after s.at.
+				if m.shuttingDown(who, s.at, 200*time.Millisecond) {
+					doubleStopping++
+					if doubleStopping <= 2 {
+						notes = append(notes, fmt.Sprintf("%s: %s answered by %v at %s, while MetalLB's speaker on one of them was shutting down",
+							phase, a, who, s.at.UTC().Format("15:04:05.000")))
+					}
+				} else {
+					double++
+					if double <= 3 {
+						notes = append(notes, fmt.Sprintf("%s: %s answered by %v at %s", phase, a, who, s.at.UTC().Format("15:04:05.000")))
+					}
+				}
+			}
+			if len(who) > 0 {
+				if d := s.at.Sub(lastOK); d > longest {
+					longest, longestAddr = d, a
+				}
+				lastOK = s.at
+			}
+		}
+		if d := lastAt.Sub(lastOK); d > longest { // unanswered until the end
+			longest, longestAddr = d, a
+		}
+	}
+	rows = append(rows,
+		Row{Phase: phase, Measure: "layer 2 (ARP probes every ~0.25 s): longest time between two answered probes of one address",
+			Value: fmt.Sprintf("%.3f s", longest.Seconds()), Target: "≤ 1 s", Met: longest <= time.Second},
+		countRow(phase, "layer 2: ARP probes (× address) answered by two running speakers", double, probes),
+		Row{Phase: phase, Measure: "layer 2: ARP probes (× address) answered by two nodes, one a MetalLB speaker shutting down (it leaves memberlist, then answers until it exits)",
+			Value: fmt.Sprintf("%d of %d", doubleStopping, probes), Target: "reported (MetalLB's shutdown order)", Met: true})
+	if longestAddr.IsValid() {
+		notes = append(notes, fmt.Sprintf("%s: longest layer 2 gap on %s", phase, longestAddr))
+	}
+
+	// BGP, from the router's table: paths of a node that disappeared
+	// (withdrawn or its session closed) and reads where a prefix had no
+	// path at all.
+	withdrawn, reads, empty := 0, 0, 0
+	prev := map[string][]string{}
+	for _, s := range m.samples {
+		if s.paths == nil || s.at.Before(from) || s.at.After(to) {
+			continue
+		}
+		for _, p := range m.bgp {
+			reads++
+			if len(s.paths[p]) == 0 {
+				empty++
+			}
+			if old, ok := prev[p]; ok {
+				for _, n := range old {
+					if !slices.Contains(s.paths[p], n) {
+						withdrawn++
+					}
+				}
+			}
+			prev[p] = s.paths[p]
+		}
+	}
+	rows = append(rows,
+		Row{Phase: phase, Measure: "BGP: paths withdrawn from the router (prefix × node, a node's path gone between two reads)",
+			Value: fmt.Sprint(withdrawn), Target: "reported (no graceful restart in MetalLB's native mode)", Met: true},
+		countRow(phase, "BGP: router table reads (× prefix) with no path at all", empty, reads))
+
+	// The client's requests.
+	for _, bgp := range []bool{false, true} {
+		sent, lost := 0, 0
+		var gap time.Duration
+		var gapAddr netip.Addr
+		var firstLost string
+		for _, t := range m.targets {
+			if t.bgp != bgp {
+				continue
+			}
+			lastOK := from
+			for _, q := range m.reqs[t.ip] {
+				if q.at.Before(from) || q.at.After(to) {
+					continue
+				}
+				sent++
+				if !q.ok {
+					lost++
+					if firstLost == "" {
+						firstLost = fmt.Sprintf("%s: first lost request to %s (%s) at %s: %s", phase, t.ip, t.svc, q.at.UTC().Format("15:04:05.000"), q.err)
+					}
+					continue
+				}
+				if d := q.at.Sub(lastOK); d > gap {
+					gap, gapAddr = d, t.ip
+				}
+				lastOK = q.at
+			}
+		}
+		kind := "layer 2"
+		if bgp {
+			kind = "BGP"
+		}
+		rows = append(rows,
+			Row{Phase: phase, Measure: kind + ": client requests lost", Value: fmt.Sprintf("%d of %d", lost, sent), Target: "reported", Met: true},
+			Row{Phase: phase, Measure: kind + ": longest time between two answered requests of one address",
+				Value: fmt.Sprintf("%.3f s", gap.Seconds()), Target: "reported", Met: true})
+		if firstLost != "" {
+			notes = append(notes, firstLost)
+		}
+		if gapAddr.IsValid() {
+			notes = append(notes, fmt.Sprintf("%s: longest %s request gap on %s", phase, kind, gapAddr))
+		}
+	}
+	return rows, notes
+}
+
+func countRow(phase, measure string, n, of int) Row {
+	v := fmt.Sprint(n)
+	if of > 0 {
+		v = fmt.Sprintf("%d of %d", n, of)
+	}
+	return Row{Phase: phase, Measure: measure, Value: v, Target: "0", Met: n == 0}
+}
+
+func prefixAll(p string, ss []string) []string {
+	var out []string
+	for _, s := range ss {
+		out = append(out, p+s)
+	}
+	return out
+}
+
+func sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
+
+// pathFrom reports whether a path of the router's table was learnt from
+// the node at addr.
+func pathFrom(p lab.BGPPath, addr netip.Addr) bool {
+	if p.PeerID == addr.String() {
+		return true
+	}
+	for _, nh := range p.NextHops {
+		if nh.IP == addr.String() {
+			return true
+		}
+	}
+	return false
+}
+
+// Namespace is where the run's Services live.
+const Namespace = "migration"
+
+// Addresses of the run's pools.
+var (
+	l2Pool  = "198.51.100.200-198.51.100.209"
+	l2Pool6 = "2001:db8:100::200-2001:db8:100::209"
+	// sharedIP is held by two Services (allow-shared-ip).
+	sharedIP = "198.51.100.205"
+	bgpPool  = "203.0.113.10-203.0.113.19"
+)
+
+// configYAML is the MetalLB configuration the run applies, as a MetalLB
+// user writes it (native BGP mode: no graceful restart, no connectTime).
+func configYAML() string {
+	return fmt.Sprintf(`apiVersion: metallb.io/v1beta1
+kind: IPAddressPool
+metadata: {name: l2, namespace: %[1]s}
+spec:
+  addresses: [%[2]s, %[3]s]
+---
+apiVersion: metallb.io/v1beta1
+kind: L2Advertisement
+metadata: {name: l2, namespace: %[1]s}
+spec:
+  ipAddressPools: [l2]
+---
+apiVersion: metallb.io/v1beta1
+kind: IPAddressPool
+metadata: {name: bgp, namespace: %[1]s}
+spec:
+  addresses: [%[4]s]
+---
+apiVersion: metallb.io/v1beta1
+kind: BGPAdvertisement
+metadata: {name: bgp, namespace: %[1]s}
+spec:
+  ipAddressPools: [bgp]
+---
+apiVersion: metallb.io/v1beta2
+kind: BGPPeer
+metadata: {name: router, namespace: %[1]s}
+spec:
+  myASN: %[5]d
+  peerASN: %[6]d
+  peerAddress: %[7]s
+  holdTime: 9s
+`, lab.MetalLBNamespace, l2Pool, l2Pool6, bgpPool, lab.NodeASN, lab.RouterASN, lab.RouterAddr)
+}
+
+// services are the run's LoadBalancer Services.
+func services() []*corev1.Service {
+	svc := func(name, pool string, port int32) *corev1.Service {
+		return &corev1.Service{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: Namespace,
+				Annotations: map[string]string{"metallb.io/address-pool": pool}},
+			Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, Selector: map[string]string{"app": "web"},
+				Ports: []corev1.ServicePort{{Name: "web", Port: port, Protocol: corev1.ProtocolTCP,
+					TargetPort: intstr.FromInt32(int32(lab.BackendPort))}}},
+		}
+	}
+	l2a, l2b := svc("l2-a", "l2", 80), svc("l2-b", "l2", 80)
+	shA, shB := svc("shared-a", "l2", 80), svc("shared-b", "l2", 8080)
+	for _, s := range []*corev1.Service{shA, shB} {
+		s.Annotations["metallb.io/allow-shared-ip"] = "web"
+		s.Annotations["metallb.io/loadBalancerIPs"] = sharedIP
+	}
+	ds := svc("dual", "l2", 80)
+	ds.Spec.IPFamilyPolicy = ptr.To(corev1.IPFamilyPolicyRequireDualStack)
+	ds.Spec.IPFamilies = []corev1.IPFamily{corev1.IPv4Protocol, corev1.IPv6Protocol}
+	return []*corev1.Service{l2a, l2b, shA, shB, ds, svc("bgp-a", "bgp", 80), svc("bgp-b", "bgp", 80)}
+}
+
+// serviceIPs returns every LoadBalancer Service of ns with its ingress
+// IPs, in order.
+func serviceIPs(ctx context.Context, l *lab.Lab, ns string) (map[string][]string, error) {
+	list, err := l.Client().CoreV1().Services(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	out := map[string][]string{}
+	for _, s := range list.Items {
+		var ips []string
+		for _, in := range s.Status.LoadBalancer.Ingress {
+			ips = append(ips, in.IP)
+		}
+		out[s.Namespace+"/"+s.Name] = ips
+	}
+	return out, nil
+}
+
+// Run installs MetalLB, creates the configuration and Services, waits until
+// MetalLB announces every address, then migrates to Herald and rolls back
+// (o.Rounds times) while the monitor records, and returns the figures of
+// each switch. The lab must be fresh (no Herald, no MetalLB).
+func Run(ctx context.Context, l *lab.Lab, o Options) (res Result, err error) {
+	o.defaults()
+	log := o.Log
+	start := time.Now()
+	ml, err := l.InstallMetalLB(ctx, nil)
+	if err != nil {
+		return res, withLogs(err, ml, nil)
+	}
+	log.Info("metallb installed", "took", time.Since(start).Round(time.Millisecond))
+	var h *lab.Herald
+	defer func() {
+		if err != nil {
+			err = withLogs(err, ml, h)
+		}
+	}()
+	cfg := filepath.Join(l.StateDir(), "migration-config.yaml")
+	if err := os.WriteFile(cfg, []byte(configYAML()), 0o644); err != nil {
+		return res, err
+	}
+	_, err = l.Apply(ctx, cfg) // through MetalLB's webhook
+	// The state directory keeps only logs and binaries after the lab.
+	if rerr := os.Remove(cfg); rerr != nil && err == nil {
+		err = rerr
+	}
+	if err != nil {
+		return res, fmt.Errorf("apply the MetalLB configuration: %w", err)
+	}
+	if err := l.EnsureNamespace(ctx, Namespace); err != nil {
+		return res, err
+	}
+	var eps []lab.Endpoint
+	for _, n := range l.Nodes {
+		eps = append(eps, lab.Endpoint{Node: n.Name, Ready: true})
+	}
+	for _, s := range services() {
+		if _, err := l.Client().CoreV1().Services(Namespace).Create(ctx, s, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			return res, fmt.Errorf("create service %s: %w", s.Name, err)
+		}
+		if err := l.SetEndpoints(ctx, Namespace, s.Name, eps); err != nil {
+			return res, err
+		}
+	}
+	m := &monitor{l: l, o: o, ns: Namespace, reqs: map[netip.Addr][]request{}, changed: map[string]string{}, stopping: map[string][][2]time.Time{}}
+	if m.want, err = waitAddresses(ctx, l, m); err != nil {
+		return res, fmt.Errorf("metallb: %w", err)
+	}
+	log.Info("services have their addresses", "addresses", m.want)
+	if err := waitConverged(ctx, l, m, nil, 90*time.Second); err != nil {
+		return res, fmt.Errorf("metallb announcing: %w", err)
+	}
+	log.Info("metallb announces every address")
+	m.start(ctx)
+	defer m.stop()
+	sleep(ctx, o.Observe)
+
+	record := func(phase string, from time.Time, before map[string]string) {
+		rows, notes := m.measure(phase, from, time.Now(), before)
+		res.Rows = append(res.Rows, rows...)
+		res.Notes = append(res.Notes, notes...)
+	}
+	snapshotChanged := func() map[string]string {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		return maps.Clone(m.changed)
+	}
+	// For comparison: MetalLB's speakers restarted node by node, as a
+	// MetalLB DaemonSet rollout does.
+	from, before := time.Now(), snapshotChanged()
+	for _, n := range l.Nodes {
+		if err := m.stopMetalLBSpeaker(ctx, ml, n.Name); err != nil {
+			return res, fmt.Errorf("%s: %w", PhaseBaseline, err)
+		}
+		if err := ml.StartSpeaker(ctx, n.Name); err != nil {
+			return res, fmt.Errorf("%s: %w", PhaseBaseline, err)
+		}
+		if err := waitConverged(ctx, l, m, m, 60*time.Second); err != nil {
+			return res, fmt.Errorf("%s: after %s: %w", PhaseBaseline, n.Name, err)
+		}
+		log.Info("speaker restarted", "node", n.Name, "as", "metallb")
+		sleep(ctx, o.Observe)
+	}
+	record(PhaseBaseline, from, before)
+	for round := range o.Rounds {
+		phase, rb := PhaseMigrate, PhaseRollback
+		if o.Rounds > 1 {
+			phase, rb = fmt.Sprintf("%s (round %d)", phase, round+1), fmt.Sprintf("%s (round %d)", rb, round+1)
+		}
+		from, before = time.Now(), snapshotChanged()
+		if h, err = migrate(ctx, l, ml, h, m, o); err != nil {
+			return res, fmt.Errorf("%s: %w", phase, err)
+		}
+		record(phase, from, before)
+		from, before = time.Now(), snapshotChanged()
+		if err := rollback(ctx, l, ml, h, m, o); err != nil {
+			return res, fmt.Errorf("%s: %w", rb, err)
+		}
+		record(rb, from, before)
+	}
+	m.mu.Lock()
+	if len(m.errs) > 0 {
+		res.Notes = append(res.Notes, fmt.Sprintf("monitor errors (probes or router reads that failed; not counted): %d, first: %v", len(m.errs), m.errs[0]))
+	}
+	m.mu.Unlock()
+	return res, nil
+}
+
+// migrate is the documented in-place procedure, node by node: Herald's
+// manifests for metallb-system in the migration mode are applied (the
+// metallb.io CRDs become Herald's), MetalLB's controller is stopped and
+// its webhook configuration deleted, Herald's controller started (it
+// imports every address), then on each node MetalLB's speaker Pod is
+// deleted and Herald's started, waiting each time until every address is
+// answered by one node and the router has a path from every node again.
+func migrate(ctx context.Context, l *lab.Lab, ml *lab.MetalLB, h *lab.Herald, m *monitor, o Options) (*lab.Herald, error) {
+	if err := ml.StopController(ctx); err != nil {
+		return h, err
+	}
+	if _, err := l.Kubectl(ctx, "delete", "validatingwebhookconfiguration", lab.MetalLBWebhookConfig, "--ignore-not-found"); err != nil {
+		return h, err
+	}
+	var err error
+	if h == nil {
+		// kubectl apply --server-side --force-conflicts -k manifests/metallb-migration,
+		// then Herald's controller.
+		h, err = l.InstallHerald(ctx, lab.InstallOptions{Manifests: Manifests, Namespace: lab.MetalLBNamespace, SpeakerNodes: []string{}})
+	} else {
+		if _, err = l.ApplyKustomize(ctx, mustRoot(Manifests)); err == nil {
+			err = h.StartController(ctx)
+		}
+	}
+	if err != nil {
+		return h, fmt.Errorf("install herald: %w", err)
+	}
+	if err := h.WaitConfigValid(ctx, "controller"); err != nil {
+		return h, err
+	}
+	o.Log.Info("controller swapped: Herald's runs")
+	for _, n := range l.Nodes {
+		if err := m.stopMetalLBSpeaker(ctx, ml, n.Name); err != nil {
+			return h, err
+		}
+		if err := h.AddSpeaker(ctx, n.Name); err != nil {
+			return h, err
+		}
+		if err := waitConverged(ctx, l, m, m, 60*time.Second); err != nil {
+			return h, fmt.Errorf("after %s: %w", n.Name, err)
+		}
+		o.Log.Info("speaker swapped", "node", n.Name, "to", "herald")
+		sleep(ctx, o.Observe)
+	}
+	return h, nil
+}
+
+// rollback undoes migrate: on each node Herald's speaker is stopped (Pod
+// deleted) and MetalLB's started; then Herald's controller is stopped, its
+// webhook configuration deleted, MetalLB's manifests applied again (its
+// CRDs, with the conversion webhook pointing at MetalLB's Service) and
+// MetalLB's controller started.
+func rollback(ctx context.Context, l *lab.Lab, ml *lab.MetalLB, h *lab.Herald, m *monitor, o Options) error {
+	for _, n := range l.Nodes {
+		if err := h.RemoveSpeaker(ctx, n.Name); err != nil {
+			return err
+		}
+		if err := ml.StartSpeaker(ctx, n.Name); err != nil {
+			return err
+		}
+		if err := waitConverged(ctx, l, m, m, 60*time.Second); err != nil {
+			return fmt.Errorf("after %s: %w", n.Name, err)
+		}
+		o.Log.Info("speaker swapped", "node", n.Name, "to", "metallb")
+		sleep(ctx, o.Observe)
+	}
+	if err := h.StopController(); err != nil {
+		return err
+	}
+	if _, err := l.Kubectl(ctx, "delete", "validatingwebhookconfiguration", "herald-webhook-configuration", "--ignore-not-found"); err != nil {
+		return err
+	}
+	if err := ml.ApplyManifests(ctx); err != nil {
+		return err
+	}
+	if err := ml.StartController(ctx); err != nil {
+		return err
+	}
+	o.Log.Info("controller swapped: MetalLB's runs")
+	sleep(ctx, o.Observe)
+	return nil
+}
+
+func mustRoot(p string) string {
+	root, err := lab.ModuleRoot()
+	if err != nil {
+		return p
+	}
+	return filepath.Join(root, p)
+}
+
+// waitAddresses waits until every Service has its addresses (two for the
+// dual-stack one), fills m's targets and returns the addresses.
+func waitAddresses(ctx context.Context, l *lab.Lab, m *monitor) (map[string][]string, error) {
+	var got map[string][]string
+	deadline := time.Now().Add(90 * time.Second)
+	for {
+		var err error
+		got, err = serviceIPs(ctx, l, Namespace)
+		if err == nil {
+			missing := 0
+			for _, s := range services() {
+				want := 1
+				if s.Spec.IPFamilyPolicy != nil {
+					want = 2
+				}
+				if len(got[Namespace+"/"+s.Name]) < want {
+					missing++
+				}
+			}
+			if missing == 0 {
+				break
+			}
+			err = fmt.Errorf("%d Services without all their addresses: %v", missing, got)
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return nil, err
+		}
+		sleep(ctx, 200*time.Millisecond)
+	}
+	seen := map[netip.Addr]bool{}
+	for _, s := range services() {
+		key := Namespace + "/" + s.Name
+		for _, a := range got[key] {
+			ip := netip.MustParseAddr(a)
+			if seen[ip] {
+				continue // the shared address is polled once
+			}
+			seen[ip] = true
+			bgp := s.Annotations["metallb.io/address-pool"] == "bgp"
+			m.targets = append(m.targets, target{svc: key, ip: ip, bgp: bgp, port: lab.BackendPort})
+			switch {
+			case bgp:
+				m.bgp = append(m.bgp, ip.String()+"/32")
+			case ip.Is4():
+				m.v4L2 = append(m.v4L2, ip)
+			}
+		}
+	}
+	return got, nil
+}
+
+// waitConverged waits until every layer 2 IPv4 address has exactly one ARP
+// answerer, every layer 2 IPv6 address answers HTTP, and the router has a
+// path from every node for every BGP prefix. With a running monitor mon
+// it reads the monitor's latest samples instead of probing itself.
+func waitConverged(ctx context.Context, l *lab.Lab, m, mon *monitor, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	var last error
+	for {
+		last = converged(ctx, l, m, mon)
+		if last == nil {
+			return nil
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return fmt.Errorf("not converged within %s: %w", timeout, last)
+		}
+		sleep(ctx, 200*time.Millisecond)
+	}
+}
+
+func converged(ctx context.Context, l *lab.Lab, m, mon *monitor) error {
+	since := time.Now()
+	var arp map[netip.Addr][]string
+	var paths map[string][]string
+	if mon != nil {
+		// Wait for a fresh ARP sample and router read, taken after now.
+		for arp == nil || paths == nil {
+			mon.mu.Lock()
+			for i := len(mon.samples) - 1; i >= 0 && mon.samples[i].at.After(since); i-- {
+				if mon.samples[i].arp != nil && arp == nil {
+					arp = mon.samples[i].arp
+				}
+				if mon.samples[i].paths != nil && paths == nil {
+					paths = mon.samples[i].paths
+				}
+			}
+			mon.mu.Unlock()
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			if arp == nil || paths == nil {
+				sleep(ctx, 50*time.Millisecond)
+			}
+		}
+	} else {
+		var err error
+		if arp, err = l.ProbeARP(ctx, m.v4L2, 300*time.Millisecond); err != nil {
+			return err
+		}
+		routes, err := l.BGPRoutes(ctx, "ipv4")
+		if err != nil {
+			return err
+		}
+		paths = map[string][]string{}
+		for _, p := range m.bgp {
+			for _, bp := range routes[p] {
+				for _, n := range l.Nodes {
+					if pathFrom(bp, n.IPv4) && !slices.Contains(paths[p], n.Name) {
+						paths[p] = append(paths[p], n.Name)
+					}
+				}
+			}
+		}
+	}
+	for _, a := range m.v4L2 {
+		if len(arp[a]) != 1 {
+			return fmt.Errorf("%s answered by %v", a, arp[a])
+		}
+	}
+	for _, p := range m.bgp {
+		if len(paths[p]) != len(l.Nodes) {
+			return fmt.Errorf("router has %s from %v", p, paths[p])
+		}
+	}
+	for _, t := range m.targets {
+		if t.ip.Is6() {
+			if _, err := l.Get(ctx, l.ClientNamespace(), t.ip, t.port); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func withLogs(err error, ml *lab.MetalLB, h *lab.Herald) error {
+	var b strings.Builder
+	if ml != nil {
+		b.WriteString(ml.Logs(20))
+	}
+	if h != nil {
+		b.WriteString(h.Logs(20))
+	}
+	return errors.Join(err, errors.New(b.String()))
+}
