@@ -10,7 +10,9 @@
 #   herald-{controller,speaker}-linux-{amd64,arm64}
 #       static binaries (CGO_ENABLED=0, -trimpath), stamped with VERSION and
 #       the commit (--version, herald_build_info)
-#   herald-{controller,speaker}-linux-{amd64,arm64}.cdx.json
+#   kubectl-herald-linux-{amd64,arm64}
+#       the kubectl plugin (kubectl herald), static and stamped the same way
+#   *.cdx.json next to each binary
 #       each binary's SBOM, CycloneDX JSON, from the module list the Go
 #       linker embedded in it (cyclonedx-gomod bin)
 #   LICENSE, NOTICE, CHANGELOG.md
@@ -81,7 +83,7 @@ done
 # The licences of the modules linked into the binaries (go-licenses save:
 # licence and NOTICE files, and the source of reciprocal licences, MPL-2.0),
 # in the background while the binaries build.
-(cd "$root" && GOOS=linux GOARCH=amd64 "$golicenses" save ./controller ./speaker \
+(cd "$root" && GOOS=linux GOARCH=amd64 "$golicenses" save ./controller ./speaker ./kubectl-herald \
   --ignore github.com/herald-lb/herald --save_path "$stage/third-party-licenses" >"$stage/go-licenses.log" 2>&1) &
 licenses=$!
 trap 'kill "$licenses" 2>/dev/null || true; wait || true; rm -rf "$stage"' EXIT
@@ -89,9 +91,11 @@ trap 'kill "$licenses" 2>/dev/null || true; wait || true; rm -rf "$stage"' EXIT
 # Static binaries and their SBOMs.
 ldflags="-s -w -X github.com/herald-lb/herald/internal/version.Version=$version -X github.com/herald-lb/herald/internal/version.Commit=$COMMIT"
 for arch in amd64 arm64; do
-  (cd "$root" && CGO_ENABLED=0 GOOS=linux GOARCH="$arch" go build -trimpath -ldflags "$ldflags" -o "$stage/$arch/" ./controller ./speaker)
-  for bin in controller speaker; do
+  (cd "$root" && CGO_ENABLED=0 GOOS=linux GOARCH="$arch" go build -trimpath -ldflags "$ldflags" -o "$stage/$arch/" ./controller ./speaker ./kubectl-herald)
+  for bin in controller speaker kubectl-herald; do
+    # The plugin keeps its own name: kubectl finds it as kubectl-herald on PATH.
     f="$out/herald-$bin-linux-$arch"
+    if [[ "$bin" == kubectl-herald ]]; then f="$out/$bin-linux-$arch"; fi
     mv "$stage/$arch/$bin" "$f"
     # cyclonedx-gomod names the platform from GOOS/GOARCH, not the binary.
     if ! GOOS=linux GOARCH="$arch" "$cyclonedx" bin -json -std -version "$version" -output "$f.cdx.json" "$f" 2>"$stage/cyclonedx.log"; then

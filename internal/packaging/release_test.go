@@ -78,7 +78,7 @@ func releaseTools(t *testing.T) (goLicenses, cyclonedx string) {
 // every object with the pinned images.
 func TestRelease(t *testing.T) {
 	if testing.Short() {
-		t.Skip("builds four binaries and starts an API server")
+		t.Skip("builds six binaries and starts an API server")
 	}
 	root := repoRoot(t)
 	hb, henv := helm(t)
@@ -114,6 +114,7 @@ func TestRelease(t *testing.T) {
 		for _, bin := range []string{"controller", "speaker"} {
 			binaries = append(binaries, "herald-"+bin+"-linux-"+arch)
 		}
+		binaries = append(binaries, "kubectl-herald-linux-"+arch)
 	}
 	want := append([]string{"CHANGELOG.md", "LICENSE", "NOTICE", "SHA256SUMS", "third-party-licenses.tar.gz", chartFile}, manifests...)
 	for _, b := range binaries {
@@ -196,9 +197,13 @@ func TestRelease(t *testing.T) {
 		if runtime.GOOS != "linux" || (runtime.GOARCH != "amd64" && runtime.GOARCH != "arm64") {
 			t.Skipf("no release binary runs on %s/%s", runtime.GOOS, runtime.GOARCH)
 		}
-		for _, bin := range []string{"controller", "speaker"} {
-			got := string(run(t, "", nil, nil, filepath.Join(out, "herald-"+bin+"-linux-"+runtime.GOARCH), "--version"))
-			prefix := "herald-" + bin + " " + releaseVersion + " (commit " + commit
+		for _, bin := range []string{"controller", "speaker", "kubectl-herald"} {
+			file, name := "herald-"+bin, "herald-"+bin
+			if bin == "kubectl-herald" {
+				file, name = bin, bin
+			}
+			got := string(run(t, "", nil, nil, filepath.Join(out, file+"-linux-"+runtime.GOARCH), "--version"))
+			prefix := name + " " + releaseVersion + " (commit " + commit
 			suffix := ", " + runtime.Version() + ")\n"
 			if !strings.HasPrefix(got, prefix) || !strings.HasSuffix(got, suffix) {
 				t.Errorf("%s --version printed %q, want %q...%q", bin, got, prefix, suffix)
@@ -278,6 +283,9 @@ func TestRelease(t *testing.T) {
 				mods[m.Name] = true
 			}
 			wantMods := []string{"sigs.k8s.io/controller-runtime", "k8s.io/client-go", "std"}
+			if bin == "kubectl-herald" {
+				wantMods = []string{"k8s.io/client-go", "github.com/spf13/cobra", "std"}
+			}
 			if bin == "speaker" {
 				wantMods = append(wantMods, "github.com/hashicorp/memberlist", "github.com/osrg/gobgp/v3")
 			}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/herald-lb/herald/internal/explain"
 	"github.com/herald-lb/herald/internal/k8s/scheme"
+	"github.com/herald-lb/herald/internal/version"
 )
 
 // Exit statuses of Main.
@@ -53,7 +54,11 @@ Exit status: 0 nothing wrong, 1 problems listed (pending Service, unannounced ad
 disagreement, invalid configuration, session not established), 2 usage or API error.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		// --version: "kubectl-herald <version> (<commit>, <go version>)",
+		// stamped by the build like the controller's and speaker's.
+		Version: version.String(),
 	}
+	root.SetVersionTemplate("kubectl-herald {{.Version}}\n")
 	root.SetArgs(args)
 	root.SetOut(stdout)
 	root.SetErr(stderr)

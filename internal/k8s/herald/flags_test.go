@@ -1,9 +1,13 @@
 package herald
 
 import (
+	"bytes"
+	"context"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/herald-lb/herald/internal/version"
 )
 
 // TestFlagValue: the speakers' and controller's settings are read from
@@ -54,5 +58,15 @@ func TestSetting(t *testing.T) {
 		if got := setting(pod, tc.name, tc.env); got != tc.want {
 			t.Errorf("%s/%s: %v, want %v", tc.name, tc.env, got, tc.want)
 		}
+	}
+}
+
+func TestVersionFlag(t *testing.T) {
+	var out, errOut bytes.Buffer
+	if code := Main(context.Background(), []string{"--version"}, &out, &errOut); code != ExitOK {
+		t.Fatalf("--version: exit %d, stderr %q", code, errOut.String())
+	}
+	if want := "kubectl-herald " + version.String() + "\n"; out.String() != want {
+		t.Errorf("--version printed %q, want %q", out.String(), want)
 	}
 }
