@@ -16,8 +16,12 @@ type slogAdapter struct {
 	log   *slog.Logger
 	level atomic.Uint32 // gobgplog.LogLevel
 	// onWarn, if set, sees every warning before it is logged (gobgp
-	// reports some events, such as an exceeded prefix limit, only in its log).
+	// reports some events, such as an exceeded prefix limit or a
+	// NOTIFICATION sent or received, only in its log).
 	onWarn func(msg string, f gobgplog.Fields)
+	// onInfo, if set, sees every info message before it is logged
+	// ("Peer Down" carries the reason a session left Established).
+	onInfo func(msg string, f gobgplog.Fields)
 }
 
 func newSlogAdapter(l *slog.Logger) *slogAdapter {
@@ -51,7 +55,12 @@ func (a *slogAdapter) Warn(msg string, f gobgplog.Fields) {
 	}
 	a.emit(slog.LevelWarn, msg, f)
 }
-func (a *slogAdapter) Info(msg string, f gobgplog.Fields)  { a.emit(slog.LevelInfo, msg, f) }
+func (a *slogAdapter) Info(msg string, f gobgplog.Fields) {
+	if a.onInfo != nil {
+		a.onInfo(msg, f)
+	}
+	a.emit(slog.LevelInfo, msg, f)
+}
 func (a *slogAdapter) Debug(msg string, f gobgplog.Fields) { a.emit(slog.LevelDebug, msg, f) }
 
 // SetLevel records gobgp's requested level; filtering is done by the slog handler.
