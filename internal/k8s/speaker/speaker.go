@@ -74,7 +74,7 @@ type Controller struct {
 	// node, so a Service first seen later has none (only this process
 	// writes them) and its first decision costs no List request.
 	statusListed bool
-	status       *statusWriter // runs in its own goroutines
+	status       *statusWriter  // runs in its own goroutines
 	sessions     *sessionStates // BGPSessionState writer, its own goroutine
 	// rejoinsHandled: Members.Rejoins when layer 2 was last re-announced.
 	rejoinsHandled uint64
