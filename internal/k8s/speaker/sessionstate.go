@@ -238,8 +238,8 @@ func sessionStateName(node, peer string) string {
 	h := sha256.Sum256([]byte(node + "\x00" + peer))
 	suffix := hex.EncodeToString(h[:])[:10]
 	base := node + "-" + peer
-	if max := validation.DNS1123SubdomainMaxLength - len(suffix) - 1; len(base) > max {
-		base = strings.TrimRight(base[:max], "-.")
+	if limit := validation.DNS1123SubdomainMaxLength - len(suffix) - 1; len(base) > limit {
+		base = strings.TrimRight(base[:limit], "-.")
 	}
 	return base + "-" + suffix
 }

@@ -100,7 +100,7 @@ func TestBGPSessionStates(t *testing.T) {
 		if apierrors.IsNotFound(err) {
 			return nil
 		}
-		return fmt.Errorf("still there (%v)", err)
+		return fmt.Errorf("still there (%w)", err)
 	})
 	var other v1alpha1.BGPSessionState
 	must(t, c.Get(ctx, client.ObjectKey{Namespace: ns, Name: sessionStateName("n2", "p1")}, &other))
@@ -117,7 +117,7 @@ func TestBGPSessionStates(t *testing.T) {
 			return fmt.Errorf("p1 %+v", o.Status)
 		}
 		if o, err = get("p2"); err != nil || o.Status.BFDStatus != "Up" {
-			return fmt.Errorf("p2 %+v %v", o.Status, err)
+			return fmt.Errorf("p2 %+v %w", o.Status, err)
 		}
 		return nil
 	})
