@@ -61,7 +61,8 @@ func (e *bgpEnv) waitSessionStates(ctx context.Context, t *testing.T, peer strin
 // Established with FRR's address as peer; FRR's "neighbor NODES shutdown
 // message ..." (Cease, administrative shutdown, RFC 8203 communication)
 // makes them say so (not Established, the NOTIFICATION as last error)
-// until "no neighbor NODES shutdown" brings them back; a BGPPeer's objects
+// until "no neighbor NODES shutdown" brings them back; a session to a
+// closed port says "connect: ... connection refused"; a BGPPeer's objects
 // go with it.
 func (e *bgpEnv) testSessionState(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
@@ -128,18 +129,21 @@ func (e *bgpEnv) testSessionState(t *testing.T) {
 		return nil
 	})
 
-	// A BGPPeer of n4 to an address nobody answers: its object appears
-	// (not Established) and is deleted with the BGPPeer.
-	p := e.applyPeer(ctx, t, "sessionstate", lab.RouterAddr, lab.NodeASN, lab.RouterASN+1, "ibgp", func(s *v1beta2.BGPPeerSpec) {
-		s.PeerAddress = "203.0.113.254"
-		s.EBGPMultiHop = true
+	// A BGPPeer of n4 to a router port nobody listens on: its object says
+	// so (not Established, the connection refused as last error) and is
+	// deleted with the BGPPeer.
+	p := e.applyPeer(ctx, t, "sessionstate", lab.RouterAddr, lab.NodeASN, lab.RouterASN, "ibgp", func(s *v1beta2.BGPPeerSpec) {
+		s.PeerPort = 1
 	})
 	e.waitSessionStates(ctx, t, "sessionstate", []string{"n4"}, "sessionstate's object on n4", func(st v1alpha1.BGPSessionStateStatus) error {
-		if st.Peer != "203.0.113.254" || st.BGPStatus == "Established" || st.BGPStatus == "" {
-			return fmt.Errorf("want a session to 203.0.113.254, not Established")
+		if st.Peer != lab.RouterAddr.String() || st.BGPStatus == "Established" || st.BGPStatus == "" ||
+			!strings.HasPrefix(st.LastError, "connect: ") || !strings.Contains(st.LastError, "connection refused") {
+			return fmt.Errorf("want a session to %s, not Established, the connection refused as last error", lab.RouterAddr)
 		}
 		return nil
 	})
+	out, _ = e.l.Kubectl(ctx, "get", "bgpsessionstates.herald.io", "-A", "-o", "wide")
+	t.Logf("with the BGPPeer sessionstate:\n%s", out)
 	bgpDelete(t, e.c, p)
 	e.waitSessionStates(ctx, t, "sessionstate", nil, "sessionstate's object deleted with the BGPPeer", func(v1alpha1.BGPSessionStateStatus) error { return nil })
 }

@@ -83,13 +83,13 @@ type BGPSessionStateStatus struct {
 	// PrefixesAdvertised is the number of prefixes the speaker currently
 	// advertises to the peer (summed over address families).
 	// +optional
-	PrefixesAdvertised int64 `json:"prefixesAdvertised,omitempty"`
+	PrefixesAdvertised int64 `json:"prefixesAdvertised"`
 
 	// PrefixesReceived is the number of prefixes the peer currently
 	// advertises to the speaker (summed over address families; Herald uses
 	// none of them).
 	// +optional
-	PrefixesReceived int64 `json:"prefixesReceived,omitempty"`
+	PrefixesReceived int64 `json:"prefixesReceived"`
 }
 
 // BGPSessionState is the state of one BGP session, one object per node and

@@ -293,10 +293,12 @@ type PeerState struct {
 	// refused, "" if none yet: a NOTIFICATION sent or received (RFC 4271
 	// §4.5, "notification received: code 6(cease) subcode 2(administrative
 	// shutdown)", with the RFC 8203 shutdown communication when there is
-	// one), or "session down: <reason>" (hold-timer-expired, read-failed,
-	// ...). It is kept after the session is Established again.
+	// one), "session down: <reason>" (hold-timer-expired, read-failed,
+	// ...), or "connect: <error>" (the TCP connection failed: refused,
+	// timed out). It is kept after the session is Established again.
 	LastError string
-	// LastErrorTime is when LastError was recorded (zero without one).
+	// LastErrorTime is when LastError first happened: the same error
+	// again (a connection refused on every retry) keeps the time.
 	LastErrorTime time.Time
 }
 

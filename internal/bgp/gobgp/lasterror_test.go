@@ -3,6 +3,7 @@ package gobgp
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"strings"
 	"testing"
 	"time"
@@ -90,4 +91,29 @@ func TestLastErrorAndReceived(t *testing.T) {
 	if got := stateOf(s, "r").LastError; !strings.HasPrefix(got, "notification received") {
 		t.Errorf("LastError after re-establishing = %q, want the shutdown kept", got)
 	}
+}
+
+// TestConnectErrorIsLastError: a session whose TCP connection is refused
+// (nobody listens on the port) gets "connect: ... connection refused" as
+// LastError, although gobgp reports it only as a debug message and the
+// speaker's logger is at info level; the retries keep its first time.
+func TestConnectErrorIsLastError(t *testing.T) {
+	skipShort(t)
+	port := freePort(t, "127.0.0.1")
+	s := newSpeaker(t, Options{})
+	p := bgp.PeerConfig{Name: "closed", Address: netip.MustParseAddr("127.0.0.1"), Port: uint16(port),
+		MyASN: ourASN, PeerASN: routerASN, RouterID: netip.MustParseAddr(ourRouterID), ConnectTime: time.Second}
+	if err := s.SetPeers(context.Background(), []bgp.PeerConfig{p}); err != nil {
+		t.Fatal(err)
+	}
+	var first bgp.PeerState
+	poll.Until(t, 30*time.Second, "connection refused as LastError", func() bool {
+		first = stateOf(s, "closed")
+		return strings.HasPrefix(first.LastError, "connect: ") && strings.Contains(first.LastError, "connection refused")
+	})
+	established := stateOf(s, "closed").EstablishedCount
+	if established != 0 {
+		t.Fatalf("established %d times against a closed port", established)
+	}
+	t.Logf("LastError %q", first.LastError)
 }

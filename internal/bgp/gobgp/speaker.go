@@ -23,6 +23,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	api "github.com/osrg/gobgp/v3/api"
@@ -94,6 +95,10 @@ type Speaker struct {
 	stateMu sync.Mutex
 	byKey   map[string]string // neighbor key -> peer name (applied peers)
 	runtime map[string]*peerRuntime
+	// notAllEstablished: some applied session is not Established (updated
+	// under stateMu by updateDown); gobgp then builds its debug messages,
+	// for the connection errors (slogAdapter.wantDebug).
+	notAllEstablished atomic.Bool
 }
 
 var _ bgp.Speaker = (*Speaker)(nil)
@@ -118,6 +123,8 @@ func New(opts Options) (*Speaker, error) {
 	}
 	adapter.onWarn = s.gobgpWarning
 	adapter.onInfo = s.gobgpInfo
+	adapter.onDebug = s.gobgpDebug
+	adapter.wantDebug = s.notAllEstablished.Load
 	go s.srv.Serve()
 	if opts.Registerer != nil {
 		if err := opts.Registerer.Register(newCollector(s)); err != nil {
@@ -186,6 +193,7 @@ func (s *Speaker) stop(ctx context.Context) error {
 	s.stateMu.Lock()
 	s.byKey = map[string]string{}
 	s.runtime = map[string]*peerRuntime{}
+	s.updateDown()
 	s.stateMu.Unlock()
 	return err
 }
@@ -266,6 +274,7 @@ func (s *Speaker) SetPeers(ctx context.Context, peers []bgp.PeerConfig) error {
 		s.stateMu.Lock()
 		s.byKey[p.Key()] = p.Name
 		s.runtime[p.Name] = &peerRuntime{label: p.MetricLabel(), state: bgp.StateIdle}
+		s.updateDown()
 		s.stateMu.Unlock()
 		if err := s.srv.AddPeer(ctx, &api.AddPeerRequest{Peer: toAPIPeer(p, s.opts.MaxReceivedPrefixes)}); err != nil {
 			s.forgetPeer(p)
@@ -333,6 +342,7 @@ func (s *Speaker) forgetPeer(p bgp.PeerConfig) {
 		delete(s.byKey, p.Key())
 	}
 	delete(s.runtime, p.Name)
+	s.updateDown()
 }
 
 // SetPaths implements bgp.Speaker. paths are merged with bgp.MergePaths
@@ -454,6 +464,7 @@ func (s *Speaker) onEvent(r *api.WatchEventResponse) {
 	}
 	prev := rt.state
 	rt.state = state
+	s.updateDown()
 	snap := bgp.PeerState{Name: name, Peer: rt.label, State: state, EstablishedCount: rt.established,
 		LastError: rt.lastError, LastErrorTime: rt.lastErrorTime}
 	if state != bgp.StateEstablished && rt.limitFamily != "" {
@@ -537,6 +548,28 @@ func (s *Speaker) runtimeByLogKey(f gobgplog.Fields) *peerRuntime {
 	return nil
 }
 
+// updateDown recomputes notAllEstablished. stateMu must be held.
+func (s *Speaker) updateDown() {
+	down := false
+	for _, rt := range s.runtime {
+		if rt.state != bgp.StateEstablished {
+			down = true
+			break
+		}
+	}
+	s.notAllEstablished.Store(down)
+}
+
+// gobgpDebug sees gobgp's debug messages (gobgp goroutine): "failed to
+// connect" is a session's TCP connection error (refused, timed out, no
+// route), which gobgp reports nowhere else.
+func (s *Speaker) gobgpDebug(msg string, f gobgplog.Fields) {
+	if msg != "failed to connect" {
+		return
+	}
+	s.setLastError(f, fmt.Sprintf("connect: %v", f["Error"]))
+}
+
 // gobgpInfo sees gobgp's info messages (gobgp goroutine): "Peer Down"
 // gives the reason an Established session ended. A NOTIFICATION is
 // recorded in more detail from its own warning (recordNotification).
@@ -555,7 +588,9 @@ func (s *Speaker) gobgpInfo(msg string, f gobgplog.Fields) {
 func (s *Speaker) setLastError(f gobgplog.Fields, text string) {
 	s.stateMu.Lock()
 	defer s.stateMu.Unlock()
-	if rt := s.runtimeByLogKey(f); rt != nil {
+	if rt := s.runtimeByLogKey(f); rt != nil && rt.lastError != text {
+		// The same error again (a connection refused on every retry)
+		// keeps the time it first happened.
 		rt.lastError, rt.lastErrorTime = text, time.Now()
 	}
 }
