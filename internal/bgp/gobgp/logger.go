@@ -79,7 +79,7 @@ func (a *slogAdapter) SetLevel(l gobgplog.LogLevel) { a.level.Store(uint32(l)) }
 
 // GetLevel lets gobgp skip building debug fields when debug is off. It
 // says debug also while wantDebug does (the speaker asks while a session
-// is not Established, to see its connection errors): gobgp then builds
+// is connecting, to see its connection errors): gobgp then builds
 // its debug messages, which emit drops unless slog's debug level is on.
 func (a *slogAdapter) GetLevel() gobgplog.LogLevel {
 	l := gobgplog.LogLevel(a.level.Load())

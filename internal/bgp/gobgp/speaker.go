@@ -95,10 +95,13 @@ type Speaker struct {
 	stateMu sync.Mutex
 	byKey   map[string]string // neighbor key -> peer name (applied peers)
 	runtime map[string]*peerRuntime
-	// notAllEstablished: some applied session is not Established (updated
-	// under stateMu by updateDown); gobgp then builds its debug messages,
-	// for the connection errors (slogAdapter.wantDebug).
-	notAllEstablished atomic.Bool
+	// connecting: some applied session is Idle, Connect or Active, the
+	// states in which gobgp dials (updated under stateMu by updateDown);
+	// gobgp then builds its debug messages, for the connection errors
+	// (slogAdapter.wantDebug). Not while OPENs are exchanged or a session
+	// is Established: a router's table then arrives, and gobgp builds a
+	// debug message per UPDATE.
+	connecting atomic.Bool
 }
 
 var _ bgp.Speaker = (*Speaker)(nil)
@@ -124,7 +127,7 @@ func New(opts Options) (*Speaker, error) {
 	adapter.onWarn = s.gobgpWarning
 	adapter.onInfo = s.gobgpInfo
 	adapter.onDebug = s.gobgpDebug
-	adapter.wantDebug = s.notAllEstablished.Load
+	adapter.wantDebug = s.connecting.Load
 	go s.srv.Serve()
 	if opts.Registerer != nil {
 		if err := opts.Registerer.Register(newCollector(s)); err != nil {
@@ -548,16 +551,16 @@ func (s *Speaker) runtimeByLogKey(f gobgplog.Fields) *peerRuntime {
 	return nil
 }
 
-// updateDown recomputes notAllEstablished. stateMu must be held.
+// updateDown recomputes connecting. stateMu must be held.
 func (s *Speaker) updateDown() {
 	down := false
 	for _, rt := range s.runtime {
-		if rt.state != bgp.StateEstablished {
+		switch rt.state {
+		case bgp.StateUnknown, bgp.StateIdle, bgp.StateConnect, bgp.StateActive:
 			down = true
-			break
 		}
 	}
-	s.notAllEstablished.Store(down)
+	s.connecting.Store(down)
 }
 
 // gobgpDebug sees gobgp's debug messages (gobgp goroutine): "failed to
