@@ -275,17 +275,21 @@ func (w *sessionStates) list(ctx context.Context) error {
 	if err := w.apiReader.List(ctx, &l, client.InNamespace(w.namespace), client.MatchingLabels{v1alpha1.LabelNode: w.node}); err != nil {
 		return fmt.Errorf("list BGPSessionState of node %s: %w", w.node, err)
 	}
+	for i := range l.Items {
+		o := &l.Items[i]
+		if peer := o.Status.BGPPeer; peer == "" || o.Name != sessionStateName(w.node, peer) {
+			// Not written by a speaker of this version: delete it.
+			if err := w.client.Delete(ctx, o); err != nil && !apierrors.IsNotFound(err) {
+				return fmt.Errorf("delete BGPSessionState %s: %w", o.Name, err)
+			}
+		}
+	}
 	var orphans []string
 	w.mu.Lock()
 	for i := range l.Items {
 		o := &l.Items[i]
 		peer := o.Status.BGPPeer
 		if peer == "" || o.Name != sessionStateName(w.node, peer) {
-			// Not written by a speaker of this version: delete it.
-			if err := w.client.Delete(ctx, o); err != nil && !apierrors.IsNotFound(err) {
-				w.mu.Unlock()
-				return fmt.Errorf("delete BGPSessionState %s: %w", o.Name, err)
-			}
 			continue
 		}
 		e := w.entry(peer)

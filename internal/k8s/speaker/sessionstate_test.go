@@ -43,8 +43,9 @@ func TestSessionStateName(t *testing.T) {
 // or the BFD state; a state change is written; a flap of many changes is
 // coalesced into a few writes bounded by the write interval and ends with
 // the latest state; an object an earlier speaker left for a peer that is
-// gone is deleted, another node's object is left alone, and deleting a
-// BGPPeer deletes its object.
+// gone is deleted, as is one of this node under a name no speaker uses,
+// another node's object is left alone, and deleting a BGPPeer deletes its
+// object.
 func TestBGPSessionStates(t *testing.T) {
 	env := testenv.Start(t)
 	ctx := context.Background()
@@ -67,6 +68,11 @@ func TestBGPSessionStates(t *testing.T) {
 		obj.Status = v1alpha1.BGPSessionStateStatus{Node: o.node, BGPPeer: o.peer, BGPStatus: "Established"}
 		must(t, c.Status().Update(ctx, obj))
 	}
+
+	// And one of n1 that no speaker names so (another writer's).
+	stray := &v1alpha1.BGPSessionState{ObjectMeta: metav1.ObjectMeta{Name: "stray", Namespace: ns,
+		Labels: map[string]string{v1alpha1.LabelNode: "n1"}}}
+	must(t, c.Create(ctx, stray))
 
 	s := startSpeakerWith(t, env, ns, "n1", nil, 7946)
 	get := func(peer string) (*v1alpha1.BGPSessionState, error) {
@@ -97,6 +103,13 @@ func TestBGPSessionStates(t *testing.T) {
 	})
 	poll.Until(t, 30*time.Second, "n1's object of the gone peer deleted", func() error {
 		_, err := get("gone")
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return fmt.Errorf("still there (%w)", err)
+	})
+	poll.Until(t, 30*time.Second, "n1's stray object deleted", func() error {
+		err := c.Get(ctx, client.ObjectKeyFromObject(stray), &v1alpha1.BGPSessionState{})
 		if apierrors.IsNotFound(err) {
 			return nil
 		}
