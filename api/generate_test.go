@@ -36,7 +36,7 @@ func TestGeneratedFilesUpToDate(t *testing.T) {
 	}
 
 	compareDirs(t, filepath.Join(root, "manifests", "crds"), filepath.Join(out, "crds"))
-	for _, v := range []string{"v1beta1", "v1beta2"} {
+	for _, v := range []string{"v1alpha1", "v1beta1", "v1beta2"} {
 		compareFile(t,
 			filepath.Join(root, "api", v, "zz_generated.deepcopy.go"),
 			filepath.Join(out, "deepcopy", v, "zz_generated.deepcopy.go"))

@@ -14,6 +14,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/herald-lb/herald/api/v1alpha1"
 	"github.com/herald-lb/herald/api/v1beta1"
 	"github.com/herald-lb/herald/api/v1beta2"
 	"github.com/herald-lb/herald/e2e/lab"
@@ -210,6 +211,17 @@ func (e *bgpEnv) testBFD(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The BGPSessionState objects say BFD Up, and n1's keeps why its BGP
+	// session was reset: the Cease it sent when BFD went down.
+	e.waitSessionStates(ctx, t, "ebgp4", []string{"n1", "n2", "n3"}, "ebgp4's BGPSessionState: BFD Up", func(st v1alpha1.BGPSessionStateStatus) error {
+		if st.BFDStatus != "Up" || st.BGPStatus != "Established" {
+			return fmt.Errorf("want BGP Established, BFD Up")
+		}
+		if st.Node == "n1" && !strings.Contains(st.LastError, "BFD session down") {
+			return fmt.Errorf("n1's last error %q, want the reset for BFD down", st.LastError)
+		}
+		return nil
+	})
 	// A changed profile reaches the Up sessions by a Poll Sequence (RFC
 	// 5880 §6.5), without taking them down.
 	changeStart := fileSize(t, log)

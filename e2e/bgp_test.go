@@ -93,6 +93,7 @@ func TestBGP(t *testing.T) {
 	e.applyPeer(ctx, t, "ebgp6", lab.RouterAddrV6, lab.NodeASN, lab.RouterASN, "ebgp", nil)
 
 	t.Run("SessionsIPv4AndIPv6", e.testSessions)
+	t.Run("SessionStateObjects", e.testSessionState)
 	t.Run("AttributesAndCurlThroughRouter", e.testAttributes)
 	t.Run("LocalPrefOverIBGP", e.testLocalPref)
 	t.Run("Aggregation", e.testAggregation)

@@ -398,8 +398,12 @@ type PeerState struct {
 	// EstablishedCount counts transitions to Established for this session
 	// object (reset when the peer is recreated).
 	EstablishedCount uint32
-	// Advertised is the number of prefixes currently sent to the peer.
+	// Advertised is the number of prefixes currently sent to the peer
+	// (PeerStates only; 0 in state-change callbacks).
 	Advertised uint64
+	// Received is the number of prefixes the peer currently sends, before
+	// import policy (PeerStates only; 0 in state-change callbacks).
+	Received uint64
 	// UpdatesSent counts UPDATE messages sent in this session object.
 	UpdatesSent uint64
 	// PrefixLimitFamily is set when the speaker closed the session because
@@ -410,6 +414,17 @@ type PeerState struct {
 	PrefixLimitFamily string
 	// PrefixLimit is the limit that was exceeded (with PrefixLimitFamily).
 	PrefixLimit uint32
+	// LastError is the latest reason the session went down or was
+	// refused, "" if none yet: a NOTIFICATION sent or received (RFC 4271
+	// §4.5, "notification received: code 6(cease) subcode 2(administrative
+	// shutdown)", with the RFC 8203 shutdown communication when there is
+	// one), "session down: <reason>" (hold-timer-expired, read-failed,
+	// ...), or "connect: <error>" (the TCP connection failed: refused,
+	// timed out). It is kept after the session is Established again.
+	LastError string
+	// LastErrorTime is when LastError first happened: the same error
+	// again (a connection refused on every retry) keeps the time.
+	LastErrorTime time.Time
 }
 
 // DefaultMaxReceivedPrefixes is the default received-prefix limit per

@@ -100,9 +100,19 @@ func TestManifestNames(t *testing.T) {
 			t.Errorf("namespace label pod-security.kubernetes.io/%s = %q, want privileged", mode, v)
 		}
 	}
-	crds := ofKind(objs, "CustomResourceDefinition")
-	if len(crds) != 9 {
-		t.Errorf("%d CRDs in manifests/herald.yaml, want MetalLB's 9", len(crds))
+	var metallb, own []string
+	for _, o := range ofKind(objs, "CustomResourceDefinition") {
+		if strings.HasSuffix(o.Meta.Name, ".metallb.io") {
+			metallb = append(metallb, o.Meta.Name)
+		} else {
+			own = append(own, o.Meta.Name)
+		}
+	}
+	if len(metallb) != 9 {
+		t.Errorf("%d metallb.io CRDs in manifests/herald.yaml, want MetalLB's 9: %v", len(metallb), metallb)
+	}
+	if len(own) != 1 || own[0] != "bgpsessionstates.herald.io" {
+		t.Errorf("Herald's own CRDs in manifests/herald.yaml: %v, want bgpsessionstates.herald.io", own)
 	}
 }
 

@@ -136,6 +136,7 @@ func wantRBAC(namespace, prefix string) map[string]map[grant]bool {
 			expand(namespace,
 				"get,list,watch metallb.io "+configCRs,
 				"get,list,watch,create,update,patch,delete metallb.io servicel2statuses,servicel2statuses/status,servicebgpstatuses,servicebgpstatuses/status,configurationstates,configurationstates/status",
+				"get,list,watch,create,update,patch,delete herald.io bgpsessionstates,bgpsessionstates/status",
 				"get,list,watch core secrets",
 				"get,list,watch core pods",
 			),

@@ -16,8 +16,18 @@ type slogAdapter struct {
 	log   *slog.Logger
 	level atomic.Uint32 // gobgplog.LogLevel
 	// onWarn, if set, sees every warning before it is logged (gobgp
-	// reports some events, such as an exceeded prefix limit, only in its log).
+	// reports some events, such as an exceeded prefix limit or a
+	// NOTIFICATION sent or received, only in its log).
 	onWarn func(msg string, f gobgplog.Fields)
+	// onInfo, if set, sees every info message before it is logged
+	// ("Peer Down" carries the reason a session left Established).
+	onInfo func(msg string, f gobgplog.Fields)
+	// onDebug, if set, sees every debug message gobgp builds ("failed to
+	// connect" carries a session's connection error). gobgp builds its
+	// guarded debug messages only while GetLevel says debug: wantDebug, if
+	// set, asks for them although slog's debug level is off.
+	onDebug   func(msg string, f gobgplog.Fields)
+	wantDebug func() bool
 }
 
 func newSlogAdapter(l *slog.Logger) *slogAdapter {
@@ -51,11 +61,30 @@ func (a *slogAdapter) Warn(msg string, f gobgplog.Fields) {
 	}
 	a.emit(slog.LevelWarn, msg, f)
 }
-func (a *slogAdapter) Info(msg string, f gobgplog.Fields)  { a.emit(slog.LevelInfo, msg, f) }
-func (a *slogAdapter) Debug(msg string, f gobgplog.Fields) { a.emit(slog.LevelDebug, msg, f) }
+func (a *slogAdapter) Info(msg string, f gobgplog.Fields) {
+	if a.onInfo != nil {
+		a.onInfo(msg, f)
+	}
+	a.emit(slog.LevelInfo, msg, f)
+}
+func (a *slogAdapter) Debug(msg string, f gobgplog.Fields) {
+	if a.onDebug != nil {
+		a.onDebug(msg, f)
+	}
+	a.emit(slog.LevelDebug, msg, f)
+}
 
 // SetLevel records gobgp's requested level; filtering is done by the slog handler.
 func (a *slogAdapter) SetLevel(l gobgplog.LogLevel) { a.level.Store(uint32(l)) }
 
-// GetLevel lets gobgp skip building debug fields when debug is off.
-func (a *slogAdapter) GetLevel() gobgplog.LogLevel { return gobgplog.LogLevel(a.level.Load()) }
+// GetLevel lets gobgp skip building debug fields when debug is off. It
+// says debug also while wantDebug does (the speaker asks while a session
+// is connecting, to see its connection errors): gobgp then builds
+// its debug messages, which emit drops unless slog's debug level is on.
+func (a *slogAdapter) GetLevel() gobgplog.LogLevel {
+	l := gobgplog.LogLevel(a.level.Load())
+	if l < gobgplog.DebugLevel && a.wantDebug != nil && a.wantDebug() {
+		return gobgplog.DebugLevel
+	}
+	return l
+}

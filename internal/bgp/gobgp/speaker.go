@@ -23,11 +23,13 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	api "github.com/osrg/gobgp/v3/api"
 	"github.com/osrg/gobgp/v3/pkg/config/oc"
 	gobgplog "github.com/osrg/gobgp/v3/pkg/log"
+	gobgppkt "github.com/osrg/gobgp/v3/pkg/packet/bgp"
 	"github.com/osrg/gobgp/v3/pkg/server"
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -69,6 +71,11 @@ type peerRuntime struct {
 	// limitFamily is the family whose prefix limit gobgp reported exceeded
 	// (gobgp log), until the session is Established again.
 	limitFamily string
+	// lastError and lastErrorTime: the latest reason the session went
+	// down or was refused (gobgp log: a NOTIFICATION sent or received,
+	// "Peer Down" with its reason); kept after it is Established again.
+	lastError     string
+	lastErrorTime time.Time
 }
 
 // Speaker is the gobgp implementation of bgp.Speaker.
@@ -92,6 +99,13 @@ type Speaker struct {
 	stateMu sync.Mutex
 	byKey   map[string]string // neighbor key -> peer name (applied peers)
 	runtime map[string]*peerRuntime
+	// connecting: some applied session is Idle, Connect or Active, the
+	// states in which gobgp dials (updated under stateMu by updateDown);
+	// gobgp then builds its debug messages, for the connection errors
+	// (slogAdapter.wantDebug). Not while OPENs are exchanged or a session
+	// is Established: a router's table then arrives, and gobgp builds a
+	// debug message per UPDATE.
+	connecting atomic.Bool
 }
 
 var _ bgp.Speaker = (*Speaker)(nil)
@@ -116,6 +130,9 @@ func New(opts Options) (*Speaker, error) {
 		runtime:   map[string]*peerRuntime{},
 	}
 	adapter.onWarn = s.gobgpWarning
+	adapter.onInfo = s.gobgpInfo
+	adapter.onDebug = s.gobgpDebug
+	adapter.wantDebug = s.connecting.Load
 	go s.srv.Serve()
 	if opts.Registerer != nil {
 		if err := opts.Registerer.Register(newCollector(s)); err != nil {
@@ -185,6 +202,7 @@ func (s *Speaker) stop(ctx context.Context) error {
 	s.stateMu.Lock()
 	s.byKey = map[string]string{}
 	s.runtime = map[string]*peerRuntime{}
+	s.updateDown()
 	s.stateMu.Unlock()
 	return err
 }
@@ -268,6 +286,7 @@ func (s *Speaker) SetPeers(ctx context.Context, peers []bgp.PeerConfig) error {
 		s.stateMu.Lock()
 		s.byKey[p.Key()] = p.Name
 		s.runtime[p.Name] = &peerRuntime{label: p.MetricLabel(), state: bgp.StateIdle}
+		s.updateDown()
 		s.stateMu.Unlock()
 		ap := toAPIPeer(p, s.opts.MaxReceivedPrefixes)
 		if p.Interface != "" {
@@ -357,6 +376,7 @@ func (s *Speaker) forgetPeer(p bgp.PeerConfig) {
 		delete(s.byKey, p.Key())
 	}
 	delete(s.runtime, p.Name)
+	s.updateDown()
 }
 
 // SetPaths implements bgp.Speaker. paths are merged with bgp.MergePaths
@@ -490,7 +510,9 @@ func (s *Speaker) onEvent(r *api.WatchEventResponse) {
 	}
 	prev := rt.state
 	rt.state = state
-	snap := bgp.PeerState{Name: name, Peer: rt.label, State: state, EstablishedCount: rt.established}
+	s.updateDown()
+	snap := bgp.PeerState{Name: name, Peer: rt.label, State: state, EstablishedCount: rt.established,
+		LastError: rt.lastError, LastErrorTime: rt.lastErrorTime}
 	if state != bgp.StateEstablished && rt.limitFamily != "" {
 		snap.PrefixLimitFamily, snap.PrefixLimit = rt.limitFamily, s.opts.MaxReceivedPrefixes
 	}
@@ -539,24 +561,114 @@ func (s *Speaker) restartAfterPrefixLimit(name string, rt *peerRuntime, addr str
 // neighbor address (Key) and Family, and without Pct (with Pct it is the
 // early warning at prefixLimitWarnPct); the session state change follows.
 func (s *Speaker) gobgpWarning(msg string, f gobgplog.Fields) {
+	if msg == "sent notification" || msg == "received notification" {
+		s.recordNotification(msg, f)
+		return
+	}
 	if msg != "prefix limit reached" {
 		return
 	}
 	if _, early := f["Pct"]; early {
 		return
 	}
+	family := fmt.Sprint(f["Family"])
+	s.stateMu.Lock()
+	defer s.stateMu.Unlock()
+	if rt := s.runtimeByLogKey(f); rt != nil {
+		rt.limitFamily = family
+	}
+}
+
+// runtimeByLogKey returns the runtime of the peer named by a gobgp log
+// line's Key (the neighbor address), or nil. stateMu must be held. gobgp
+// logs an unnumbered neighbor under its discovered link-local address, so
+// those are not found.
+func (s *Speaker) runtimeByLogKey(f gobgplog.Fields) *peerRuntime {
 	key, _ := f["Key"].(string)
 	if a, err := netip.ParseAddr(key); err == nil {
 		key = a.String()
 	}
-	family := fmt.Sprint(f["Family"])
-	s.stateMu.Lock()
-	defer s.stateMu.Unlock()
 	if name, ok := s.byKey[key]; ok {
-		if rt := s.runtime[name]; rt != nil {
-			rt.limitFamily = family
+		return s.runtime[name]
+	}
+	return nil
+}
+
+// updateDown recomputes connecting. stateMu must be held.
+func (s *Speaker) updateDown() {
+	down := false
+	for _, rt := range s.runtime {
+		switch rt.state {
+		case bgp.StateUnknown, bgp.StateIdle, bgp.StateConnect, bgp.StateActive:
+			down = true
 		}
 	}
+	s.connecting.Store(down)
+}
+
+// gobgpDebug sees gobgp's debug messages (gobgp goroutine): "failed to
+// connect" is a session's TCP connection error (refused, timed out, no
+// route), which gobgp reports nowhere else.
+func (s *Speaker) gobgpDebug(msg string, f gobgplog.Fields) {
+	if msg != "failed to connect" {
+		return
+	}
+	s.setLastError(f, fmt.Sprintf("connect: %v", f["Error"]))
+}
+
+// gobgpInfo sees gobgp's info messages (gobgp goroutine): "Peer Down"
+// gives the reason an Established session ended. A NOTIFICATION is
+// recorded in more detail from its own warning (recordNotification).
+func (s *Speaker) gobgpInfo(msg string, f gobgplog.Fields) {
+	if msg != "Peer Down" {
+		return
+	}
+	reason := fmt.Sprint(f["Reason"])
+	if strings.HasPrefix(reason, "notification-") {
+		return
+	}
+	s.setLastError(f, "session down: "+reason)
+}
+
+// setLastError records text as the last error of the peer of f's Key.
+func (s *Speaker) setLastError(f gobgplog.Fields, text string) {
+	s.stateMu.Lock()
+	defer s.stateMu.Unlock()
+	if rt := s.runtimeByLogKey(f); rt != nil && rt.lastError != text {
+		// The same error again (a connection refused on every retry)
+		// keeps the time it first happened.
+		rt.lastError, rt.lastErrorTime = text, time.Now()
+	}
+}
+
+// recordNotification records a NOTIFICATION (RFC 4271 §4.5) that gobgp
+// logged as "sent notification" or "received notification": its error
+// code and subcode, by name and number, and the shutdown communication
+// of a Cease (RFC 8203) when there is one.
+func (s *Speaker) recordNotification(msg string, f gobgplog.Fields) {
+	code, okc := f["Code"].(uint8)
+	sub, oks := f["Subcode"].(uint8)
+	if !okc || !oks {
+		return
+	}
+	dir := "received"
+	if msg == "sent notification" {
+		dir = "sent"
+	}
+	text := notificationText(dir, code, sub, fmt.Sprint(f["Communicated-Reason"]))
+	s.setLastError(f, text)
+}
+
+// notificationText formats a NOTIFICATION for PeerState.LastError, e.g.
+// `notification received: code 6(cease) subcode 2(administrative shutdown): "maintenance"`
+// (gobgp's names of the RFC 4271 §4.5 and RFC 4486 codes).
+// communication "" or "<nil>" (none) is left out.
+func notificationText(dir string, code, subcode uint8, communication string) string {
+	text := fmt.Sprintf("notification %s: %s", dir, gobgppkt.NewNotificationErrorCode(code, subcode).String())
+	if communication != "" && communication != "<nil>" {
+		text += fmt.Sprintf(": %q", communication)
+	}
+	return text
 }
 
 // PeerStates implements bgp.Speaker: one entry per applied peer, sorted by
@@ -589,6 +701,7 @@ func (s *Speaker) PeerStates() []bgp.PeerState {
 		ps := bgp.PeerState{Name: name, Peer: cfg.MetricLabel(), State: bgp.StateUnknown}
 		if rt := s.runtime[name]; rt != nil {
 			ps.EstablishedCount = rt.established
+			ps.LastError, ps.LastErrorTime = rt.lastError, rt.lastErrorTime
 		}
 		if p := live[cfg.Key()]; p != nil {
 			ps.State = sessionState(p.GetState().GetSessionState())
@@ -598,6 +711,7 @@ func (s *Speaker) PeerStates() []bgp.PeerState {
 			}
 			for _, as := range p.GetAfiSafis() {
 				ps.Advertised += as.GetState().GetAdvertised()
+				ps.Received += as.GetState().GetReceived()
 			}
 		}
 		out = append(out, ps)

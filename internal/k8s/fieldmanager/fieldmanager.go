@@ -17,7 +17,7 @@ const (
 	// conditions), IPAddressPool status, its ConfigurationState, the
 	// memberlist Secret and the webhook certificate Secret.
 	Controller = "herald-controller"
-	// Speaker names the speakers' writes: ServiceL2Status, ServiceBGPStatus
-	// and their ConfigurationState objects.
+	// Speaker names the speakers' writes: ServiceL2Status, ServiceBGPStatus,
+	// BGPSessionState and their ConfigurationState objects.
 	Speaker = "herald-speaker"
 )

@@ -19,6 +19,7 @@ func TestNewKnowsEveryGroup(t *testing.T) {
 		{Group: "metallb.io", Version: "v1beta1", Kind: "ServiceL2Status"},
 		{Group: "metallb.io", Version: "v1beta1", Kind: "ConfigurationState"},
 		{Group: "metallb.io", Version: "v1beta2", Kind: "BGPPeer"},
+		{Group: "herald.io", Version: "v1alpha1", Kind: "BGPSessionState"},
 	} {
 		if !s.Recognizes(gvk) {
 			t.Errorf("scheme does not know %s", gvk)

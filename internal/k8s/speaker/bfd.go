@@ -71,6 +71,9 @@ func (s *Controller) syncBFD(sessions []announce.BFDSession) error {
 // with it its BFD session, when BGP goes down, so BFD could never come up
 // again while BGP waited for it.
 func (s *Controller) bfdChange(ctx context.Context, c BFDChange) {
+	if c.Cause != bfd.CauseAdmin {
+		s.sessions.bfdState(c.Peer, c.To)
+	}
 	switch {
 	case c.Cause == bfd.CauseAdmin:
 		return

@@ -188,15 +188,22 @@ func (s *Controller) syncPeers(ctx context.Context, snap *config.Snapshot, view 
 			delete(s.peerErrors, name)
 		}
 	}
+	bfdSessions := announce.BFDSessions(snap, nodeLabels)
+	withBFD := map[string]bool{}
+	for _, b := range bfdSessions {
+		withBFD[b.Peer] = true
+	}
 	if s.peersApplied && bgp.DiffPeers(desired, s.appliedPeers).Empty() {
-		return s.syncBFD(announce.BFDSessions(snap, nodeLabels))
+		s.sessions.setPeers(desired, withBFD)
+		return s.syncBFD(bfdSessions)
 	}
 	if err := s.opts.BGP.SetPeers(ctx, desired); err != nil {
 		s.peersApplied = false
 		s.log.Error("applying BGP peers failed", "error", err)
 		return fmt.Errorf("apply BGP peers: %w", err)
 	}
-	bfdErr := s.syncBFD(announce.BFDSessions(snap, nodeLabels))
+	s.sessions.setPeers(desired, withBFD)
+	bfdErr := s.syncBFD(bfdSessions)
 	names := make([]string, 0, len(desired))
 	for _, p := range desired {
 		names = append(names, p.Name)

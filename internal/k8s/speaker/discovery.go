@@ -85,6 +85,7 @@ func (s *Controller) peerState(ctx context.Context, st bgp.PeerState, sessions m
 	}
 	prev := ss.last.State
 	ss.last = st
+	s.sessions.bgpState(st, time.Now())
 	up := st.State == bgp.StateEstablished
 	switch {
 	case up:
@@ -124,13 +125,13 @@ func (s *Controller) peerEvent(ctx context.Context, name, eventtype, reason, for
 // warnSessionsDown emits sessionNotEstablished once for each configured
 // session that has not been Established for SessionWarnAfter (never came
 // up, or went down and stayed down), and forgets sessions that are no longer
-// configured.
-func (s *Controller) warnSessionsDown(ctx context.Context, sessions map[string]*session) {
+// configured. states are bgp.Speaker.PeerStates (one per configured peer).
+func (s *Controller) warnSessionsDown(ctx context.Context, sessions map[string]*session, states []bgp.PeerState) {
 	if s.opts.BGP == nil || len(sessions) == 0 {
 		return
 	}
 	configured := map[string]bool{}
-	for _, p := range s.opts.BGP.PeerStates() {
+	for _, p := range states {
 		configured[p.Name] = true
 	}
 	for name, ss := range sessions {

@@ -49,6 +49,15 @@
 //
 // All announcing is declarative; withdrawing is announcing less.
 //
+// BGPSessionState (sessionstate.go): the applied peers, the BGP state
+// changes (Options.PeerStates), the BFD changes and the periodic
+// PeerStates poll (counters, last error) go to the session writer, one
+// goroutine that keeps one herald.io BGPSessionState per configured peer,
+// named sessionStateName(node, peer), owned by the Node, coalesced per
+// object and written at most once per Options.SessionStateInterval (1 s).
+// Before its first write it lists this node's objects, adopting those of
+// configured peers and deleting the rest.
+//
 // BFD (bfd.go): with the BGP peers the glue applies announce.BFDSessions
 // through Options.BFD (internal/bfd/bfdnet, wired by speaker/main.go). A
 // BFD session going from Up to Down (Options.BFDChanges) resets that BGP
@@ -116,6 +125,10 @@
 //     (noMatchingInterface: the message names the advertisements, their
 //     interfaces and the node's; again when that detail changes), l2Conflict (Herald's) when another
 //     host answered for one of its layer 2 addresses (conflicts.go).
+//   - BGPSessionState (herald.io/v1alpha1) per node and BGPPeer in
+//     Herald's namespace: node, peer, VRF, BGP and BFD state, since when,
+//     last error, prefixes advertised and received; labelled
+//     metallb.io/node and herald.io/bgppeer, owned by the Node.
 //   - BGPPeer events: sessionEstablished / sessionDown when this node's
 //     session changes state, sessionNotEstablished once when it has not been
 //     up for Options.SessionWarnAfter (a minute), peerNotApplied when a peer

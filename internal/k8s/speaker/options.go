@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/herald-lb/herald/api/v1alpha1"
 	"github.com/herald-lb/herald/api/v1beta1"
 	"github.com/herald-lb/herald/api/v1beta2"
 	"github.com/herald-lb/herald/internal/announce"
@@ -123,6 +124,9 @@ type Options struct {
 	// anything but Established before a sessionNotEstablished event (once
 	// per stretch); 0 selects DefaultSessionWarnAfter.
 	SessionWarnAfter time.Duration
+	// SessionStateInterval is the shortest time between two writes of one
+	// BGPSessionState; 0 selects DefaultSessionStateInterval.
+	SessionStateInterval time.Duration
 	// DiscoveryResync is the period of the speaker Pod resync;
 	// 0 selects DefaultDiscoveryResync.
 	DiscoveryResync time.Duration
@@ -175,10 +179,11 @@ func CacheOptions(namespace string, podSelector labels.Selector) cache.Options {
 
 // UncachedObjects are the kinds the speaker reads straight from the API
 // server (set them as the manager's client.CacheOptions.DisableFor): its own
-// status objects and ConfigurationState, which it lists rarely and must not
-// read stale.
+// status objects (ServiceL2Status, ServiceBGPStatus, BGPSessionState) and
+// ConfigurationState, which it lists rarely and must not read stale.
 func UncachedObjects() []client.Object {
 	return []client.Object{
 		&v1beta1.ServiceL2Status{}, &v1beta1.ServiceBGPStatus{}, &v1beta1.ConfigurationState{},
+		&v1alpha1.BGPSessionState{},
 	}
 }

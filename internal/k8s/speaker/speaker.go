@@ -78,7 +78,8 @@ type Controller struct {
 	// node, so a Service first seen later has none (only this process
 	// writes them) and its first decision costs no List request.
 	statusListed bool
-	status       *statusWriter // runs in its own goroutines
+	status       *statusWriter  // runs in its own goroutines
+	sessions     *sessionStates // BGPSessionState writer, its own goroutine
 	// rejoinsHandled: Members.Rejoins when layer 2 was last re-announced.
 	rejoinsHandled uint64
 
@@ -179,6 +180,13 @@ func Setup(mgr manager.Manager, opts Options) (*Controller, error) {
 	s.status = newStatusWriter(s)
 	if err := mgr.Add(manager.RunnableFunc(s.status.run)); err != nil {
 		return nil, fmt.Errorf("add status writer: %w", err)
+	}
+	s.sessions = newSessionStates(s.client, s.apiReader, s.client, s.log, opts.NodeName, opts.Namespace, opts.SessionStateInterval)
+	if opts.BGP == nil {
+		s.sessions.setPeers(nil, nil) // BGP off: delete what an earlier speaker wrote
+	}
+	if err := mgr.Add(manager.RunnableFunc(s.sessions.run)); err != nil {
+		return nil, fmt.Errorf("add BGPSessionState writer: %w", err)
 	}
 	if opts.BGP != nil {
 		s.paths = newPathApplier(opts.BGP, s.log, func(ctx context.Context, services []string, err error) {
@@ -296,7 +304,12 @@ func (s *Controller) runTriggers(ctx context.Context) error {
 			}
 			s.bfdChange(ctx, c)
 		case <-check.C:
-			s.warnSessionsDown(ctx, sessions)
+			var states []bgp.PeerState
+			if s.opts.BGP != nil {
+				states = s.opts.BGP.PeerStates()
+			}
+			s.sessions.refresh(states)
+			s.warnSessionsDown(ctx, sessions, states)
 			s.sessionChecks.Add(1)
 		}
 	}

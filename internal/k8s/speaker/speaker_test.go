@@ -52,6 +52,9 @@ type testSpeaker struct {
 
 var speakerPods = labels.Set{"app": "herald-speaker"}
 
+// testSessionStateInterval is the test speakers' Options.SessionStateInterval.
+const testSessionStateInterval = time.Second
+
 func TestMain(m *testing.M) {
 	ctrllog.SetLogger(logr.Discard())
 	os.Exit(m.Run())
@@ -97,7 +100,7 @@ func startSpeakerProbed(t *testing.T, env *testenv.Env, ns, node string, members
 	if s.spk, err = Setup(mgr, Options{
 		NodeName: node, Namespace: ns, PodName: "speaker-" + node,
 		Logger: slog.New(s.logs), Registerer: s.reg, Recorder: s.rec,
-		L2: s.l2, BGP: s.bgp, PeerStates: s.states, BFD: s.bfd, BFDChanges: s.bfdCh, SessionWarnAfter: 300 * time.Millisecond, Members: members, MemberPort: memberPort, MemberSelector: speakerPods.AsSelector(),
+		L2: s.l2, BGP: s.bgp, PeerStates: s.states, BFD: s.bfd, BFDChanges: s.bfdCh, SessionWarnAfter: 300 * time.Millisecond, SessionStateInterval: testSessionStateInterval, Members: members, MemberPort: memberPort, MemberSelector: speakerPods.AsSelector(),
 	}); err != nil {
 		t.Fatal(err)
 	}
