@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 
+	"github.com/herald-lb/herald/api/v1alpha1"
 	"github.com/herald-lb/herald/api/v1beta1"
 	"github.com/herald-lb/herald/internal/announce"
 	"github.com/herald-lb/herald/internal/config"
@@ -52,6 +53,10 @@ type Cluster struct {
 	L2Statuses   []v1beta1.ServiceL2Status
 	BGPStatuses  []v1beta1.ServiceBGPStatus
 	ConfigStates []v1beta1.ConfigurationState
+	// SessionStates are the speakers' BGPSessionState objects
+	// (herald.io/v1alpha1) in Herald's namespace; nil when the CRD is not
+	// installed (an older Herald).
+	SessionStates []v1alpha1.BGPSessionState
 	// Events of the Services and BGPPeers explained (may hold others).
 	Events []corev1.Event
 	// Options are the speakers' settings (--lb-class, --ignore-exclude-lb),

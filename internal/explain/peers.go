@@ -8,6 +8,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/herald-lb/herald/api/v1alpha1"
 	"github.com/herald-lb/herald/internal/announce"
 )
 
@@ -125,6 +126,67 @@ func (e *EventSessions) Session(node, peer string) (SessionState, bool) {
 // Describe implements SessionSource.
 func (e *EventSessions) Describe() string {
 	return "session state: the speakers' events on the BGPPeers (sessionEstablished, sessionDown, ...); events expire after the API server's --event-ttl (1 h by default), so an old session shows Unknown; prefixes: unknown (metrics need the node's metrics port)"
+}
+
+// ObjectSessions is the SessionSource the speakers write for it: one
+// BGPSessionState (herald.io/v1alpha1) per node and BGPPeer, keyed by
+// status.node and status.bgpPeer. A session without an object falls back to
+// Fallback (the events), so a speaker that has not written its objects yet
+// (or an older speaker) still shows what is known.
+type ObjectSessions struct {
+	states   map[[2]string]SessionState
+	Fallback SessionSource
+}
+
+// NewObjectSessions indexes objs; fallback may be nil.
+func NewObjectSessions(objs []v1alpha1.BGPSessionState, fallback SessionSource) *ObjectSessions {
+	o := &ObjectSessions{states: map[[2]string]SessionState{}, Fallback: fallback}
+	for i := range objs {
+		st := &objs[i].Status
+		node := cmpOr(st.Node, objs[i].Labels[v1alpha1.LabelNode])
+		peer := cmpOr(st.BGPPeer, objs[i].Labels[v1alpha1.LabelBGPPeer])
+		if node == "" || peer == "" {
+			continue
+		}
+		s := SessionState{State: cmpOr(st.BGPStatus, "Unknown"), Prefixes: int(st.PrefixesAdvertised)}
+		if st.LastTransitionTime != nil {
+			s.Since = st.LastTransitionTime.UTC().Format(time.RFC3339)
+		}
+		var detail []string
+		if st.BFDStatus != "" && st.BFDStatus != "N/A" {
+			detail = append(detail, "BFD "+st.BFDStatus)
+		}
+		if st.LastError != "" {
+			e := "last error: " + st.LastError
+			if st.LastErrorTime != nil {
+				e += " at " + st.LastErrorTime.UTC().Format(time.RFC3339)
+			}
+			detail = append(detail, e)
+		}
+		s.Detail = strings.Join(detail, "; ")
+		o.states[[2]string{node, peer}] = s
+	}
+	return o
+}
+
+// Session implements SessionSource.
+func (o *ObjectSessions) Session(node, peer string) (SessionState, bool) {
+	if s, ok := o.states[[2]string{node, peer}]; ok {
+		return s, true
+	}
+	if o.Fallback != nil {
+		return o.Fallback.Session(node, peer)
+	}
+	return SessionState{}, false
+}
+
+// Describe implements SessionSource.
+func (o *ObjectSessions) Describe() string {
+	d := "session state and prefixes advertised: the speakers' BGPSessionState objects (herald.io/v1alpha1, refreshed every 15 s)"
+	if o.Fallback != nil {
+		d += "; sessions without an object: " + o.Fallback.Describe()
+	}
+	return d
 }
 
 // PeersReport is kubectl herald peers.

@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/herald-lb/herald/api/v1alpha1"
 	"github.com/herald-lb/herald/api/v1beta1"
 )
 
@@ -94,6 +95,47 @@ func TestPeers(t *testing.T) {
 	}
 	if !strings.Contains(r.Source, "events") {
 		t.Errorf("source %q does not say where the state comes from", r.Source)
+	}
+}
+
+// TestPeersFromSessionObjects: the speakers' BGPSessionState objects give
+// state, since, prefixes and last error; a session without one falls back
+// to the events.
+func TestPeersFromSessionObjects(t *testing.T) {
+	c := lab()
+	c.withBGP()
+	since := metav1.Unix(1700000100, 0)
+	obj := func(node, state, bfd, lastErr string, adv int64) v1alpha1.BGPSessionState {
+		return v1alpha1.BGPSessionState{ObjectMeta: metav1.ObjectMeta{Name: node + "-tor", Namespace: hns},
+			Status: v1alpha1.BGPSessionStateStatus{Node: node, Peer: "203.0.113.1", BGPPeer: "tor", BGPStatus: state, BFDStatus: bfd,
+				LastTransitionTime: &since, LastError: lastErr, PrefixesAdvertised: adv}}
+	}
+	c.SessionStates = []v1alpha1.BGPSessionState{
+		obj("n1", "Established", "Up", "", 4),
+		obj("n2", "Active", "N/A", "connect: connection refused", 0),
+	}
+	c.Events = []corev1.Event{{ObjectMeta: metav1.ObjectMeta{Name: "e", Namespace: hns}, Reason: "sessionEstablished",
+		Message:        "session to 203.0.113.1 established on node n3",
+		InvolvedObject: corev1.ObjectReference{Kind: "BGPPeer", Namespace: hns, Name: "tor"}, LastTimestamp: metav1.Unix(1700000000, 0)}}
+	r := Peers(c, NewObjectSessions(c.SessionStates, NewEventSessions(c.Events, hns)))
+	got := map[string]SessionState{}
+	for _, s := range r.Sessions {
+		got[s.Node] = s.SessionState
+	}
+	if s := got["n1"]; s.State != "Established" || s.Prefixes != 4 || s.Since != "2023-11-14T22:15:00Z" || s.Detail != "BFD Up" {
+		t.Errorf("n1 %+v", s)
+	}
+	if s := got["n2"]; s.State != "Active" || s.Detail != "last error: connect: connection refused" {
+		t.Errorf("n2 %+v", s)
+	}
+	if s := got["n3"]; s.State != "Established" || s.Prefixes != -1 {
+		t.Errorf("n3 (from the events) %+v", s)
+	}
+	if !hasProblem(r.Problems, "node n2, peer tor: session Active since 2023-11-14T22:15:00Z (last error: connect: connection refused)") {
+		t.Errorf("problems %q", r.Problems)
+	}
+	if !strings.Contains(r.Source, "BGPSessionState") || !strings.Contains(r.Source, "events") {
+		t.Errorf("source %q", r.Source)
 	}
 }
 

@@ -111,7 +111,11 @@ disagreement, invalid configuration, session not established), 2 usage or API er
 			if err != nil {
 				return err
 			}
-			r := explain.Peers(cl, explain.NewEventSessions(cl.Events, cl.Namespace))
+			var src explain.SessionSource = explain.NewEventSessions(cl.Events, cl.Namespace)
+			if cl.SessionStates != nil {
+				src = explain.NewObjectSessions(cl.SessionStates, src)
+			}
+			r := explain.Peers(cl, src)
 			return o.print(stdout, r, r.Problems, func(w io.Writer) { renderPeers(w, r) })
 		},
 	})

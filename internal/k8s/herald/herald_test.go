@@ -15,6 +15,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/herald-lb/herald/api/v1alpha1"
 	"github.com/herald-lb/herald/api/v1beta1"
 	"github.com/herald-lb/herald/api/v1beta2"
 	"github.com/herald-lb/herald/internal/explain"
@@ -365,8 +366,26 @@ func TestPeersAndConfigAgainstAPIServer(t *testing.T) {
 		t.Errorf("peers: exit %d %+v", code, pr)
 	}
 	table, _, _ := f.run("peers")
-	if !strings.Contains(table, "Source: session state: the speakers' events") {
+	if !strings.Contains(table, "sessions without an object: session state: the speakers' events") {
 		t.Errorf("peers table does not say where the state comes from:\n%s", table)
+	}
+	// The speaker's BGPSessionState object, once written, is the state.
+	ss := &v1alpha1.BGPSessionState{ObjectMeta: metav1.ObjectMeta{Name: "n1-tor", Namespace: f.heraldNS,
+		Labels: map[string]string{v1alpha1.LabelNode: "n1", v1alpha1.LabelBGPPeer: "tor"}}}
+	f.create(ss)
+	ss.Status = v1alpha1.BGPSessionStateStatus{Node: "n1", Peer: "203.0.113.1", BGPPeer: "tor", BGPStatus: "Idle", BFDStatus: "N/A",
+		LastTransitionTime: ptr.To(metav1.Now()), LastError: "notification received: code 6(cease) subcode 2(administrative shutdown)"}
+	if err := f.c.Status().Update(context.Background(), ss); err != nil {
+		t.Fatal(err)
+	}
+	out, _, code = f.run("peers", "-o", "json")
+	pr = explain.PeersReport{}
+	if err := json.Unmarshal([]byte(out), &pr); err != nil {
+		t.Fatal(err)
+	}
+	if code != ExitProblems || len(pr.Sessions) != 1 || pr.Sessions[0].State != "Idle" ||
+		!strings.Contains(pr.Sessions[0].Detail, "administrative shutdown") || !strings.Contains(pr.Source, "BGPSessionState") {
+		t.Errorf("peers with a BGPSessionState: exit %d %+v", code, pr)
 	}
 
 	for _, cs := range []struct {

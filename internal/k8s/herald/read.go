@@ -8,8 +8,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/herald-lb/herald/api/v1alpha1"
 	"github.com/herald-lb/herald/api/v1beta1"
 	"github.com/herald-lb/herald/internal/explain"
 	"github.com/herald-lb/herald/internal/k8s/configload"
@@ -69,6 +71,16 @@ func Read(ctx context.Context, c client.Reader, heraldNS, eventNS string) (*expl
 	}
 	cl.Services, cl.EndpointSlices, cl.Namespaces = svcs.Items, eps.Items, nss.Items
 	cl.L2Statuses, cl.BGPStatuses, cl.ConfigStates = l2s.Items, bgps.Items, confs.Items
+	// BGPSessionStates exist from the Herald that writes them on; without
+	// the CRD (an older install) the session state comes from events.
+	var sessions v1alpha1.BGPSessionStateList
+	switch err := c.List(ctx, &sessions, in); {
+	case err == nil:
+		cl.SessionStates = append([]v1alpha1.BGPSessionState{}, sessions.Items...)
+	case meta.IsNoMatchError(err) || apierrors.IsNotFound(err):
+	default:
+		return nil, fmt.Errorf("list BGPSessionStates: %w", err)
+	}
 	for i := range pods.Items {
 		p := &pods.Items[i]
 		switch p.Labels[labelComponent] {
