@@ -15,11 +15,8 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
-	"github.com/herald-lb/herald/api/v1beta1"
-	"github.com/herald-lb/herald/api/v1beta2"
 	"github.com/herald-lb/herald/e2e/lab"
 	"github.com/herald-lb/herald/internal/announce"
 )
@@ -132,27 +129,7 @@ func TestDashboardQueries(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := h.Client()
-	bgpApply(ctx, t, c, &v1beta2.BGPPeer{
-		ObjectMeta: metav1.ObjectMeta{Name: "router", Namespace: lab.HeraldNamespace},
-		Spec: v1beta2.BGPPeerSpec{MyASN: lab.NodeASN, PeerASN: lab.RouterASN, PeerAddress: lab.RouterAddr.String(),
-			ConnectTime: &metav1.Duration{Duration: time.Second}},
-	})
-	bgpApply(ctx, t, c, &v1beta1.IPAddressPool{
-		ObjectMeta: metav1.ObjectMeta{Name: "dash-bgp", Namespace: lab.HeraldNamespace},
-		Spec:       v1beta1.IPAddressPoolSpec{Addresses: []string{"203.0.113.0/28"}, AutoAssign: ptr.To(false)},
-	})
-	bgpApply(ctx, t, c, &v1beta1.BGPAdvertisement{
-		ObjectMeta: metav1.ObjectMeta{Name: "dash-bgp", Namespace: lab.HeraldNamespace},
-		Spec:       v1beta1.BGPAdvertisementSpec{IPAddressPools: []string{"dash-bgp"}},
-	})
-	bgpApply(ctx, t, c, &v1beta1.IPAddressPool{
-		ObjectMeta: metav1.ObjectMeta{Name: "dash-l2", Namespace: lab.HeraldNamespace},
-		Spec:       v1beta1.IPAddressPoolSpec{Addresses: []string{"198.51.100.200-198.51.100.209"}, AutoAssign: ptr.To(false)},
-	})
-	bgpApply(ctx, t, c, &v1beta1.L2Advertisement{
-		ObjectMeta: metav1.ObjectMeta{Name: "dash-l2", Namespace: lab.HeraldNamespace},
-		Spec:       v1beta1.L2AdvertisementSpec{IPAddressPools: []string{"dash-l2"}},
-	})
+	applyRouterAndPools(ctx, t, c, "dash")
 	nodes := h.SpeakerNodes()
 	bgpAddrs := bgpCreateService(ctx, t, l, bgpSvcSpec{Namespace: dashNS, Name: "bgp-web", Pool: "dash-bgp"})
 	l2IP := bgpCreateService(ctx, t, l, bgpSvcSpec{Namespace: dashNS, Name: "l2-web", Pool: "dash-l2"})[0]

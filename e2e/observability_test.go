@@ -58,27 +58,7 @@ func TestObservability(t *testing.T) {
 	})
 
 	// Configuration: one eBGP peer from every node, a BGP pool and a layer 2 pool.
-	bgpApply(ctx, t, c, &v1beta2.BGPPeer{
-		ObjectMeta: metav1.ObjectMeta{Name: "router", Namespace: lab.HeraldNamespace},
-		Spec: v1beta2.BGPPeerSpec{MyASN: lab.NodeASN, PeerASN: lab.RouterASN, PeerAddress: lab.RouterAddr.String(),
-			ConnectTime: &metav1.Duration{Duration: time.Second}},
-	})
-	bgpApply(ctx, t, c, &v1beta1.IPAddressPool{
-		ObjectMeta: metav1.ObjectMeta{Name: "obs-bgp", Namespace: lab.HeraldNamespace},
-		Spec:       v1beta1.IPAddressPoolSpec{Addresses: []string{"203.0.113.0/28"}, AutoAssign: ptr.To(false)},
-	})
-	bgpApply(ctx, t, c, &v1beta1.BGPAdvertisement{
-		ObjectMeta: metav1.ObjectMeta{Name: "obs-bgp", Namespace: lab.HeraldNamespace},
-		Spec:       v1beta1.BGPAdvertisementSpec{IPAddressPools: []string{"obs-bgp"}},
-	})
-	bgpApply(ctx, t, c, &v1beta1.IPAddressPool{
-		ObjectMeta: metav1.ObjectMeta{Name: "obs-l2", Namespace: lab.HeraldNamespace},
-		Spec:       v1beta1.IPAddressPoolSpec{Addresses: []string{"198.51.100.200-198.51.100.209"}, AutoAssign: ptr.To(false)},
-	})
-	bgpApply(ctx, t, c, &v1beta1.L2Advertisement{
-		ObjectMeta: metav1.ObjectMeta{Name: "obs-l2", Namespace: lab.HeraldNamespace},
-		Spec:       v1beta1.L2AdvertisementSpec{IPAddressPools: []string{"obs-l2"}},
-	})
+	applyRouterAndPools(ctx, t, c, "obs")
 	nodes := h.SpeakerNodes()
 	bgpAddrs := bgpCreateService(ctx, t, l, bgpSvcSpec{Namespace: obsNS, Name: "bgp-web", Pool: "obs-bgp"})
 	bgpCreateService(ctx, t, l, bgpSvcSpec{Namespace: obsNS, Name: "l2-web", Pool: "obs-l2"})
@@ -364,4 +344,33 @@ func describeEvents(evs []corev1.Event) string {
 		fmt.Fprintf(&b, "\n  %s %s/%s %s: %s", e.InvolvedObject.Kind, e.InvolvedObject.Namespace, e.InvolvedObject.Name, e.Reason, e.Message)
 	}
 	return b.String()
+}
+
+// applyRouterAndPools configures one eBGP peer "router" from every node to
+// the lab's router, a BGP pool NAME-bgp (203.0.113.0/28) and a layer 2 pool
+// NAME-l2 (198.51.100.200-209), each with its advertisement; none assigns
+// automatically. Deleted at the end of t.
+func applyRouterAndPools(ctx context.Context, t *testing.T, c client.Client, name string) {
+	t.Helper()
+	bgpApply(ctx, t, c, &v1beta2.BGPPeer{
+		ObjectMeta: metav1.ObjectMeta{Name: "router", Namespace: lab.HeraldNamespace},
+		Spec: v1beta2.BGPPeerSpec{MyASN: lab.NodeASN, PeerASN: lab.RouterASN, PeerAddress: lab.RouterAddr.String(),
+			ConnectTime: &metav1.Duration{Duration: time.Second}},
+	})
+	bgpApply(ctx, t, c, &v1beta1.IPAddressPool{
+		ObjectMeta: metav1.ObjectMeta{Name: name + "-bgp", Namespace: lab.HeraldNamespace},
+		Spec:       v1beta1.IPAddressPoolSpec{Addresses: []string{"203.0.113.0/28"}, AutoAssign: ptr.To(false)},
+	})
+	bgpApply(ctx, t, c, &v1beta1.BGPAdvertisement{
+		ObjectMeta: metav1.ObjectMeta{Name: name + "-bgp", Namespace: lab.HeraldNamespace},
+		Spec:       v1beta1.BGPAdvertisementSpec{IPAddressPools: []string{name + "-bgp"}},
+	})
+	bgpApply(ctx, t, c, &v1beta1.IPAddressPool{
+		ObjectMeta: metav1.ObjectMeta{Name: name + "-l2", Namespace: lab.HeraldNamespace},
+		Spec:       v1beta1.IPAddressPoolSpec{Addresses: []string{"198.51.100.200-198.51.100.209"}, AutoAssign: ptr.To(false)},
+	})
+	bgpApply(ctx, t, c, &v1beta1.L2Advertisement{
+		ObjectMeta: metav1.ObjectMeta{Name: name + "-l2", Namespace: lab.HeraldNamespace},
+		Spec:       v1beta1.L2AdvertisementSpec{IPAddressPools: []string{name + "-l2"}},
+	})
 }
