@@ -2,6 +2,7 @@ package packaging
 
 import (
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -69,6 +70,13 @@ func TestChartMetalLBValues(t *testing.T) {
 	}
 	if len(reported) == 0 {
 		t.Fatalf("refusal names no key:\n%s", out)
+	}
+	// MetalLB's values file pins MetalLB's images: under Herald's chart they
+	// would run MetalLB's binaries with Herald's flags.
+	for _, k := range []string{"controller.image.repository", "speaker.image.repository"} {
+		if !slices.Contains(reported, k) {
+			t.Errorf("refusal does not name %s (MetalLB's image):\n%s", k, out)
+		}
 	}
 
 	var metallb, herald map[string]any
