@@ -40,17 +40,24 @@ func LevelName(l slog.Level) string {
 	return LevelAll
 }
 
-// setLevel sets v to the level of word, logs the change at warn level (so
-// that it shows at every level but none) and returns the new word.
+// setLevel sets v to the level of word, logs the change at warn level and
+// returns the new word. The line is written while the more verbose of the
+// old and new level is in force (before lowering verbosity, after raising
+// it), so it shows unless both levels are above warn (error to none).
 func setLevel(v *slog.LevelVar, log *slog.Logger, word, by string) (string, error) {
 	l, err := ParseLevel(word)
 	if err != nil {
 		return "", err
 	}
-	from := LevelName(v.Level())
-	v.Set(l)
-	to := LevelName(l)
-	log.Warn("log level changed", "from", from, "to", to, "by", by)
+	from, to := LevelName(v.Level()), LevelName(l)
+	logChange := func() { log.Warn("log level changed", "from", from, "to", to, "by", by) }
+	if l > v.Level() {
+		logChange()
+		v.Set(l)
+	} else {
+		v.Set(l)
+		logChange()
+	}
 	return to, nil
 }
 

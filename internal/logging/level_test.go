@@ -90,6 +90,13 @@ func TestLevelHandler(t *testing.T) {
 	if strings.Contains(buf.String(), "hidden at warn") {
 		t.Error("info line logged at warn")
 	}
+	// Lowering verbosity past warn is logged too (before the change).
+	if code, _ := do(t, h, http.MethodPut, LevelPath, "error"); code != 200 {
+		t.Fatalf("PUT error = %d", code)
+	}
+	if !strings.Contains(buf.String(), `"msg":"log level changed","component":"speaker","from":"warn","to":"error"`) {
+		t.Errorf("change to error not logged:\n%s", buf.String())
+	}
 }
 
 func TestStepAndLevelName(t *testing.T) {
