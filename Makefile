@@ -158,7 +158,7 @@ unit:
 # the binaries built here.
 INSTALL ?= kubectl
 lab: deps test-assets build $(if $(filter helm,$(INSTALL)),$(BIN)/helm)
-	hack/lab.sh up --install=$(INSTALL) --bin-dir=$(BIN)
+	hack/lab.sh up --install=$(INSTALL) --bin-dir=$(BIN) $(if $(RELEASE),--release=$(RELEASE))
 
 lab-down:
 	hack/lab.sh down

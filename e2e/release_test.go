@@ -5,7 +5,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
-	"strings"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/types"
@@ -47,28 +46,19 @@ func TestReleaseInLab(t *testing.T) {
 			t.Fatalf("hack/release.sh %s: %v\n%s", releaseVersion, err, out)
 		}
 	}
-	// The lab runs "controller" and "speaker" from its bin directory: the
-	// release's binaries for this machine, and helm for the chart.
-	bin := t.TempDir()
-	for _, b := range []string{"controller", "speaker"} {
-		if err := os.Symlink(filepath.Join(dir, "herald-"+b+"-linux-"+runtime.GOARCH), filepath.Join(bin, b)); err != nil {
+	// The lab runs the release's binaries for this machine (and helm for
+	// the chart), as `herald-lab up --release DIR` does.
+	helmDir := filepath.Join(root, "bin")
+	if d := os.Getenv(lab.BinDirEnv); d != "" && fileExists(filepath.Join(d, "helm")) {
+		helmDir = d
+	}
+	samples := []string{"manifests/samples/l2.yaml"}
+	for _, method := range []lab.InstallMethod{lab.InstallKubectl, lab.InstallHelm} {
+		opts, err := lab.ReleaseOptions(dir, method, t.TempDir(), helmDir)
+		if err != nil {
 			t.Fatal(err)
 		}
-	}
-	for _, d := range []string{os.Getenv(lab.BinDirEnv), filepath.Join(root, "bin")} {
-		if h := filepath.Join(d, "helm"); d != "" && fileExists(h) {
-			if err := os.Symlink(h, filepath.Join(bin, "helm")); err != nil {
-				t.Fatal(err)
-			}
-			break
-		}
-	}
-	chart := filepath.Join(dir, "herald-"+strings.TrimPrefix(releaseVersion, "v")+".tgz")
-	samples := []string{"manifests/samples/l2.yaml"}
-	for _, opts := range []lab.InstallOptions{
-		{Method: lab.InstallKubectl, Manifests: filepath.Join(dir, "herald.yaml"), BinDir: bin, Samples: samples},
-		{Method: lab.InstallHelm, Chart: chart, BinDir: bin, Samples: samples},
-	} {
+		opts.Samples = samples
 		t.Run(string(opts.Method), func(t *testing.T) {
 			e := newEnv(t, 2, opts)
 			const ns = "release"

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"time"
 
@@ -379,4 +380,54 @@ func (l *Lab) OpenHerald(ctx context.Context) (*Herald, error) {
 	}
 	sort.Strings(h.opts.SpeakerNodes)
 	return h, nil
+}
+
+// ReleaseOptions returns the InstallOptions that install Herald from a
+// release directory (make release; docs/install.md, "Installing a
+// release") alone, as a user who downloaded it would: herald.yaml with
+// InstallKubectl, the packaged chart herald-X.Y.Z.tgz with InstallHelm, and
+// the release's own binaries for this machine (herald-controller-linux-ARCH,
+// herald-speaker-linux-ARCH), linked into binDir (created) with helm from
+// helmDir when it has one. The error names what the directory lacks.
+func ReleaseOptions(dir string, method InstallMethod, binDir, helmDir string) (InstallOptions, error) {
+	opts := InstallOptions{Method: method, BinDir: binDir}
+	switch method {
+	case InstallKubectl:
+		opts.Manifests = filepath.Join(dir, "herald.yaml")
+		if _, err := os.Stat(opts.Manifests); err != nil {
+			return opts, fmt.Errorf("release %s: %w", dir, err)
+		}
+	case InstallHelm:
+		charts, _ := filepath.Glob(filepath.Join(dir, "herald-*.tgz"))
+		if len(charts) != 1 {
+			return opts, fmt.Errorf("release %s: want one packaged chart herald-X.Y.Z.tgz, found %d", dir, len(charts))
+		}
+		opts.Chart = charts[0]
+	default:
+		return opts, fmt.Errorf("install method %q: want %s or %s", method, InstallKubectl, InstallHelm)
+	}
+	if err := os.MkdirAll(binDir, 0o755); err != nil {
+		return opts, err
+	}
+	for _, b := range []string{"controller", "speaker"} {
+		src := filepath.Join(dir, "herald-"+b+"-linux-"+runtime.GOARCH)
+		if _, err := os.Stat(src); err != nil {
+			return opts, fmt.Errorf("release %s: no %s binary for this machine: %w", dir, b, err)
+		}
+		dst := filepath.Join(binDir, b)
+		_ = os.Remove(dst)
+		if err := os.Symlink(src, dst); err != nil {
+			return opts, err
+		}
+	}
+	if h := filepath.Join(helmDir, "helm"); helmDir != "" {
+		if _, err := os.Stat(h); err == nil {
+			dst := filepath.Join(binDir, "helm")
+			_ = os.Remove(dst)
+			if err := os.Symlink(h, dst); err != nil {
+				return opts, err
+			}
+		}
+	}
+	return opts, nil
 }

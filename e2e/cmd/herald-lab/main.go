@@ -97,6 +97,7 @@ func dispatch(ctx context.Context, log *slog.Logger, cmd string, args []string) 
 		herald := fs.Bool("herald", true, "install and run Herald, its samples and demo Services")
 		binDir := fs.String("bin-dir", "", "prebuilt controller, speaker (and helm) binaries (default: $"+lab.BinDirEnv+", else go build them)")
 		install := fs.String("install", string(lab.InstallKubectl), "how Herald gets into the API server: kubectl (apply manifests/base) or helm (install charts/herald)")
+		release := fs.String("release", "", "install from this release directory (make release) alone: its herald.yaml (--install kubectl) or packaged chart (--install helm) and its binaries, instead of the checkout's")
 		if err := fs.Parse(args); err != nil {
 			return err
 		}
@@ -104,6 +105,17 @@ func dispatch(ctx context.Context, log *slog.Logger, cmd string, args []string) 
 		if method != lab.InstallKubectl && method != lab.InstallHelm {
 			return fmt.Errorf("--install %q: want %s or %s", *install, lab.InstallKubectl, lab.InstallHelm)
 		}
+		opts := lab.InstallOptions{Method: method, BinDir: *binDir}
+		if *release != "" {
+			dir, err := filepath.Abs(*release)
+			if err != nil {
+				return err
+			}
+			if opts, err = lab.ReleaseOptions(dir, method, filepath.Join(*stateDir, "release-bin"), *binDir); err != nil {
+				return err
+			}
+		}
+		opts.Samples = lab.DemoSamples
 		start := time.Now()
 		l, err := lab.Up(ctx, lab.Config{Prefix: *prefix, Nodes: *nodes, StateDir: *stateDir, LoopbackProxy: true})
 		if err != nil {
@@ -118,7 +130,7 @@ func dispatch(ctx context.Context, log *slog.Logger, cmd string, args []string) 
 			fmt.Print(l.Summary())
 			return nil
 		}
-		h, err := l.InstallHerald(ctx, lab.InstallOptions{Method: method, Samples: lab.DemoSamples, BinDir: *binDir})
+		h, err := l.InstallHerald(ctx, opts)
 		if err != nil {
 			return fmt.Errorf("install herald (lab stays up for inspection, logs in %s; make lab-down removes it): %w", l.StateDir(), err)
 		}
