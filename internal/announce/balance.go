@@ -1,10 +1,14 @@
 package announce
 
 import (
+	"cmp"
 	"fmt"
+	"maps"
 	"math"
 	"net/netip"
 	"slices"
+
+	"github.com/herald-lb/herald/internal/config"
 )
 
 // Ballot is one layer 2 address with its election candidates, as
@@ -44,7 +48,8 @@ func BalancedCapacity(m, n int) int {
 // with the winner's Serves and Preference, may win: preferredNodeSelectors,
 // externalTrafficPolicy Local eligibility and the shared-address rule keep
 // their strict priority, and the bound balances only among equals. Ballots
-// are placed in address order (netip.Addr.Compare); each goes to the first
+// are placed in order of first-rank size, then address (netip.Addr.Compare),
+// so that addresses few nodes can take are placed first; each goes to the first
 // node of its first rank, in hash order, still below the capacity, or,
 // when every one of them is full (their first rank is narrower than the
 // cluster: Local endpoints, preferences, node selectors), to the least
@@ -100,6 +105,9 @@ func ElectBalanced(ballots []Ballot) (map[netip.Addr]string, error) {
 			return nil, fmt.Errorf("layer 2 ballots: address %s appears twice", rs[i].ip)
 		}
 	}
+	// The narrowest first ranks go first, so that an address only a few
+	// nodes can take finds room on them.
+	slices.SortStableFunc(rs, func(a, b ranked) int { return cmp.Compare(len(a.first), len(b.first)) })
 	m := 0
 	for _, r := range rs {
 		if len(r.first) > 0 {
@@ -132,4 +140,52 @@ func ElectBalanced(ballots []Ballot) (map[netip.Addr]string, error) {
 		out[r.ip] = win
 	}
 	return out, nil
+}
+
+// L2Ballots returns the ballots of the balanced election: one per layer 2
+// address held by a Service of services that would be announced in layer 2
+// somewhere (type LoadBalancer of base.Options.LoadBalancerClass, valid
+// ingress IPs, in a pool with an L2Advertisement covering it, not refused
+// for allow-shared-ip with serviceSelectors, a serving endpoint), with the
+// candidates L2Candidates gives for it when every other Service holding the
+// address is passed as Input.Sharing. base supplies Config, Nodes, Live and
+// Options; its Service, Endpoints, Sharing and Node are ignored. Ballots
+// are in address order. Cost: for each address, the L2Candidates cost of
+// the Services holding it.
+func L2Ballots(base Input, services []SharedService) []Ballot {
+	holders := map[netip.Addr][]int{}
+	for i := range services {
+		s := &services[i].Service
+		if !s.LoadBalancer || s.LoadBalancerClass != base.Options.LoadBalancerClass || len(s.InvalidIPs) > 0 ||
+			!hasServingEndpoint(services[i].Endpoints, "") {
+			continue
+		}
+		for _, raw := range s.IPs {
+			ip := raw.Unmap().WithZone("")
+			pool, ok := base.Config.PoolFor(ip)
+			if !ok || slices.Contains(holders[ip], i) {
+				continue
+			}
+			ads := l2AdsFor(pool, s)
+			if len(ads) == 0 || (s.SharingKey != "" && slices.ContainsFunc(ads, func(ad *config.L2Advertisement) bool { return len(ad.ServiceSelectors) > 0 })) {
+				continue
+			}
+			holders[ip] = append(holders[ip], i)
+		}
+	}
+	ips := slices.SortedFunc(maps.Keys(holders), netip.Addr.Compare)
+	out := make([]Ballot, 0, len(ips))
+	for _, ip := range ips {
+		hs := holders[ip]
+		slices.SortFunc(hs, func(a, b int) int { return cmp.Compare(services[a].Service.Key, services[b].Service.Key) })
+		in := base
+		in.Service, in.Endpoints = services[hs[0]].Service, services[hs[0]].Endpoints
+		in.Sharing = nil
+		for _, h := range hs[1:] {
+			in.Sharing = append(in.Sharing, services[h])
+		}
+		pool, _ := in.Config.PoolFor(ip)
+		out = append(out, Ballot{IP: ip, Candidates: newEnv(&in).l2Candidates(ip, pool)})
+	}
+	return out
 }

@@ -277,3 +277,84 @@ func TestElectBalancedSharing(t *testing.T) {
 		t.Fatal("the same address (mapped form) twice: no error")
 	}
 }
+
+// TestDecideBalanced: with L2Winners from ElectBalanced over L2Ballots,
+// Decide on every node announces each address on exactly its balanced
+// winner, no node above the capacity, a Local Service only where its
+// endpoints run and a shared address on one node; the plain election on
+// the same cluster puts more than the capacity on one node (so the test
+// fails without L2Winners).
+func TestDecideBalanced(t *testing.T) {
+	c := newCluster(3)
+	c.res.L2Advertisements = []v1beta1.L2Advertisement{l2ad("l2", "p")}
+	everywhere := ready("n1", "n2", "n3")
+	var services []SharedService
+	for i := 1; i <= 12; i++ {
+		services = append(services, SharedService{Service: svc(fmt.Sprintf("ns/s%02d", i), fmt.Sprintf("198.51.100.%d", i)), Endpoints: everywhere})
+	}
+	services = append(services,
+		SharedService{Service: local(svc("ns/local", "198.51.100.40")), Endpoints: ready("n2")},
+		SharedService{Service: shared(svc("ns/sh-a", "198.51.100.41"), "k"), Endpoints: everywhere},
+		SharedService{Service: shared(svc("ns/sh-b", "198.51.100.41"), "k"), Endpoints: everywhere},
+		SharedService{Service: svc("ns/no-endpoints", "198.51.100.42")},
+	)
+	base := c.input(t, "n1", Service{}, nil)
+	ballots := L2Ballots(base, services)
+	if len(ballots) != 14 {
+		t.Fatalf("%d ballots, want 14 (12 + Local + one for the shared address; none without endpoints)", len(ballots))
+	}
+	winners := mustBalance(t, ballots)
+	decide := func(withWinners bool) map[netip.Addr][]string {
+		got := map[netip.Addr][]string{}
+		for _, n := range []string{"n1", "n2", "n3"} {
+			for _, s := range services {
+				in := c.input(t, n, s.Service, s.Endpoints)
+				for _, o := range services {
+					if o.Service.Key != s.Service.Key && o.Service.SharingKey != "" && o.Service.SharingKey == s.Service.SharingKey {
+						in.Sharing = append(in.Sharing, o)
+					}
+				}
+				if withWinners {
+					in.L2Winners = winners
+				}
+				for _, ipd := range Decide(in).IPs {
+					if ipd.L2.Announce && !slices.Contains(got[ipd.IP], n) {
+						got[ipd.IP] = append(got[ipd.IP], n)
+					}
+				}
+			}
+		}
+		return got
+	}
+	capacity := BalancedCapacity(14, 3)
+	got := decide(true)
+	perNode := map[string]int{}
+	for ip, ns := range got {
+		if len(ns) != 1 || ns[0] != winners[ip] {
+			t.Errorf("%s announced by %v, balanced winner %s", ip, ns, winners[ip])
+		}
+		perNode[ns[0]]++
+	}
+	if len(got) != 14 {
+		t.Errorf("%d addresses announced, want 14", len(got))
+	}
+	for n, l := range perNode {
+		if l > capacity {
+			t.Errorf("%s announces %d addresses, capacity %d", n, l, capacity)
+		}
+	}
+	if w := got[ip("198.51.100.40")]; len(w) != 1 || w[0] != "n2" {
+		t.Errorf("Local Service announced by %v, want n2 (its only endpoint)", w)
+	}
+	plain := map[string]int{}
+	for _, ns := range decide(false) {
+		plain[ns[0]]++
+	}
+	over := false
+	for _, l := range plain {
+		over = over || l > capacity
+	}
+	if !over {
+		t.Fatalf("plain election loads %v within capacity %d: the fixture does not need balancing", plain, capacity)
+	}
+}

@@ -23,7 +23,8 @@ import (
 //  4. This node is not NetworkUnavailable or excluded, has a serving
 //     endpoint when the Service is Local, and the Service has one somewhere.
 //  5. This node's speaker is live, else notOwner.
-//  6. This node wins the election for the IP (see Elect), else notOwner.
+//  6. This node wins the election for the IP (see Elect, or
+//     Input.L2Winners for the balanced election), else notOwner.
 //  7. When Input.Interfaces is known, one of the interfaces the
 //     advertisements selecting this node name (every interface when one
 //     names none) answers for the IP's family here, else
@@ -53,7 +54,11 @@ func (e *env) decideL2(ip netip.Addr, pool *config.Pool) L2Decision {
 	if !e.live(e.in.Node) {
 		return L2Decision{Reason: ReasonNotOwner, Detail: fmt.Sprintf("the speaker on node %s is not live", e.in.Node)}
 	}
-	ranked := e.electL2(e.ballotIP(ip), pool)
+	ballot := e.ballotIP(ip)
+	ranked := e.electL2(ballot, pool)
+	if w, ok := e.in.L2Winners[ballot]; ok && slices.Contains(ranked, w) {
+		ranked = append([]string{w}, slices.DeleteFunc(ranked, func(n string) bool { return n == w })...)
+	}
 	if len(ranked) == 0 || ranked[0] != e.in.Node {
 		// Unreachable with consistent input (this node passed every
 		// candidate rule), but Elect is the authority.
