@@ -79,23 +79,17 @@ func ElectBalanced(ballots []Ballot) (map[netip.Addr]string, error) {
 			rs = append(rs, ranked{ip: ip})
 			continue
 		}
-		order := Elect(ip, b.Candidates)
-		byName := make(map[string]Candidate, len(b.Candidates))
-		for _, c := range b.Candidates {
-			byName[c.Node] = c
-		}
-		top := byName[order[0]]
-		n := 1
-		for n < len(order) {
-			c := byName[order[n]]
+		order := rank(ip, b.Candidates)
+		top := order[0]
+		var first []string
+		for _, c := range order {
 			if c.Serves != top.Serves || c.Preference != top.Preference {
 				break
 			}
-			n++
-		}
-		first := slices.Compact(order[:n])
-		for _, name := range first {
-			nodes[name] = true
+			if len(first) == 0 || first[len(first)-1] != c.Node {
+				first = append(first, c.Node)
+				nodes[c.Node] = true
+			}
 		}
 		rs = append(rs, ranked{ip: ip, first: first})
 	}

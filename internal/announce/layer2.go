@@ -269,15 +269,27 @@ type Candidate struct {
 // node's rank for an IP is independent of the other nodes, so removing a
 // non-winner never changes the winner). Candidates are not modified.
 func Elect(ip netip.Addr, cands []Candidate) []string {
-	type ranked struct {
-		Candidate
-		h [sha256.Size]byte
+	rs := rank(ip, cands)
+	out := make([]string, len(rs))
+	for i := range rs {
+		out[i] = rs[i].Node
 	}
-	rs := make([]ranked, len(cands))
+	return out
+}
+
+// rankedCandidate is a Candidate with its ElectionHash.
+type rankedCandidate struct {
+	Candidate
+	h [sha256.Size]byte
+}
+
+// rank returns cands in Elect's order, a new slice.
+func rank(ip netip.Addr, cands []Candidate) []rankedCandidate {
+	rs := make([]rankedCandidate, len(cands))
 	for i, c := range cands {
-		rs[i] = ranked{Candidate: c, h: ElectionHash(c.Node, ip)}
+		rs[i] = rankedCandidate{Candidate: c, h: ElectionHash(c.Node, ip)}
 	}
-	slices.SortFunc(rs, func(a, b ranked) int {
+	slices.SortFunc(rs, func(a, b rankedCandidate) int {
 		return cmp.Or(
 			cmp.Compare(b.Serves, a.Serves),
 			cmp.Compare(b.Preference, a.Preference),
@@ -285,9 +297,5 @@ func Elect(ip netip.Addr, cands []Candidate) []string {
 			cmp.Compare(a.Node, b.Node),
 		)
 	})
-	out := make([]string, len(rs))
-	for i := range rs {
-		out[i] = rs[i].Node
-	}
-	return out
+	return rs
 }
