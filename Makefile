@@ -181,6 +181,15 @@ bench-alloc: test-assets
 	go build -o $(BIN)/controller ./controller
 	go run ./hack/bench-alloc -controller $(BIN)/controller
 
+# bench-l2balance compares the plain layer 2 election with the balanced one
+# (announce.ElectBalanced): max/mean addresses per node for 5, 50 and 1,000
+# addresses on 3, 10 and 100 nodes, and addresses moved when a node fails.
+# Pure, no lab; prints the table of docs/performance.md ("Balanced layer 2
+# placement").
+.PHONY: bench-l2balance
+bench-l2balance:
+	go run ./hack/l2balance
+
 fuzz:
 	go test -run '^$$' -fuzz FuzzBuild -fuzztime 60s ./internal/config
 

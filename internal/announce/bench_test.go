@@ -48,3 +48,28 @@ func BenchmarkDecide100Nodes(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkElectBalanced elects 1,000 addresses on 100 equal nodes with the
+// balanced election; ns/op is one election of the whole set (compare with
+// BenchmarkElectPlain, the same addresses one Elect each).
+func BenchmarkElectBalanced(b *testing.B) {
+	bs := uniformBallots(1000, nodeNames("n", 100))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := ElectBalanced(bs); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkElectPlain is the plain election of the addresses of
+// BenchmarkElectBalanced, one Elect per address.
+func BenchmarkElectPlain(b *testing.B) {
+	bs := uniformBallots(1000, nodeNames("n", 100))
+	b.ReportAllocs()
+	for b.Loop() {
+		for _, bl := range bs {
+			_ = Elect(bl.IP, bl.Candidates)
+		}
+	}
+}

@@ -43,6 +43,14 @@
 // is not the winner of an IP never moves that IP, removing the winner moves
 // only the IPs it won, and adding a node moves an IP only to that node.
 //
+// # Balanced layer 2 election
+//
+// [ElectBalanced] is rendezvous hashing with bounded loads over the whole
+// set of layer 2 addresses ([L2Ballots]): no node above [BalancedCapacity]
+// among the nodes tied on rules (1) and (2), at the price of a few extra
+// moves when a node fails and of coupling between addresses. Decide follows
+// its result when given Input.L2Winners. See docs/l2-failover.md.
+//
 // # BGP
 //
 // Every eligible node announces. For each IP and each BGPAdvertisement of

@@ -23,7 +23,8 @@ import (
 //  4. This node is not NetworkUnavailable or excluded, has a serving
 //     endpoint when the Service is Local, and the Service has one somewhere.
 //  5. This node's speaker is live, else notOwner.
-//  6. This node wins the election for the IP (see Elect), else notOwner.
+//  6. This node wins the election for the IP (see Elect, or
+//     Input.L2Winners for the balanced election), else notOwner.
 //  7. When Input.Interfaces is known, one of the interfaces the
 //     advertisements selecting this node name (every interface when one
 //     names none) answers for the IP's family here, else
@@ -53,7 +54,11 @@ func (e *env) decideL2(ip netip.Addr, pool *config.Pool) L2Decision {
 	if !e.live(e.in.Node) {
 		return L2Decision{Reason: ReasonNotOwner, Detail: fmt.Sprintf("the speaker on node %s is not live", e.in.Node)}
 	}
-	ranked := e.electL2(e.ballotIP(ip), pool)
+	ballot := e.ballotIP(ip)
+	ranked := e.electL2(ballot, pool)
+	if w, ok := e.in.L2Winners[ballot]; ok && slices.Contains(ranked, w) {
+		ranked = append([]string{w}, slices.DeleteFunc(ranked, func(n string) bool { return n == w })...)
+	}
 	if len(ranked) == 0 || ranked[0] != e.in.Node {
 		// Unreachable with consistent input (this node passed every
 		// candidate rule), but Elect is the authority.
@@ -264,15 +269,27 @@ type Candidate struct {
 // node's rank for an IP is independent of the other nodes, so removing a
 // non-winner never changes the winner). Candidates are not modified.
 func Elect(ip netip.Addr, cands []Candidate) []string {
-	type ranked struct {
-		Candidate
-		h [sha256.Size]byte
+	rs := rank(ip, cands)
+	out := make([]string, len(rs))
+	for i := range rs {
+		out[i] = rs[i].Node
 	}
-	rs := make([]ranked, len(cands))
+	return out
+}
+
+// rankedCandidate is a Candidate with its ElectionHash.
+type rankedCandidate struct {
+	Candidate
+	h [sha256.Size]byte
+}
+
+// rank returns cands in Elect's order, a new slice.
+func rank(ip netip.Addr, cands []Candidate) []rankedCandidate {
+	rs := make([]rankedCandidate, len(cands))
 	for i, c := range cands {
-		rs[i] = ranked{Candidate: c, h: ElectionHash(c.Node, ip)}
+		rs[i] = rankedCandidate{Candidate: c, h: ElectionHash(c.Node, ip)}
 	}
-	slices.SortFunc(rs, func(a, b ranked) int {
+	slices.SortFunc(rs, func(a, b rankedCandidate) int {
 		return cmp.Or(
 			cmp.Compare(b.Serves, a.Serves),
 			cmp.Compare(b.Preference, a.Preference),
@@ -280,9 +297,5 @@ func Elect(ip netip.Addr, cands []Candidate) []string {
 			cmp.Compare(a.Node, b.Node),
 		)
 	})
-	out := make([]string, len(rs))
-	for i := range rs {
-		out[i] = rs[i].Node
-	}
-	return out
+	return rs
 }

@@ -151,6 +151,13 @@ type Input struct {
 	Sharing []SharedService
 	// Options are the speaker-wide settings.
 	Options Options
+	// L2Winners, when non-nil, are the layer 2 winners of the balanced
+	// election (ElectBalanced over L2Ballots of every Service, computed
+	// from the same Config, Nodes, Live and Options): an address listed
+	// here goes to its listed node instead of the first of Elect's ranking,
+	// as long as that node is still one of its candidates (else, stale
+	// input, the ranking's first). nil: the plain election.
+	L2Winners map[netip.Addr]string
 	// Interfaces are this node's interfaces the layer 2 announcer can
 	// answer on (from the announcer's last interface scan). nil means
 	// unknown: the interface check is skipped (callers gate layer 2 until
