@@ -154,6 +154,11 @@ func (e *env) testPriorities(t *testing.T) {
 	e.namespace(t, ns, nil)
 	e.put(t, reserved("prio-2", 2, []string{ns}, "203.0.113.40/29"))
 	e.put(t, reserved("prio-1", 1, []string{ns}, "203.0.113.32/30"))
+	// Both pools in the controller's configuration before the first
+	// Service (CI once saw web-0 served by prio-2 alone: prio-1 was stored
+	// but not yet loaded, and an address, once given, stays).
+	e.poolLoaded(t, "prio-2", 8)
+	e.poolLoaded(t, "prio-1", 4)
 	var got []netip.Addr
 	for i := range 5 {
 		name := fmt.Sprintf("web-%d", i)
@@ -392,4 +397,21 @@ func (e *env) snapshot(t *testing.T, ns string) map[string]netip.Addr {
 		}
 	}
 	return out
+}
+
+// poolLoaded waits until the controller has pool name (of v4 IPv4
+// addresses) in its configuration: its status counts all of them.
+func (e *env) poolLoaded(t *testing.T, name string, v4 int64) {
+	t.Helper()
+	ctx := testCtx(t, time.Minute)
+	poll.Until(t, time.Minute, "pool "+name+" in the controller's configuration", func() error {
+		var p v1beta1.IPAddressPool
+		if err := e.c.Get(ctx, client.ObjectKey{Namespace: lab.HeraldNamespace, Name: name}, &p); err != nil {
+			return err
+		}
+		if got := p.Status.AssignedIPv4 + p.Status.AvailableIPv4; got != v4 {
+			return fmt.Errorf("status counts %d IPv4 addresses, want %d", got, v4)
+		}
+		return nil
+	})
 }
