@@ -194,8 +194,10 @@ fuzz:
 	go test -run '^$$' -fuzz FuzzBuild -fuzztime 60s ./internal/config
 
 # bench-bgp measures Herald's BGP speed in the lab against a real FRR: Service
-# created -> prefix in FRR, endpoints gone -> withdrawn (p50/p99 over 100), and
-# 10,000 prefixes to one peer with the speaker's peak RSS (see docs/performance.md).
+# created -> prefix in FRR, endpoints gone -> withdrawn (p50/p99 over 100),
+# link cut -> FRR withdrew the node's routes with BGP alone (9 s hold time) and
+# with BFD 300 ms x 3 (5 rounds each, median/max and ratio), and 10,000
+# prefixes to one peer with the speaker's peak RSS (see docs/performance.md).
 .PHONY: bench-bgp
 bench-bgp: deps test-assets build
 	HERALD_LAB_BIN_DIR=$(BIN) go run ./e2e/cmd/bench-bgp --record docs/performance.md

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/netip"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -253,4 +254,163 @@ func (e *bgpEnv) testBFD(t *testing.T) {
 	}
 	t.Logf("BFD 300 ms x 3, n1's link cut: FRR's BFD down after %s, n1's path withdrawn after %s, n1's speaker logged BFD down and reset BGP by %s; link restored: n1's path back after %s",
 		bfdDown.Round(time.Millisecond), withdrawn.Round(time.Millisecond), speakerDown.Round(time.Millisecond), back.Round(time.Millisecond))
+}
+
+// Multihop BFD addresses: the router's loopback address and n1's, off the
+// segment, routed to each other across it (RFC 5883 §2: a session between
+// addresses that are not on one link).
+var (
+	bfdMHRouter = netip.MustParseAddr("2001:db8:ffff::1")
+	bfdMHNode   = netip.MustParseAddr("2001:db8:fffe::11")
+)
+
+// testBFDMultihop runs multihop BFD (RFC 5883, UDP 4784) between n1's
+// speaker and FRR's bfdd: a BGPPeer "mh6" with ebgpMultiHop and a
+// sourceAddress from n1's loopback to the router's loopback (static
+// routes on both sides via the segment), FRR's static neighbor with
+// ebgp-multihop, update-source and "bfd profile fast". FRR's BFD session
+// comes Up as multihop between the two loopbacks with Herald's intervals;
+// removing the router's route to n1's loopback (the link stays up, so
+// only the multihop path breaks) takes it down on both sides, and n1's
+// speaker resets that BGP session; with the route back BFD and BGP come
+// up again.
+func (e *bgpEnv) testBFDMultihop(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	e.failDump(t)
+	t.Cleanup(func() {
+		if t.Failed() {
+			out, _ := e.l.Vtysh(context.Background(), "show bfd peers")
+			t.Logf("FRR BFD peers:\n%s", out)
+		}
+	})
+	n1, ok := e.l.Node("n1")
+	if !ok {
+		t.Fatal("no lab node n1")
+	}
+	rtr := e.l.RouterNamespace()
+	ip := func(ns string, args ...string) {
+		t.Helper()
+		if out, err := e.l.Exec(ctx, ns, append([]string{"ip", "-6"}, args...)...); err != nil {
+			t.Fatalf("ip %v in %s: %v: %s", args, ns, err, out)
+		}
+	}
+	routeToNode := []string{"route", "add", bfdMHNode.String() + "/128", "via", n1.IPv6.String()}
+	ip(rtr, "addr", "add", bfdMHRouter.String()+"/128", "dev", "lo")
+	ip(n1.Namespace, "addr", "add", bfdMHNode.String()+"/128", "dev", "lo")
+	ip(rtr, routeToNode...)
+	ip(n1.Namespace, "route", "add", bfdMHRouter.String()+"/128", "via", lab.RouterAddrV6.String())
+	t.Cleanup(func() {
+		for _, c := range []struct {
+			ns   string
+			args []string
+		}{
+			{n1.Namespace, []string{"route", "del", bfdMHRouter.String() + "/128"}},
+			{rtr, []string{"route", "del", bfdMHNode.String() + "/128"}},
+			{n1.Namespace, []string{"addr", "del", bfdMHNode.String() + "/128", "dev", "lo"}},
+			{rtr, []string{"addr", "del", bfdMHRouter.String() + "/128", "dev", "lo"}},
+		} {
+			_, _ = e.l.Exec(context.Background(), c.ns, append([]string{"ip", "-6"}, c.args...)...)
+		}
+	})
+
+	nb := "neighbor " + bfdMHNode.String()
+	cfg := []string{"configure terminal", "bfd", "profile fast", "receive-interval 300", "transmit-interval 300", "detect-multiplier 3", "exit", "exit",
+		fmt.Sprintf("router bgp %d", lab.RouterASN), nb + " remote-as external", nb + " ebgp-multihop 2", nb + " update-source " + bfdMHRouter.String(),
+		nb + " passive", nb + " bfd", nb + " bfd profile fast", "address-family ipv6 unicast", nb + " activate"}
+	if out, err := e.l.Vtysh(ctx, cfg...); err != nil {
+		t.Fatalf("vtysh: %v\n%s", err, out)
+	}
+	t.Cleanup(func() {
+		if out, err := e.l.Vtysh(context.Background(), "configure terminal", fmt.Sprintf("router bgp %d", lab.RouterASN), "no "+nb); err != nil {
+			t.Errorf("vtysh: %v\n%s", err, out)
+		}
+	})
+	bgpApply(ctx, t, e.c, &v1beta1.BFDProfile{ObjectMeta: metav1.ObjectMeta{Name: "mh", Namespace: lab.HeraldNamespace},
+		Spec: v1beta1.BFDProfileSpec{ReceiveInterval: ptr.To[uint32](300), TransmitInterval: ptr.To[uint32](300), DetectMultiplier: ptr.To[uint32](3)}})
+	e.applyPeer(ctx, t, "mh6", bfdMHRouter, lab.NodeASN, lab.RouterASN, "ebgp", func(s *v1beta2.BGPPeerSpec) {
+		s.EBGPMultiHop = true
+		s.SourceAddress = bfdMHNode.String()
+		s.BFDProfile = "mh"
+		s.NodeSelectors = []metav1.LabelSelector{{MatchLabels: map[string]string{"kubernetes.io/hostname": "n1"}}}
+	})
+
+	up := func(ctx context.Context) error {
+		s, err := e.l.BGPSummary(ctx)
+		if err != nil {
+			return err
+		}
+		if st := s["ipv6Unicast"].Peers[bfdMHNode.String()].State; st != "Established" {
+			return fmt.Errorf("FRR's multihop session to %s: %q, want Established", bfdMHNode, st)
+		}
+		ps, err := frrBFDPeers(ctx, e.l)
+		if err != nil {
+			return err
+		}
+		p, ok := ps[bfdMHNode.String()]
+		if !ok || p.Status != "up" || !p.Multihop || p.RemoteReceive != 300 || p.RemoteTransmit != 300 || p.RemoteDetectMult != 3 {
+			return fmt.Errorf("FRR BFD peer %s: %+v (present %v), want up, multihop, Herald's 300 ms x 3", bfdMHNode, p, ok)
+		}
+		return nil
+	}
+	if err := bgpWait(ctx, 2*time.Minute, func() error { return up(ctx) }); err != nil {
+		t.Fatal(err)
+	}
+	log := filepath.Join(e.l.StateDir(), e.h.SpeakerProcessName("n1")+".log")
+	logStart := fileSize(t, log)
+
+	// Only the multihop path breaks: n1's link and its single hop
+	// sessions stay up.
+	cut := time.Now()
+	ip(rtr, "route", "del", bfdMHNode.String()+"/128")
+	restored := false
+	t.Cleanup(func() {
+		if !restored {
+			_, _ = e.l.Exec(context.Background(), rtr, append([]string{"ip", "-6"}, routeToNode...)...)
+		}
+	})
+	var bfdDown time.Duration
+	err := bgpWait(ctx, time.Minute, func() error {
+		if bfdDown == 0 {
+			ps, err := frrBFDPeers(ctx, e.l)
+			if err != nil {
+				return err
+			}
+			if p, ok := ps[bfdMHNode.String()]; ok && p.Status == "up" {
+				return fmt.Errorf("FRR BFD peer %s still up", bfdMHNode)
+			}
+			bfdDown = time.Since(cut)
+		}
+		s := readFrom(t, log, logStart)
+		for _, line := range strings.Split(s, "\n") {
+			if strings.Contains(line, "BFD session down: BGP session reset") && strings.Contains(line, bfdMHRouter.String()) {
+				return nil
+			}
+		}
+		return fmt.Errorf("speaker n1 has not logged BFD down for %s", bfdMHRouter)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	speakerDown := time.Since(cut)
+	restore := time.Now()
+	ip(rtr, routeToNode...)
+	restored = true
+	if err := bgpWait(ctx, 2*time.Minute, func() error { return up(ctx) }); err != nil {
+		t.Fatal(err)
+	}
+	err = bgpWait(ctx, time.Minute, func() error {
+		s := readFrom(t, log, logStart)
+		for _, line := range strings.Split(s, "\n") {
+			if strings.Contains(line, "BFD session up again") && strings.Contains(line, bfdMHRouter.String()) {
+				return nil
+			}
+		}
+		return fmt.Errorf("speaker n1 has not logged BFD up again for %s", bfdMHRouter)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("multihop BFD 300 ms x 3, router's route to n1's loopback removed: FRR's BFD down after %s, n1's speaker logged BFD down and reset BGP by %s; route restored: BGP and BFD up again after %s",
+		bfdDown.Round(time.Millisecond), speakerDown.Round(time.Millisecond), time.Since(restore).Round(time.Millisecond))
 }

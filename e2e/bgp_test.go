@@ -103,6 +103,7 @@ func TestBGP(t *testing.T) {
 	t.Run("MD5", e.testMD5)
 	t.Run("GracefulRestart", e.testGracefulRestart)
 	t.Run("BFD", e.testBFD)
+	t.Run("BFDMultihop", e.testBFDMultihop)
 	t.Run("ShutdownSendsCease", e.testShutdownCease)
 }
 

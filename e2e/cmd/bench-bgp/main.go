@@ -11,7 +11,11 @@
 //     endpoints before the BGPPeer does; then the IPv6 BGPPeer is created and
 //     the time until FRR's `show bgp summary json` counts them all received
 //     (pfxRcd) is measured, from the peer's creation and from the session's
-//     Established, with the speaker's peak RSS (VmHWM in /proc) afterwards.
+//     Established, with the speaker's peak RSS (VmHWM in /proc) afterwards;
+//   - failover: the node's switch port is cut until FRR has withdrawn its
+//     /32 (RTM_DELROUTE), -failover-rounds times with BGP alone (the
+//     IPv4 peer's -hold-time) and as often with BFD 300 ms x 3, median and
+//     max and their ratio (see bfd.go).
 //
 // One lab node runs a speaker (and the controller's Pod is placed there);
 // the router is the lab's FRR (AS 64500, dynamic neighbors). It prints a
@@ -66,14 +70,23 @@ func main() {
 	stateDir := flag.String("state-dir", "", "lab state directory (default: a temporary one, removed after)")
 	record := flag.String("record", "", "Markdown file whose \"## BGP\" section gets the figures (replaced, or appended)")
 	keep := flag.Bool("keep", false, "leave the lab up afterwards (herald-lab down --state-dir ... removes it)")
+	rounds := flag.Int("failover-rounds", 5, "link cuts with BGP alone and as many with BFD (0: no failover measurement)")
+	hold := flag.Duration("hold-time", 9*time.Second, "hold time of the IPv4 BGPPeer (keepalive a third of it)")
 	flag.Parse()
-	if err := run(*services, *bulk, *workers, *bulkSetup, *stateDir, *keep, *record); err != nil {
+	if *services < 0 || *bulk < 0 || *rounds < 0 || *hold < 3*time.Second {
+		fmt.Fprintln(os.Stderr, "bench-bgp: -services, -bulk and -failover-rounds must not be negative, -hold-time at least 3s (RFC 4271 §4.2)")
+		os.Exit(2)
+	}
+	f := failover{hold: *hold, keepalive: *hold / 3}
+	if err := run(*services, *bulk, *workers, *bulkSetup, *stateDir, *keep, *record, *rounds, f); err != nil {
 		fmt.Fprintln(os.Stderr, "bench-bgp:", err)
 		os.Exit(1)
 	}
 }
 
-func run(services, bulk, workers int, bulkSetup time.Duration, stateDir string, keep bool, record string) (err error) {
+// run brings the lab up and measures; the BGP table is recorded in record
+// (if set) when services > 0, the failover table when rounds > 0.
+func run(services, bulk, workers int, bulkSetup time.Duration, stateDir string, keep bool, record string, rounds int, f failover) (err error) {
 	ctx, stop := context.WithTimeout(context.Background(), 40*time.Minute)
 	defer stop()
 	if stateDir == "" {
@@ -107,6 +120,9 @@ func run(services, bulk, workers int, bulkSetup time.Duration, stateDir string, 
 		return err
 	}
 	c := h.Client()
+	peerV4 := peer("bench-v4", lab.RouterAddr)
+	peerV4.Spec.HoldTime = &metav1.Duration{Duration: f.hold}
+	peerV4.Spec.KeepaliveTime = &metav1.Duration{Duration: f.keepalive}
 	if err := l.EnsureNamespace(ctx, benchNS); err != nil {
 		return err
 	}
@@ -123,7 +139,7 @@ func run(services, bulk, workers int, bulkSetup time.Duration, stateDir string, 
 		{"advertisement", c.Create(ctx, &v1beta1.BGPAdvertisement{
 			ObjectMeta: metav1.ObjectMeta{Name: "bench", Namespace: lab.HeraldNamespace},
 			Spec:       v1beta1.BGPAdvertisementSpec{IPAddressPools: []string{"bench-v4", "bench-v6"}}})},
-		{"peer v4", c.Create(ctx, peer("bench-v4", lab.RouterAddr))},
+		{"peer v4", c.Create(ctx, peerV4)},
 	} {
 		if obj.err != nil {
 			return fmt.Errorf("create %s: %w", obj.name, obj.err)
@@ -185,8 +201,18 @@ func run(services, bulk, workers int, bulkSetup time.Duration, stateDir string, 
 		}
 	}
 	routes.close()
-	fmt.Fprintf(os.Stderr, "announce p50 %s p99 %s; withdraw p50 %s p99 %s\n",
-		ms(pctOf(ann, 50)), ms(pctOf(ann, 99)), ms(pctOf(wd, 50)), ms(pctOf(wd, 99)))
+	if services > 0 {
+		fmt.Fprintf(os.Stderr, "announce p50 %s p99 %s; withdraw p50 %s p99 %s\n",
+			ms(pctOf(ann, 50)), ms(pctOf(ann, 99)), ms(pctOf(wd, 50)), ms(pctOf(wd, 99)))
+	}
+
+	// Failover, before the bulk phase adds the IPv6 session.
+	if rounds > 0 {
+		fmt.Fprintf(os.Stderr, "failover: %d link cuts without BFD, %d with ...\n", rounds, rounds)
+		if err := measureFailover(ctx, l, h, c, cs, "bench-v4", rounds, &f); err != nil {
+			return err
+		}
+	}
 
 	// Bulk: the Services first, then the IPv6 peer.
 	var bulkFromPeer, bulkFromEst time.Duration
@@ -247,12 +273,25 @@ func run(services, bulk, workers int, bulkSetup time.Duration, stateDir string, 
 		hwm = procStatus(spk.PID, "VmHWM")
 	}
 
+	frr := frrVersion(ctx, l)
+	var ft string
+	if rounds > 0 {
+		ft = failoverTable(f, frr)
+	}
+	if services == 0 {
+		fmt.Println()
+		fmt.Print(ft)
+		if record != "" && rounds > 0 {
+			return recordFailover(record, ft)
+		}
+		return nil
+	}
 	var b strings.Builder
 	host, _ := os.Hostname()
 	fmt.Fprintf(&b, "Measured %s on %s (%d CPUs shared with other work, %s/%s; load average at the end %s), "+
 		"lab with 1 node, FRR %s.\n\n",
 		time.Now().UTC().Format("2006-01-02 15:04 UTC"), host, runtime.NumCPU(), runtime.GOOS, runtime.GOARCH,
-		loadAvg(), frrVersion(ctx, l))
+		loadAvg(), frr)
 	fmt.Fprintf(&b, "| Measurement | n | p50 | p99 | max | target |\n|---|---|---|---|---|---|\n")
 	row := func(name string, d []time.Duration, target string) {
 		s := slices.Clone(d)
@@ -276,8 +315,17 @@ func run(services, bulk, workers int, bulkSetup time.Duration, stateDir string, 
 	}
 	fmt.Println()
 	fmt.Print(b.String())
+	if ft != "" {
+		fmt.Println()
+		fmt.Print(ft)
+	}
 	if record != "" {
-		return recordSection(record, b.String())
+		if err := recordSection(record, b.String()); err != nil {
+			return err
+		}
+		if ft != "" {
+			return recordFailover(record, ft)
+		}
 	}
 	return nil
 }
@@ -490,6 +538,14 @@ func (w *routeWatch) wait(ctx context.Context, addr netip.Addr, typ uint16, time
 }
 
 func (w *routeWatch) close() { close(w.done) }
+
+// reset forgets the events seen so far for addr's host route.
+func (w *routeWatch) reset(addr netip.Addr) {
+	key := (&net.IPNet{IP: addr.AsSlice(), Mask: net.CIDRMask(addr.BitLen(), addr.BitLen())}).String()
+	w.mu.Lock()
+	delete(w.events, key)
+	w.mu.Unlock()
+}
 
 // procStatus returns one field of /proc/<pid>/status ("VmHWM" -> "52340 kB").
 func procStatus(pid int, field string) string {
