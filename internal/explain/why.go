@@ -433,7 +433,7 @@ func (v *view) explainAnnouncement(svc *corev1.Service, eps []announce.Endpoint,
 				h := announce.ElectionHash(c.Node, ipd.IP)
 				m.Ranking = append(m.Ranking, RankEntry{Node: c.Node, Serves: c.Serves, Preference: c.Preference, Hash: hex.EncodeToString(h[:8])})
 			}
-			m.WinnerWhy = winnerWhy(m.Ranking)
+			m.WinnerWhy = winnerWhy(m.Ranking, m.Nodes)
 			if m.Winner == "" {
 				r.Problems = append(r.Problems, fmt.Sprintf("%s: no node announces it in layer 2 (%s)", ipd.IP, summarize(m.Nodes)))
 			} else if len(m.Ranking) == 0 || m.Ranking[0].Node != m.Winner {
@@ -520,10 +520,14 @@ func summarize(nodes []NodeVerdict) string {
 	return strings.Join(parts, "; ")
 }
 
-// winnerWhy says why the first of ranking beats the second.
-func winnerWhy(ranking []RankEntry) string {
+// winnerWhy says why the first of ranking beats the second; without a
+// candidate, "no candidate: " and the nodes' reasons (summarize).
+func winnerWhy(ranking []RankEntry, nodes []NodeVerdict) string {
 	switch len(ranking) {
 	case 0:
+		if s := summarize(nodes); s != "" {
+			return "no candidate: " + s
+		}
 		return "no candidate: no live node passes the advertisement's selectors, the exclusions and the endpoint rule"
 	case 1:
 		return fmt.Sprintf("%s is the only candidate", ranking[0].Node)

@@ -319,3 +319,31 @@ func TestWhyWithoutMemberlist(t *testing.T) {
 		t.Errorf("notes %q", r.Notes)
 	}
 }
+
+// TestWhyNoCandidate: when no node is a candidate of the layer 2 election
+// (no serving endpoint anywhere, or none local with externalTrafficPolicy
+// Local), there is no winner, no ranking, and winnerWhy says "no
+// candidate:" with the nodes' reason, never a hash verdict.
+func TestWhyNoCandidate(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		setup  func(c *Cluster)
+		reason string
+	}{
+		{"no EndpointSlice, Cluster", func(c *Cluster) { c.EndpointSlices = nil }, "noEndpoints on n1,n2,n3"},
+		{"no local endpoint, Local", func(c *Cluster) {
+			c.Services[0].Spec.ExternalTrafficPolicy = corev1.ServiceExternalTrafficPolicyLocal
+			c.EndpointSlices = nil
+		}, "noLocalEndpoints on n1,n2,n3"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := lab()
+			c.service("web", []string{"198.51.100.1"}, "n1")
+			tc.setup(c)
+			m := mustWhy(t, c, "web").IPs[0].L2
+			if m.Winner != "" || len(m.Ranking) != 0 || m.WinnerWhy != "no candidate: "+tc.reason {
+				t.Errorf("winner %q ranking %+v winnerWhy %q, want no winner, no ranking, %q", m.Winner, m.Ranking, m.WinnerWhy, "no candidate: "+tc.reason)
+			}
+		})
+	}
+}
