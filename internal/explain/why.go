@@ -224,7 +224,27 @@ func Why(c *Cluster, namespace, name string) (*WhyReport, error) {
 	v.explainAnnouncement(svc, eps, r)
 	v.reported(svc, r)
 	v.compare(r)
+	r.Problems = oneLine(r.Problems)
 	return r, nil
+}
+
+// oneLine makes each of problems one line: a multi-line part (a joined
+// error, errors.Join's "\n") becomes its trimmed, non-empty lines joined
+// with "; ". It rewrites problems in place and returns it.
+func oneLine(problems []string) []string {
+	for i, p := range problems {
+		if !strings.ContainsAny(p, "\r\n") {
+			continue
+		}
+		var parts []string
+		for _, l := range strings.FieldsFunc(p, func(r rune) bool { return r == '\n' || r == '\r' }) {
+			if l = strings.TrimSpace(l); l != "" {
+				parts = append(parts, l)
+			}
+		}
+		problems[i] = strings.Join(parts, "; ")
+	}
+	return problems
 }
 
 func (v *view) explainAllocation(svc *corev1.Service, r *WhyReport) {

@@ -347,3 +347,31 @@ func TestWhyNoCandidate(t *testing.T) {
 		})
 	}
 }
+
+// TestProblemsOneLine: a problem holding a multi-line error (the
+// allocator's errors.Join of one error per pool, a ConfigurationState's
+// multi-line summary) is one line, its parts joined with "; ".
+func TestProblemsOneLine(t *testing.T) {
+	c := lab()
+	// Two invalid pools: config.Build joins one error per object.
+	c.Resources.Pools = append(c.Resources.Pools,
+		v1beta1.IPAddressPool{ObjectMeta: hmeta("q"), Spec: v1beta1.IPAddressPoolSpec{Addresses: []string{"nope-q"}}},
+		v1beta1.IPAddressPool{ObjectMeta: hmeta("r"), Spec: v1beta1.IPAddressPoolSpec{Addresses: []string{"nope-r"}}})
+	c.service("web", []string{"198.51.100.1"}, "n1")
+	c.ConfigStates = []v1beta1.ConfigurationState{{ObjectMeta: hmeta("controller"),
+		Status: v1beta1.ConfigurationStateStatus{Result: v1beta1.ConfigurationResultInvalid, ErrorSummary: "bad pool x\nbad pool y"}}}
+	check := func(what string, problems []string, want string) {
+		t.Helper()
+		if !hasProblem(problems, want) {
+			t.Errorf("%s: problems %q, want one containing %q", what, problems, want)
+		}
+		for _, p := range problems {
+			if strings.ContainsAny(p, "\r\n") {
+				t.Errorf("%s: problem %q spans lines", what, p)
+			}
+		}
+	}
+	check("why", mustWhy(t, c, "web").Problems, `nope-q`)
+	check("pools", Pools(c).Problems, `nope-q`)
+	check("config", Config(c).Problems, "bad pool x; bad pool y")
+}
