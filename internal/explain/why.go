@@ -74,10 +74,12 @@ type AllocationReport struct {
 	RequestedIPs  []string `json:"requestedIPs,omitempty"`
 	RequestedPool string   `json:"requestedPool,omitempty"`
 	SharingKey    string   `json:"sharingKey,omitempty"`
-	// CandidateOrder is the automatic allocation's pool order for the
-	// Service (ipam.Allocator.Candidates).
+	// CandidateOrder is the pool order the allocation tries for the
+	// Service: the automatic one (ipam.Allocator.Candidates), or for a
+	// Service naming a pool (metallb.io/address-pool) that pool alone.
 	CandidateOrder []string `json:"candidateOrder,omitempty"`
-	// Pools is every pool's verdict for the Service.
+	// Pools is every pool's verdict for the Service; for a Service naming a
+	// pool, the others are not selected ("not tried: ...").
 	Pools []PoolVerdict `json:"pools,omitempty"`
 }
 
@@ -272,6 +274,10 @@ func (v *view) explainAllocation(svc *corev1.Service, r *WhyReport) {
 	}
 	a.RequestedPool, a.SharingKey = req.PoolName, req.SharingKey
 	a.CandidateOrder = v.alloc.Candidates(req)
+	if req.PoolName != "" {
+		// Allocate tries the named pool alone (ipam step 2).
+		a.CandidateOrder = []string{req.PoolName}
+	}
 	free := map[string]ipam.PoolStats{}
 	for _, st := range v.alloc.Stats() {
 		free[st.Pool] = st
@@ -279,6 +285,9 @@ func (v *view) explainAllocation(svc *corev1.Service, r *WhyReport) {
 	if v.snap != nil {
 		for _, p := range svcreq.PoolsFor(v.snap) {
 			ok, why := p.Selects(&req)
+			if req.PoolName != "" && p.Name != req.PoolName {
+				ok, why = false, fmt.Sprintf("not tried: the Service names pool %q (%s)", req.PoolName, annotations.AddressPool)
+			}
 			pv := PoolVerdict{Name: p.Name, AutoAssign: p.AutoAssign, Selected: ok, WhyNot: why, FreeIPv4: -1, FreeIPv6: -1}
 			cp, _ := v.snap.Pool(p.Name)
 			st := free[p.Name]

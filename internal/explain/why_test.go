@@ -375,3 +375,46 @@ func TestProblemsOneLine(t *testing.T) {
 	check("pools", Pools(c).Problems, `nope-q`)
 	check("config", Config(c).Problems, "bad pool x; bad pool y")
 }
+
+// TestWhyPinnedPool: for a Service naming a pool (metallb.io/address-pool)
+// the allocation tries that pool alone; every other pool shows as not
+// tried, naming the pool, however its serviceAllocation would select the
+// Service.
+func TestWhyPinnedPool(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		ips   []string
+		order string
+	}{
+		{"allocated", []string{"203.0.113.1"}, "q"},
+		{"pending", nil, "q"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := lab()
+			c.Resources.Pools = append(c.Resources.Pools,
+				v1beta1.IPAddressPool{ObjectMeta: hmeta("q"), Spec: v1beta1.IPAddressPoolSpec{Addresses: []string{"203.0.113.0/29"}}},
+				v1beta1.IPAddressPool{ObjectMeta: hmeta("a-first"), Spec: v1beta1.IPAddressPoolSpec{Addresses: []string{"203.0.113.8/29"}}})
+			s := c.service("web", tc.ips, "n1")
+			s.Annotations["metallb.io/address-pool"] = "q"
+			a := mustWhy(t, c, "web").Allocation
+			if strings.Join(a.CandidateOrder, ",") != tc.order {
+				t.Errorf("candidate order %v, want [%s]", a.CandidateOrder, tc.order)
+			}
+			if len(a.Pools) != 3 {
+				t.Fatalf("pools %+v", a.Pools)
+			}
+			for _, p := range a.Pools {
+				switch p.Name {
+				case "q":
+					if !p.Selected || p.WhyNot != "" {
+						t.Errorf("named pool q: %+v, want selected", p)
+					}
+				default:
+					if want := `not tried: the Service names pool "q" (metallb.io/address-pool)`; p.Selected || p.WhyNot != want {
+						t.Errorf("pool %s: %+v, want not selected, whyNot %q", p.Name, p, want)
+					}
+				}
+			}
+		})
+	}
+}
