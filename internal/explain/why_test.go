@@ -1,8 +1,10 @@
 package explain
 
 import (
+	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -417,4 +419,70 @@ func TestWhyPinnedPool(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestWhyNoMatchingInterface: the plugin cannot see node interfaces, so
+// the elected node's speaker's own report decides: its newest
+// announceFailed (noMatchingInterface) for the address, newer than any
+// nodeAssigned for it, makes the node not announce, with the event's
+// detail, and is the cause named in Problems; an older one, another
+// node's or another address's is ignored.
+func TestWhyNoMatchingInterface(t *testing.T) {
+	const ip = "198.51.100.1"
+	detail := func(n string) string {
+		return "node " + n + " won the election for " + ip + " but has none of the interfaces of L2Advertisement l2 (interfaces eth5) (its interfaces answering ARP: eth0)"
+	}
+	failed := func(n, addr string, sec int) corev1.Event {
+		return svcEvent(corev1.EventTypeWarning, "announceFailed", `failed to announce `+addr+` from node "`+n+`" with protocol "layer2": `+detail(n), sec)
+	}
+	assigned := func(n string, sec int) corev1.Event {
+		return svcEvent(corev1.EventTypeNormal, "nodeAssigned", `announcing from node "`+n+`" with protocol "layer2": `+ip, sec)
+	}
+	c := lab()
+	c.Resources.L2Advertisements[0].Spec.Interfaces = []string{"eth5"}
+	c.service("web", []string{ip}, "n1", "n2", "n3")
+	w := winnerOf(c, ip)
+	other := "n1"
+	if w == other {
+		other = "n2"
+	}
+	for _, tc := range []struct {
+		name   string
+		events []corev1.Event
+		fails  bool
+	}{
+		{"failed", []corev1.Event{failed(w, ip, 10)}, true},
+		{"failed after assigned", []corev1.Event{assigned(w, 5), failed(w, ip, 10)}, true},
+		{"assigned after failed", []corev1.Event{failed(w, ip, 5), assigned(w, 10)}, false},
+		{"another node's", []corev1.Event{failed(other, ip, 10)}, false},
+		{"another address's", []corev1.Event{failed(w, "198.51.100.2", 10)}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c.Events = tc.events
+			r := mustWhy(t, c, "web")
+			m := r.IPs[0].L2
+			v := verdict(t, m, w)
+			missing := hasProblem(r.Problems, "there is no ServiceL2Status")
+			cause := hasProblem(r.Problems, "node "+w+" won the election but has none of the L2Advertisement's interfaces (noMatchingInterface, its speaker's announceFailed event): "+detail(w))
+			if !tc.fails {
+				if !v.Announce || m.Winner != w || cause || !missing {
+					t.Errorf("%s: %+v winner %q problems %q, want it announcing (and its ServiceL2Status missing)", w, v, m.Winner, r.Problems)
+				}
+				return
+			}
+			if v.Announce || v.Reason != "noMatchingInterface" || v.Detail != detail(w) || len(v.Interfaces) != 0 {
+				t.Errorf("%s: %+v, want not announcing, noMatchingInterface, the event's detail", w, v)
+			}
+			if m.Winner != "" || !cause || missing {
+				t.Errorf("winner %q problems %q, want no winner and the cause named (no missing ServiceL2Status)", m.Winner, r.Problems)
+			}
+		})
+	}
+}
+
+// svcEvent is an event of demo/web at sec seconds after 2026-01-01.
+func svcEvent(typ, reason, msg string, sec int) corev1.Event {
+	return corev1.Event{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("web.%s.%d", reason, sec), Namespace: "demo"},
+		InvolvedObject: corev1.ObjectReference{Kind: "Service", Namespace: "demo", Name: "web"}, Type: typ, Reason: reason, Message: msg,
+		LastTimestamp: metav1.NewTime(time.Date(2026, 1, 1, 0, 0, sec, 0, time.UTC))}
 }
