@@ -423,3 +423,29 @@ func TestConditionTypeAgrees(t *testing.T) {
 		t.Fatalf("explain.AllocationConditionType %q, allocation.ConditionType %q", explain.AllocationConditionType, allocation.ConditionType)
 	}
 }
+
+// TestWrongHeraldNamespace: with a --herald-namespace that holds no
+// speaker or controller Pod, no ConfigurationState and no configuration
+// object, every command fails (exit 2) naming the namespace and the flag,
+// instead of explaining a cluster without Herald; one configuration object
+// is enough for Herald to count as there.
+func TestWrongHeraldNamespace(t *testing.T) {
+	f := newFixture(t)
+	f.service("web", []string{"198.51.100.1"}, nil, "n1")
+	empty := f.env.Namespace(t)
+	want := "Herald not found in namespace " + empty + ": no speaker or controller Pods, no ConfigurationState, no configuration objects; pass --herald-namespace (MetalLB's in-place install uses metallb-system)"
+	for _, args := range [][]string{{"why", "svc/web"}, {"pools"}, {"peers"}, {"config"}, {"config", "-o", "json"}} {
+		var out, errOut bytes.Buffer
+		code := Main(context.Background(), append([]string{"--kubeconfig", f.kubeconfig, "--herald-namespace", empty, "-n", f.ns}, args...), &out, &errOut)
+		if code != ExitError || !strings.Contains(errOut.String(), want) {
+			t.Errorf("%v: exit %d, stderr %q, stdout %q; want exit %d and %q", args, code, errOut.String(), out.String(), ExitError, want)
+		}
+	}
+	// A namespace with one configuration object is Herald's (no Pod yet).
+	f.create(&v1beta1.IPAddressPool{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: empty},
+		Spec: v1beta1.IPAddressPoolSpec{Addresses: []string{"203.0.113.0/30"}}})
+	var out, errOut bytes.Buffer
+	if code := Main(context.Background(), []string{"--kubeconfig", f.kubeconfig, "--herald-namespace", empty, "config"}, &out, &errOut); code == ExitError {
+		t.Errorf("namespace with a pool: exit %d: %s", code, errOut.String())
+	}
+}
