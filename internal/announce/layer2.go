@@ -226,11 +226,13 @@ func (e *env) l2Candidates(ip netip.Addr, pool *config.Pool) []Candidate {
 // live, not excluded nodes that can serve at least one of the Services
 // holding ip, with their Serves and Preference. in.Node does not matter.
 // It returns nil when ip lies in no pool of in.Config or the election
-// would not run for in.Service (see Decide). It is for explanations
-// (kubectl herald why): the speaker itself calls Decide.
+// would not run for in.Service (see Decide): also when in.Service has no
+// serving endpoint anywhere (every node refuses it with noEndpoints before
+// the election). It is for explanations (kubectl herald why): the speaker
+// itself calls Decide.
 func L2Candidates(in Input, ip netip.Addr) []Candidate {
 	pool, ok := in.Config.PoolFor(ip)
-	if !ok {
+	if !ok || !hasServingEndpoint(in.Endpoints, "") {
 		return nil
 	}
 	e := newEnv(&in)

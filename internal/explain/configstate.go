@@ -77,5 +77,6 @@ func Config(c *Cluster) *ConfigReport {
 	if c.SecretsUnreadable {
 		r.Notes = append(r.Notes, "Secrets are not readable with your credentials: BGPPeer passwords were not checked")
 	}
+	r.Problems = oneLine(r.Problems)
 	return r
 }

@@ -25,7 +25,16 @@
 // API does not show. Explanations use the nodes whose speaker Pod is Running
 // and Ready as the live set and say so in their notes.
 //
+// Interfaces: the API does not show a node's interfaces either, so
+// announce.Decide runs without them (it skips the noMatchingInterface
+// check). The elected node's speaker reports it instead: its newest
+// announceFailed event for the address with the noMatchingInterface text,
+// newer than any nodeAssigned from it for the address, makes [Why] show the
+// node as not announcing (reason noMatchingInterface, the event's detail)
+// and name it as the cause.
+//
 // Every report lists Problems (a pending Service, a disagreement, an invalid
-// configuration, a session that is not established); the command exits
-// non-zero when there is any. The package is pure: no client, no I/O.
+// configuration, a session that is not established), one line each (a
+// multi-line error's lines joined with "; "); the command exits non-zero
+// when there is any. The package is pure: no client, no I/O.
 package explain

@@ -265,5 +265,6 @@ func Peers(c *Cluster, src SessionSource) *PeersReport {
 		}
 		return a.Peer < b.Peer
 	})
+	r.Problems = oneLine(r.Problems)
 	return r
 }

@@ -62,7 +62,7 @@ func Pools(c *Cluster) *PoolsReport {
 	v := newView(c)
 	r := &PoolsReport{}
 	if v.snap == nil {
-		r.Problems = append(r.Problems, fmt.Sprintf("the configuration does not build: %v", v.buildErr))
+		r.Problems = oneLine(append(r.Problems, fmt.Sprintf("the configuration does not build: %v", v.buildErr)))
 		return r
 	}
 	stats := map[string][2][3]int64{}
@@ -144,6 +144,7 @@ func Pools(c *Cluster) *PoolsReport {
 		r.Pending = append(r.Pending, PendingService{Service: key, Error: msg})
 		r.Problems = append(r.Problems, fmt.Sprintf("Service %s is pending: %s", key, msg))
 	}
+	r.Problems = oneLine(r.Problems)
 	return r
 }
 

@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -74,10 +75,12 @@ type AllocationReport struct {
 	RequestedIPs  []string `json:"requestedIPs,omitempty"`
 	RequestedPool string   `json:"requestedPool,omitempty"`
 	SharingKey    string   `json:"sharingKey,omitempty"`
-	// CandidateOrder is the automatic allocation's pool order for the
-	// Service (ipam.Allocator.Candidates).
+	// CandidateOrder is the pool order the allocation tries for the
+	// Service: the automatic one (ipam.Allocator.Candidates), or for a
+	// Service naming a pool (metallb.io/address-pool) that pool alone.
 	CandidateOrder []string `json:"candidateOrder,omitempty"`
-	// Pools is every pool's verdict for the Service.
+	// Pools is every pool's verdict for the Service; for a Service naming a
+	// pool, the others are not selected ("not tried: ...").
 	Pools []PoolVerdict `json:"pools,omitempty"`
 }
 
@@ -224,7 +227,27 @@ func Why(c *Cluster, namespace, name string) (*WhyReport, error) {
 	v.explainAnnouncement(svc, eps, r)
 	v.reported(svc, r)
 	v.compare(r)
+	r.Problems = oneLine(r.Problems)
 	return r, nil
+}
+
+// oneLine makes each of problems one line: a multi-line part (a joined
+// error, errors.Join's "\n") becomes its trimmed, non-empty lines joined
+// with "; ". It rewrites problems in place and returns it.
+func oneLine(problems []string) []string {
+	for i, p := range problems {
+		if !strings.ContainsAny(p, "\r\n") {
+			continue
+		}
+		var parts []string
+		for _, l := range strings.FieldsFunc(p, func(r rune) bool { return r == '\n' || r == '\r' }) {
+			if l = strings.TrimSpace(l); l != "" {
+				parts = append(parts, l)
+			}
+		}
+		problems[i] = strings.Join(parts, "; ")
+	}
+	return problems
 }
 
 func (v *view) explainAllocation(svc *corev1.Service, r *WhyReport) {
@@ -252,6 +275,10 @@ func (v *view) explainAllocation(svc *corev1.Service, r *WhyReport) {
 	}
 	a.RequestedPool, a.SharingKey = req.PoolName, req.SharingKey
 	a.CandidateOrder = v.alloc.Candidates(req)
+	if req.PoolName != "" {
+		// Allocate tries the named pool alone (ipam step 2).
+		a.CandidateOrder = []string{req.PoolName}
+	}
 	free := map[string]ipam.PoolStats{}
 	for _, st := range v.alloc.Stats() {
 		free[st.Pool] = st
@@ -259,6 +286,9 @@ func (v *view) explainAllocation(svc *corev1.Service, r *WhyReport) {
 	if v.snap != nil {
 		for _, p := range svcreq.PoolsFor(v.snap) {
 			ok, why := p.Selects(&req)
+			if req.PoolName != "" && p.Name != req.PoolName {
+				ok, why = false, fmt.Sprintf("not tried: the Service names pool %q (%s)", req.PoolName, annotations.AddressPool)
+			}
 			pv := PoolVerdict{Name: p.Name, AutoAssign: p.AutoAssign, Selected: ok, WhyNot: why, FreeIPv4: -1, FreeIPv6: -1}
 			cp, _ := v.snap.Pool(p.Name)
 			st := free[p.Name]
@@ -419,7 +449,16 @@ func (v *view) explainAnnouncement(svc *corev1.Service, eps []announce.Endpoint,
 			for _, nd := range ds {
 				l2 := nd.d.IPs[i].L2
 				nv := NodeVerdict{Node: nd.node, Announce: l2.Announce, Reason: l2.Reason.String(), Detail: l2.Detail, Live: v.live[nd.node]}
-				if l2.Announce {
+				failed, detail := l2Failed(v.c.Events, svc, nd.node, ipd.IP)
+				if l2.Announce && failed {
+					// The plugin cannot see the node's interfaces
+					// (announce.Decide skips the check without them): the
+					// speaker's own report decides.
+					nv.Announce, nv.Reason, nv.Detail = false, announce.ReasonNoMatchingInterface.String(), detail
+					r.Problems = append(r.Problems, fmt.Sprintf("%s: nobody announces it in layer 2: node %s won the election but has none of the L2Advertisement's interfaces (%s, its speaker's announceFailed event): %s",
+						ipd.IP, nd.node, announce.ReasonNoMatchingInterface, detail))
+				}
+				if nv.Announce {
 					nv.Interfaces = l2.Interfaces
 					m.Winner = nd.node
 				}
@@ -433,8 +472,8 @@ func (v *view) explainAnnouncement(svc *corev1.Service, eps []announce.Endpoint,
 				h := announce.ElectionHash(c.Node, ipd.IP)
 				m.Ranking = append(m.Ranking, RankEntry{Node: c.Node, Serves: c.Serves, Preference: c.Preference, Hash: hex.EncodeToString(h[:8])})
 			}
-			m.WinnerWhy = winnerWhy(m.Ranking)
-			if m.Winner == "" {
+			m.WinnerWhy = winnerWhy(m.Ranking, m.Nodes)
+			if m.Winner == "" && !slices.ContainsFunc(m.Nodes, func(n NodeVerdict) bool { return n.Reason == announce.ReasonNoMatchingInterface.String() }) {
 				r.Problems = append(r.Problems, fmt.Sprintf("%s: no node announces it in layer 2 (%s)", ipd.IP, summarize(m.Nodes)))
 			} else if len(m.Ranking) == 0 || m.Ranking[0].Node != m.Winner {
 				r.Problems = append(r.Problems, fmt.Sprintf("%s: internal inconsistency: %s announces but the ranking is %v", ipd.IP, m.Winner, m.Ranking))
@@ -481,6 +520,71 @@ func (v *view) explainAnnouncement(svc *corev1.Service, eps []announce.Endpoint,
 	}
 }
 
+// Speaker event texts (internal/k8s/speaker: reportNotAnnounced and
+// syncService) l2Failed reads.
+const (
+	eventAnnounceFailed = "announceFailed"
+	eventNodeAssigned   = "nodeAssigned"
+)
+
+// l2Failed reports whether node's speaker says, in svc's newest
+// announceFailed event for ip from node (one newer than every nodeAssigned
+// from node in layer 2 naming ip), that it won the layer 2 election for ip
+// but has none of its L2Advertisements' interfaces (announce's
+// noMatchingInterface), and returns the event's detail: the speaker's
+// message `failed to announce <ip> from node "<node>" with protocol
+// "layer2": <detail>`.
+func l2Failed(events []corev1.Event, svc *corev1.Service, node string, ip netip.Addr) (bool, string) {
+	var failedAt, assignedAt time.Time
+	var detail string
+	for i := range events {
+		e := &events[i]
+		if e.InvolvedObject.Kind != "Service" || e.InvolvedObject.Namespace != svc.Namespace || e.InvolvedObject.Name != svc.Name {
+			continue
+		}
+		t := eventTime(e)
+		switch e.Reason {
+		case eventAnnounceFailed:
+			d, ok := parseL2Failed(e.Message, node, ip)
+			if ok && (detail == "" || t.After(failedAt)) {
+				failedAt, detail = t, d
+			}
+		case eventNodeAssigned:
+			if assignedL2(e.Message, node, ip) && t.After(assignedAt) {
+				assignedAt = t
+			}
+		}
+	}
+	if detail == "" || (!assignedAt.IsZero() && !failedAt.After(assignedAt)) {
+		return false, ""
+	}
+	return true, detail
+}
+
+// parseL2Failed returns the detail of the speaker's noMatchingInterface
+// message for ip from node.
+func parseL2Failed(msg, node string, ip netip.Addr) (string, bool) {
+	rest, ok := strings.CutPrefix(msg, "failed to announce "+ip.String()+" from node ")
+	if !ok {
+		return "", false
+	}
+	rest, ok = strings.CutPrefix(rest, strconv.Quote(node)+" with protocol \"layer2\": ")
+	// Both texts of announce's noMatchingInterface detail say "won the
+	// election".
+	if !ok || !strings.Contains(rest, " won the election for ") {
+		return "", false
+	}
+	return rest, true
+}
+
+// assignedL2 reports whether msg is the speaker's nodeAssigned message
+// `announcing from node "<node>" with protocol "layer2": <ip>, ...` naming
+// ip.
+func assignedL2(msg, node string, ip netip.Addr) bool {
+	rest, ok := strings.CutPrefix(msg, "announcing from node "+strconv.Quote(node)+" with protocol \"layer2\": ")
+	return ok && slices.Contains(strings.Split(rest, ", "), ip.String())
+}
+
 func nodeLabels(nodes []announce.Node, name string) labels.Set {
 	for _, n := range nodes {
 		if n.Name == name {
@@ -520,10 +624,14 @@ func summarize(nodes []NodeVerdict) string {
 	return strings.Join(parts, "; ")
 }
 
-// winnerWhy says why the first of ranking beats the second.
-func winnerWhy(ranking []RankEntry) string {
+// winnerWhy says why the first of ranking beats the second; without a
+// candidate, "no candidate: " and the nodes' reasons (summarize).
+func winnerWhy(ranking []RankEntry, nodes []NodeVerdict) string {
 	switch len(ranking) {
 	case 0:
+		if s := summarize(nodes); s != "" {
+			return "no candidate: " + s
+		}
 		return "no candidate: no live node passes the advertisement's selectors, the exclusions and the endpoint rule"
 	case 1:
 		return fmt.Sprintf("%s is the only candidate", ranking[0].Node)

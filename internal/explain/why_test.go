@@ -1,8 +1,10 @@
 package explain
 
 import (
+	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -318,4 +320,169 @@ func TestWhyWithoutMemberlist(t *testing.T) {
 	if !hasProblem(r.Notes, "run without memberlist") {
 		t.Errorf("notes %q", r.Notes)
 	}
+}
+
+// TestWhyNoCandidate: when no node is a candidate of the layer 2 election
+// (no serving endpoint anywhere, or none local with externalTrafficPolicy
+// Local), there is no winner, no ranking, and winnerWhy says "no
+// candidate:" with the nodes' reason, never a hash verdict.
+func TestWhyNoCandidate(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		setup  func(c *Cluster)
+		reason string
+	}{
+		{"no EndpointSlice, Cluster", func(c *Cluster) { c.EndpointSlices = nil }, "noEndpoints on n1,n2,n3"},
+		{"no local endpoint, Local", func(c *Cluster) {
+			c.Services[0].Spec.ExternalTrafficPolicy = corev1.ServiceExternalTrafficPolicyLocal
+			c.EndpointSlices = nil
+		}, "noLocalEndpoints on n1,n2,n3"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := lab()
+			c.service("web", []string{"198.51.100.1"}, "n1")
+			tc.setup(c)
+			m := mustWhy(t, c, "web").IPs[0].L2
+			if m.Winner != "" || len(m.Ranking) != 0 || m.WinnerWhy != "no candidate: "+tc.reason {
+				t.Errorf("winner %q ranking %+v winnerWhy %q, want no winner, no ranking, %q", m.Winner, m.Ranking, m.WinnerWhy, "no candidate: "+tc.reason)
+			}
+		})
+	}
+}
+
+// TestProblemsOneLine: a problem holding a multi-line error (the
+// allocator's errors.Join of one error per pool, a ConfigurationState's
+// multi-line summary) is one line, its parts joined with "; ".
+func TestProblemsOneLine(t *testing.T) {
+	c := lab()
+	// Two invalid pools: config.Build joins one error per object.
+	c.Resources.Pools = append(c.Resources.Pools,
+		v1beta1.IPAddressPool{ObjectMeta: hmeta("q"), Spec: v1beta1.IPAddressPoolSpec{Addresses: []string{"nope-q"}}},
+		v1beta1.IPAddressPool{ObjectMeta: hmeta("r"), Spec: v1beta1.IPAddressPoolSpec{Addresses: []string{"nope-r"}}})
+	c.service("web", []string{"198.51.100.1"}, "n1")
+	c.ConfigStates = []v1beta1.ConfigurationState{{ObjectMeta: hmeta("controller"),
+		Status: v1beta1.ConfigurationStateStatus{Result: v1beta1.ConfigurationResultInvalid, ErrorSummary: "bad pool x\nbad pool y"}}}
+	check := func(what string, problems []string, want string) {
+		t.Helper()
+		if !hasProblem(problems, want) {
+			t.Errorf("%s: problems %q, want one containing %q", what, problems, want)
+		}
+		for _, p := range problems {
+			if strings.ContainsAny(p, "\r\n") {
+				t.Errorf("%s: problem %q spans lines", what, p)
+			}
+		}
+	}
+	check("why", mustWhy(t, c, "web").Problems, `nope-q`)
+	check("pools", Pools(c).Problems, `nope-q`)
+	check("config", Config(c).Problems, "bad pool x; bad pool y")
+}
+
+// TestWhyPinnedPool: for a Service naming a pool (metallb.io/address-pool)
+// the allocation tries that pool alone; every other pool shows as not
+// tried, naming the pool, however its serviceAllocation would select the
+// Service.
+func TestWhyPinnedPool(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		ips   []string
+		order string
+	}{
+		{"allocated", []string{"203.0.113.1"}, "q"},
+		{"pending", nil, "q"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := lab()
+			c.Resources.Pools = append(c.Resources.Pools,
+				v1beta1.IPAddressPool{ObjectMeta: hmeta("q"), Spec: v1beta1.IPAddressPoolSpec{Addresses: []string{"203.0.113.0/29"}}},
+				v1beta1.IPAddressPool{ObjectMeta: hmeta("a-first"), Spec: v1beta1.IPAddressPoolSpec{Addresses: []string{"203.0.113.8/29"}}})
+			s := c.service("web", tc.ips, "n1")
+			s.Annotations["metallb.io/address-pool"] = "q"
+			a := mustWhy(t, c, "web").Allocation
+			if strings.Join(a.CandidateOrder, ",") != tc.order {
+				t.Errorf("candidate order %v, want [%s]", a.CandidateOrder, tc.order)
+			}
+			if len(a.Pools) != 3 {
+				t.Fatalf("pools %+v", a.Pools)
+			}
+			for _, p := range a.Pools {
+				switch p.Name {
+				case "q":
+					if !p.Selected || p.WhyNot != "" {
+						t.Errorf("named pool q: %+v, want selected", p)
+					}
+				default:
+					if want := `not tried: the Service names pool "q" (metallb.io/address-pool)`; p.Selected || p.WhyNot != want {
+						t.Errorf("pool %s: %+v, want not selected, whyNot %q", p.Name, p, want)
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestWhyNoMatchingInterface: the plugin cannot see node interfaces, so
+// the elected node's speaker's own report decides: its newest
+// announceFailed (noMatchingInterface) for the address, newer than any
+// nodeAssigned for it, makes the node not announce, with the event's
+// detail, and is the cause named in Problems; an older one, another
+// node's or another address's is ignored.
+func TestWhyNoMatchingInterface(t *testing.T) {
+	const ip = "198.51.100.1"
+	detail := func(n string) string {
+		return "node " + n + " won the election for " + ip + " but has none of the interfaces of L2Advertisement l2 (interfaces eth5) (its interfaces answering ARP: eth0)"
+	}
+	failed := func(n, addr string, sec int) corev1.Event {
+		return svcEvent(corev1.EventTypeWarning, "announceFailed", `failed to announce `+addr+` from node "`+n+`" with protocol "layer2": `+detail(n), sec)
+	}
+	assigned := func(n string, sec int) corev1.Event {
+		return svcEvent(corev1.EventTypeNormal, "nodeAssigned", `announcing from node "`+n+`" with protocol "layer2": `+ip, sec)
+	}
+	c := lab()
+	c.Resources.L2Advertisements[0].Spec.Interfaces = []string{"eth5"}
+	c.service("web", []string{ip}, "n1", "n2", "n3")
+	w := winnerOf(c, ip)
+	other := "n1"
+	if w == other {
+		other = "n2"
+	}
+	for _, tc := range []struct {
+		name   string
+		events []corev1.Event
+		fails  bool
+	}{
+		{"failed", []corev1.Event{failed(w, ip, 10)}, true},
+		{"failed after assigned", []corev1.Event{assigned(w, 5), failed(w, ip, 10)}, true},
+		{"assigned after failed", []corev1.Event{failed(w, ip, 5), assigned(w, 10)}, false},
+		{"another node's", []corev1.Event{failed(other, ip, 10)}, false},
+		{"another address's", []corev1.Event{failed(w, "198.51.100.2", 10)}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c.Events = tc.events
+			r := mustWhy(t, c, "web")
+			m := r.IPs[0].L2
+			v := verdict(t, m, w)
+			missing := hasProblem(r.Problems, "there is no ServiceL2Status")
+			cause := hasProblem(r.Problems, "node "+w+" won the election but has none of the L2Advertisement's interfaces (noMatchingInterface, its speaker's announceFailed event): "+detail(w))
+			if !tc.fails {
+				if !v.Announce || m.Winner != w || cause || !missing {
+					t.Errorf("%s: %+v winner %q problems %q, want it announcing (and its ServiceL2Status missing)", w, v, m.Winner, r.Problems)
+				}
+				return
+			}
+			if v.Announce || v.Reason != "noMatchingInterface" || v.Detail != detail(w) || len(v.Interfaces) != 0 {
+				t.Errorf("%s: %+v, want not announcing, noMatchingInterface, the event's detail", w, v)
+			}
+			if m.Winner != "" || !cause || missing {
+				t.Errorf("winner %q problems %q, want no winner and the cause named (no missing ServiceL2Status)", m.Winner, r.Problems)
+			}
+		})
+	}
+}
+
+// svcEvent is an event of demo/web at sec seconds after 2026-01-01.
+func svcEvent(typ, reason, msg string, sec int) corev1.Event {
+	return corev1.Event{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("web.%s.%d", reason, sec), Namespace: "demo"},
+		InvolvedObject: corev1.ObjectReference{Kind: "Service", Namespace: "demo", Name: "web"}, Type: typ, Reason: reason, Message: msg,
+		LastTimestamp: metav1.NewTime(time.Date(2026, 1, 1, 0, 0, sec, 0, time.UTC))}
 }

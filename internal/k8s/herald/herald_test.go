@@ -423,3 +423,64 @@ func TestConditionTypeAgrees(t *testing.T) {
 		t.Fatalf("explain.AllocationConditionType %q, allocation.ConditionType %q", explain.AllocationConditionType, allocation.ConditionType)
 	}
 }
+
+// TestWrongHeraldNamespace: with a --herald-namespace that holds no
+// speaker or controller Pod, no ConfigurationState and no configuration
+// object, every command fails (exit 2) naming the namespace and the flag,
+// instead of explaining a cluster without Herald; one configuration object
+// is enough for Herald to count as there.
+func TestWrongHeraldNamespace(t *testing.T) {
+	f := newFixture(t)
+	f.service("web", []string{"198.51.100.1"}, nil, "n1")
+	empty := f.env.Namespace(t)
+	want := "Herald not found in namespace " + empty + ": no speaker or controller Pods, no ConfigurationState, no configuration objects; pass --herald-namespace (MetalLB's in-place install uses metallb-system)"
+	for _, args := range [][]string{{"why", "svc/web"}, {"pools"}, {"peers"}, {"config"}, {"config", "-o", "json"}} {
+		var out, errOut bytes.Buffer
+		code := Main(context.Background(), append([]string{"--kubeconfig", f.kubeconfig, "--herald-namespace", empty, "-n", f.ns}, args...), &out, &errOut)
+		if code != ExitError || !strings.Contains(errOut.String(), want) {
+			t.Errorf("%v: exit %d, stderr %q, stdout %q; want exit %d and %q", args, code, errOut.String(), out.String(), ExitError, want)
+		}
+	}
+	// A namespace with one configuration object is Herald's (no Pod yet).
+	f.create(&v1beta1.IPAddressPool{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: empty},
+		Spec: v1beta1.IPAddressPoolSpec{Addresses: []string{"203.0.113.0/30"}}})
+	var out, errOut bytes.Buffer
+	if code := Main(context.Background(), []string{"--kubeconfig", f.kubeconfig, "--herald-namespace", empty, "config"}, &out, &errOut); code == ExitError {
+		t.Errorf("namespace with a pool: exit %d: %s", code, errOut.String())
+	}
+}
+
+// TestNoMatchingInterfaceAgainstAPIServer: the elected node's Warning
+// announceFailed (noMatchingInterface) on the Service, read from the API
+// server, makes why show it not announcing with the event's detail and
+// name it as the cause, without the "no ServiceL2Status" disagreement.
+func TestNoMatchingInterfaceAgainstAPIServer(t *testing.T) {
+	f := newFixture(t)
+	var l2 v1beta1.L2Advertisement
+	l2.Name, l2.Namespace = "demo-l2", f.heraldNS
+	f.update(&l2, func() { l2.Spec.Interfaces = []string{"eth5"} })
+	f.service("web", []string{"198.51.100.1"}, nil, "n1", "n2", "n3")
+	r, _ := f.why("web")
+	w := r.IPs[0].L2.Winner
+	if w == "" {
+		t.Fatalf("no winner: %+v", r.IPs[0].L2)
+	}
+	detail := "node " + w + " won the election for 198.51.100.1 but has none of the interfaces of L2Advertisement demo-l2 (interfaces eth5) (its interfaces answering ARP: eth0)"
+	f.create(&corev1.Event{ObjectMeta: metav1.ObjectMeta{Name: "web.failed", Namespace: f.ns},
+		InvolvedObject: corev1.ObjectReference{Kind: "Service", Namespace: f.ns, Name: "web", APIVersion: "v1"},
+		Reason:         "announceFailed", Type: corev1.EventTypeWarning, LastTimestamp: metav1.Now(), FirstTimestamp: metav1.Now(), Count: 1,
+		Message: `failed to announce 198.51.100.1 from node "` + w + `" with protocol "layer2": ` + detail})
+	r, code := f.why("web")
+	v := verdict(t, r, w)
+	if code != ExitProblems || v.Announce || v.Reason != "noMatchingInterface" || v.Detail != detail {
+		t.Errorf("exit %d, %s: %+v; want exit 1, not announcing, noMatchingInterface with the event's detail", code, w, v)
+	}
+	if !strings.Contains(strings.Join(r.Problems, "\n"), "node "+w+" won the election but has none of the L2Advertisement's interfaces") ||
+		strings.Contains(strings.Join(r.Problems, "\n"), "no ServiceL2Status") {
+		t.Errorf("problems %q", r.Problems)
+	}
+	out, _, _ := f.run("why", "svc/web")
+	if !strings.Contains(out, "noMatchingInterface") {
+		t.Errorf("table does not show noMatchingInterface:\n%s", out)
+	}
+}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/herald-lb/herald/api/v1alpha1"
 	"github.com/herald-lb/herald/api/v1beta1"
+	"github.com/herald-lb/herald/internal/config"
 	"github.com/herald-lb/herald/internal/explain"
 	"github.com/herald-lb/herald/internal/k8s/configload"
 )
@@ -21,6 +22,11 @@ import (
 // "speaker", "controller").
 const labelComponent = "app.kubernetes.io/component"
 
+// ErrHeraldNotFound: Herald's namespace holds none of Herald's objects
+// (Read's error wraps it and names the namespace). Its text is "Herald
+// not found" (a proper name, hence its own type).
+var ErrHeraldNotFound error = notFound{}
+
 // Read lists, with c, everything the explanations read: the configuration
 // objects in Herald's namespace heraldNS (configload.Read, as the
 // components read them; Secrets are skipped when the user may not list
@@ -28,7 +34,10 @@ const labelComponent = "app.kubernetes.io/component"
 // status objects and ConfigurationStates, and the events in heraldNS and in
 // eventNS ("" none). The speakers' and the controller's --lb-class and
 // --ignore-exclude-lb come from their Pods' arguments. Errors name the
-// kind that could not be listed.
+// kind that could not be listed. When heraldNS has no speaker or controller
+// Pod, no ConfigurationState and no configuration object (a wrong
+// --herald-namespace), Read returns an error wrapping ErrHeraldNotFound
+// rather than explanations of a cluster without Herald.
 func Read(ctx context.Context, c client.Reader, heraldNS, eventNS string) (*explain.Cluster, error) {
 	cl := &explain.Cluster{Namespace: heraldNS}
 	res, err := configload.Read(ctx, c, heraldNS)
@@ -81,6 +90,7 @@ func Read(ctx context.Context, c client.Reader, heraldNS, eventNS string) (*expl
 	default:
 		return nil, fmt.Errorf("list BGPSessionStates: %w", err)
 	}
+	controller := false
 	for i := range pods.Items {
 		p := &pods.Items[i]
 		switch p.Labels[labelComponent] {
@@ -98,10 +108,15 @@ func Read(ctx context.Context, c client.Reader, heraldNS, eventNS string) (*expl
 				cl.MemberlistDisabled = true
 			}
 		case "controller":
+			controller = true
 			if v, ok := flagValue(p, "lb-class"); ok {
 				cl.ControllerLBClass = v
 			}
 		}
+	}
+	if len(cl.SpeakerPods) == 0 && !controller && len(cl.ConfigStates) == 0 && !hasConfig(&res) {
+		return nil, fmt.Errorf("%w in namespace %s: no speaker or controller Pods, no ConfigurationState, no configuration objects; pass --herald-namespace (MetalLB's in-place install uses metallb-system)",
+			ErrHeraldNotFound, heraldNS)
 	}
 	for i, ns := range []string{heraldNS, eventNS} {
 		if ns == "" || (i == 1 && ns == heraldNS) {
@@ -114,6 +129,16 @@ func Read(ctx context.Context, c client.Reader, heraldNS, eventNS string) (*expl
 		cl.Events = append(cl.Events, evs.Items...)
 	}
 	return cl, nil
+}
+
+type notFound struct{}
+
+func (notFound) Error() string { return "Herald not found" }
+
+// hasConfig reports whether res holds one of Herald's configuration objects
+// (Nodes and Secrets are not Herald's).
+func hasConfig(res *config.Resources) bool {
+	return len(res.Pools)+len(res.L2Advertisements)+len(res.BGPAdvertisements)+len(res.Peers)+len(res.Communities)+len(res.BFDProfiles) > 0
 }
 
 // flagValue returns the value of --name in the Pod's first container's

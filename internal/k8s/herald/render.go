@@ -86,7 +86,11 @@ func renderWhy(w io.Writer, r *explain.WhyReport) {
 		fmt.Fprintf(w, "  asks for: addresses %s, pool %s, allow-shared-ip %s\n", list(a.RequestedIPs), dash(a.RequestedPool), dash(a.SharingKey))
 	}
 	if a.Handled && len(a.Pools) > 0 {
-		fmt.Fprintf(w, "  automatic allocation tries: %s\n", list(a.CandidateOrder))
+		if a.RequestedPool != "" {
+			fmt.Fprintf(w, "  allocation tries: %s only (named by metallb.io/address-pool)\n", a.RequestedPool)
+		} else {
+			fmt.Fprintf(w, "  automatic allocation tries: %s\n", list(a.CandidateOrder))
+		}
 		t := newTable(w, "  ")
 		t.row("POOL", "AUTOASSIGN", "SELECTS", "FREE-IPV4", "FREE-IPV6", "HAS-REQUESTED", "WHY-NOT")
 		for _, p := range a.Pools {
