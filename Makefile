@@ -230,5 +230,11 @@ bench-chaos: deps test-assets build
 bench-migration: deps test-assets metallb-assets build
 	HERALD_LAB_BIN_DIR=$(BIN) go run ./e2e/cmd/bench-migration --record docs/migrating-from-metallb.md
 
+# bench-migration-helm is bench-migration with Herald installed by its chart
+# and manifests/metallb-migration/helm-values.yaml (section "Measured with Helm").
+.PHONY: bench-migration-helm
+bench-migration-helm: deps test-assets metallb-assets build tools
+	HERALD_LAB_BIN_DIR=$(BIN) go run ./e2e/cmd/bench-migration --helm --record docs/migrating-from-metallb.md
+
 clean:
 	rm -rf $(BIN)

@@ -21,14 +21,22 @@ import (
 // address answered twice, no prefix without a path); the layer 2 gap is
 // bounded generously for a noisy 2-core machine (the product target, 1 s,
 // is reported in the log and by bench-migration).
-func TestMigration(t *testing.T) {
+func TestMigration(t *testing.T) { testMigration(t, false) }
+
+// TestMigrationHelm is TestMigration with Herald installed by its Helm
+// chart and manifests/metallb-migration/helm-values.yaml (after
+// hack/adopt-metallb-crds.sh) instead of the kustomize overlay
+// (docs/migrating-from-metallb.md, "Node by node with Helm"), one round.
+func TestMigrationHelm(t *testing.T) { testMigration(t, true) }
+
+func testMigration(t *testing.T, helm bool) {
 	if testing.Short() {
 		t.Skip("brings up a lab: network namespaces, FRR, an API server, MetalLB and Herald")
 	}
 	l := lab.UpForTest(t, lab.Config{Nodes: 3})
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
-	res, err := migration.Run(ctx, l, migration.Options{Observe: time.Second,
+	res, err := migration.Run(ctx, l, migration.Options{Observe: time.Second, Helm: helm,
 		Log: slog.New(slog.NewTextHandler(os.Stderr, nil))})
 	t.Logf("migration table (short form):\n%s", res.Table())
 	if err != nil {

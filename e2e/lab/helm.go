@@ -120,7 +120,28 @@ func (h *Herald) installChart(ctx context.Context) error {
 	if _, err := h.lab.Client().CoreV1().Namespaces().Patch(ctx, h.Namespace(), types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 		return fmt.Errorf("label namespace %s: %w", h.Namespace(), err)
 	}
+	if h.opts.AdoptMetalLBCRDs {
+		root, err := ModuleRoot()
+		if err != nil {
+			return err
+		}
+		k, err := KubectlPath()
+		if err != nil {
+			return err
+		}
+		if _, err := run(ctx, h.lab.ControlNamespace(), "env", "KUBECONFIG="+h.lab.LabKubeconfig(), "KUBECTL="+k,
+			filepath.Join(root, "hack", "adopt-metallb-crds.sh"), h.opts.Release, h.Namespace()); err != nil {
+			return fmt.Errorf("adopt MetalLB's CRDs: %w", err)
+		}
+	}
 	args := []string{"upgrade", "--install", h.opts.Release, chart, "--namespace", h.Namespace()}
+	for _, f := range h.opts.HelmValues {
+		p, err := fromRoot(f)
+		if err != nil {
+			return err
+		}
+		args = append(args, "-f", p)
+	}
 	for _, s := range h.opts.HelmSet {
 		args = append(args, "--set", s)
 	}
@@ -128,6 +149,17 @@ func (h *Herald) installChart(ctx context.Context) error {
 		return fmt.Errorf("helm install %s: %w", h.opts.Chart, err)
 	}
 	return nil
+}
+
+// UpgradeChart runs the install's `helm upgrade --install` again with the
+// same options (after hack/adopt-metallb-crds.sh when AdoptMetalLBCRDs),
+// e.g. once a rollback re-applied MetalLB's manifests over the CRDs. It
+// starts nothing: StartController and AddSpeaker do.
+func (h *Herald) UpgradeChart(ctx context.Context) error {
+	if h.opts.Method != InstallHelm {
+		return fmt.Errorf("upgrade herald: installed with %s, not helm", h.opts.Method)
+	}
+	return h.installChart(ctx)
 }
 
 // Uninstall removes a Helm install (InstallHelm) as a cluster sees `helm

@@ -62,6 +62,14 @@ type InstallOptions struct {
 	// HelmSet are extra "key=value" chart values (helm --set). Only for
 	// InstallHelm.
 	HelmSet []string
+	// HelmValues are chart values files (helm -f), relative to the module
+	// root unless absolute, given before HelmSet. Only for InstallHelm.
+	HelmValues []string
+	// AdoptMetalLBCRDs runs hack/adopt-metallb-crds.sh <Release>
+	// <Namespace> before the chart is installed, as
+	// docs/migrating-from-metallb.md says for CRDs a MetalLB install
+	// created. Only for InstallHelm.
+	AdoptMetalLBCRDs bool
 	// Samples are YAML files (relative to the module root unless absolute)
 	// applied once the controller's webhook answers, so the webhook
 	// validates them, e.g. "manifests/samples/l2.yaml".
@@ -81,7 +89,8 @@ type InstallOptions struct {
 	// Namespace is the namespace the manifests put Herald in; empty means
 	// HeraldNamespace. "metallb-system" with Manifests
 	// "manifests/herald-metallb-system.yaml" is the in-place migration
-	// (docs/migrating-from-metallb.md). Only for InstallKubectl.
+	// (docs/migrating-from-metallb.md); with InstallHelm, the release's
+	// namespace.
 	Namespace string
 }
 

@@ -41,6 +41,11 @@ import (
 // migration mode.
 const Manifests = "manifests/metallb-migration"
 
+// HelmValues is the chart's values file for the same migration mode, the
+// overlay's Helm twin (docs/migrating-from-metallb.md, "Node by node with
+// Helm").
+const HelmValues = "manifests/metallb-migration/helm-values.yaml"
+
 // Options shape a run.
 type Options struct {
 	// Interval is the pause between two requests of one address's poller;
@@ -53,6 +58,10 @@ type Options struct {
 	Rounds int
 	// Log receives progress; nil discards it.
 	Log *slog.Logger
+	// Helm installs Herald with its chart and HelmValues (after
+	// hack/adopt-metallb-crds.sh herald metallb-system) instead of the
+	// kustomize overlay Manifests.
+	Helm bool
 }
 
 func (o *Options) defaults() {
@@ -670,11 +679,23 @@ func migrate(ctx context.Context, l *lab.Lab, ml *lab.MetalLB, h *lab.Herald, m 
 		return h, err
 	}
 	var err error
-	if h == nil {
+	switch {
+	case h == nil && o.Helm:
+		// hack/adopt-metallb-crds.sh herald metallb-system, then helm
+		// install herald charts/herald -n metallb-system -f
+		// manifests/metallb-migration/helm-values.yaml, then Herald's
+		// controller.
+		h, err = l.InstallHerald(ctx, lab.InstallOptions{Method: lab.InstallHelm, HelmValues: []string{HelmValues}, AdoptMetalLBCRDs: true,
+			Namespace: lab.MetalLBNamespace, SpeakerNodes: []string{}})
+	case h == nil:
 		// kubectl apply --server-side --force-conflicts -k manifests/metallb-migration,
 		// then Herald's controller.
 		h, err = l.InstallHerald(ctx, lab.InstallOptions{Manifests: Manifests, Namespace: lab.MetalLBNamespace, SpeakerNodes: []string{}})
-	} else {
+	case o.Helm:
+		if err = h.UpgradeChart(ctx); err == nil {
+			err = h.StartController(ctx)
+		}
+	default:
 		if _, err = l.ApplyKustomize(ctx, mustRoot(Manifests)); err == nil {
 			err = h.StartController(ctx)
 		}

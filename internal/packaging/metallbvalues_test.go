@@ -139,7 +139,6 @@ func TestChartMetalLBValues(t *testing.T) {
 		{"prometheus.someNewKey=1", "prometheus.someNewKey -> metrics"},
 		{"frrk8s.enabled=true", "frrk8s -> none"},
 		{"controller.command=/controller", "controller.command -> none"},
-		{"speaker.secretName=my-ml", "speaker.secretName -> none"},
 		{"speaker.livenessProbe.port=7472", "speaker.livenessProbe.port -> none"},
 	} {
 		out, ok := helmTemplateErr(t, "--set", tc.set)
@@ -154,6 +153,7 @@ func TestChartMetalLBValues(t *testing.T) {
 		{"networkpolicies.enabled=true", "networkpolicies.defaultDeny=true", "networkpolicies.apiPort=6443"},
 		{"tls.minVersion=VersionTLS12", "tls.cipherSuites=TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256", "tls.curvePreferences=29"},
 		{"controller.extraContainers[0].name=x", "controller.extraContainers[0].image=x", "speaker.extraContainers[0].name=y", "speaker.extraContainers[0].image=y"},
+		{"speaker.secretName=metallb-memberlist"},
 	} {
 		var args []string
 		for _, s := range sets {

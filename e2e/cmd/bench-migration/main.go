@@ -7,11 +7,14 @@
 //
 // Usage:
 //
-//	bench-migration [--rounds 3] [--observe 3s] [--interval 100ms] [--record docs/migrating-from-metallb.md]
+//	bench-migration [--rounds 3] [--observe 3s] [--interval 100ms] [--helm] [--record docs/migrating-from-metallb.md]
 //
-// With --record the table, with the date and the machine (date, uname -a,
-// nproc), replaces the "## Measured" section of that file (appended when
-// missing). The exit status is 0 when the run completed, whether or not a
+// --helm installs Herald with its chart and
+// manifests/metallb-migration/helm-values.yaml instead of the kustomize
+// overlay (the guide's "Node by node with Helm"). With --record the table,
+// with the date and the machine (date, uname -a, nproc), replaces the "##
+// Measured" section of that file ("## Measured with Helm" with --helm;
+// appended when missing). The exit status is 0 when the run completed, whether or not a
 // target was met (the table says so), 1 when it could not run.
 package main
 
@@ -34,15 +37,20 @@ import (
 	"github.com/herald-lb/herald/e2e/migration"
 )
 
-// SectionTitle is the heading of the section --record owns.
-const SectionTitle = "## Measured"
+// SectionTitle is the heading of the section --record owns;
+// HelmSectionTitle with --helm.
+const (
+	SectionTitle     = "## Measured"
+	HelmSectionTitle = "## Measured with Helm"
+)
 
 func main() {
 	var o migration.Options
 	flag.IntVar(&o.Rounds, "rounds", 3, "migrate-and-roll-back rounds")
 	flag.DurationVar(&o.Observe, "observe", 3*time.Second, "polling after each node's swap, once converged")
 	flag.DurationVar(&o.Interval, "interval", 100*time.Millisecond, "pause between two requests of one address")
-	record := flag.String("record", "", "Markdown file whose \""+SectionTitle+"\" section gets the table")
+	flag.BoolVar(&o.Helm, "helm", false, "install Herald with its chart and "+migration.HelmValues+" instead of the overlay "+migration.Manifests)
+	record := flag.String("record", "", "Markdown file whose \""+SectionTitle+"\" section (\""+HelmSectionTitle+"\" with --helm) gets the table")
 	flag.Parse()
 	crlog.SetLogger(logr.Discard())
 	o.Log = slog.New(slog.NewTextHandler(os.Stderr, nil))
@@ -81,7 +89,12 @@ func run(o migration.Options, record string) error {
 	fmt.Println(out)
 	if record != "" {
 		intro := "Figures of `make bench-migration` (e2e/cmd/bench-migration, package e2e/migration), MetalLB v0.16.2 in the lab, the procedure of [Node by node](#node-by-node-migration-mode)."
-		return lab.ReplaceSection(record, SectionTitle, "# Migrating from MetalLB", intro+"\n\n"+out)
+		title := SectionTitle
+		if o.Helm {
+			intro = "Figures of `make bench-migration-helm` (e2e/cmd/bench-migration --helm, package e2e/migration), MetalLB v0.16.2 in the lab, the procedure of [Node by node with Helm](#node-by-node-with-helm): Herald installed by its chart with `manifests/metallb-migration/helm-values.yaml`."
+			title = HelmSectionTitle
+		}
+		return lab.ReplaceSection(record, title, "# Migrating from MetalLB", intro+"\n\n"+out)
 	}
 	return nil
 }
