@@ -7,11 +7,15 @@ package lab
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"runtime"
 	"sort"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -397,8 +401,17 @@ func (l *Lab) OpenHerald(ctx context.Context) (*Herald, error) {
 // InstallKubectl, the packaged chart herald-X.Y.Z.tgz with InstallHelm, and
 // the release's own binaries for this machine (herald-controller-linux-ARCH,
 // herald-speaker-linux-ARCH), linked into binDir (created) with helm from
-// helmDir when it has one. The error names what the directory lacks.
+// helmDir when it has one. Every file it uses must match the release's
+// SHA256SUMS, as docs/install.md asks a user to check first. The error
+// names what the directory lacks or which file does not match.
 func ReleaseOptions(dir string, method InstallMethod, binDir, helmDir string) (InstallOptions, error) {
+	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+		return InstallOptions{}, fmt.Errorf("release directory %s: not a directory (make release VERSION=vX.Y.Z writes one)", dir)
+	}
+	sums, err := readSHA256SUMS(filepath.Join(dir, "SHA256SUMS"))
+	if err != nil {
+		return InstallOptions{}, fmt.Errorf("release %s: %w", dir, err)
+	}
 	opts := InstallOptions{Method: method, BinDir: binDir}
 	switch method {
 	case InstallKubectl:
@@ -414,6 +427,18 @@ func ReleaseOptions(dir string, method InstallMethod, binDir, helmDir string) (I
 		opts.Chart = charts[0]
 	default:
 		return opts, fmt.Errorf("install method %q: want %s or %s", method, InstallKubectl, InstallHelm)
+	}
+	used := []string{filepath.Base(opts.Manifests), filepath.Base(opts.Chart)}
+	for _, b := range []string{"controller", "speaker"} {
+		used = append(used, "herald-"+b+"-linux-"+runtime.GOARCH)
+	}
+	for _, name := range used {
+		if name == "." {
+			continue
+		}
+		if err := checkSHA256(filepath.Join(dir, name), sums); err != nil {
+			return opts, fmt.Errorf("release %s: %w", dir, err)
+		}
 	}
 	if err := os.MkdirAll(binDir, 0o755); err != nil {
 		return opts, err
@@ -439,4 +464,44 @@ func ReleaseOptions(dir string, method InstallMethod, binDir, helmDir string) (I
 		}
 	}
 	return opts, nil
+}
+
+// readSHA256SUMS reads a sha256sum listing ("<hex>  <name>" per line) into
+// name -> digest.
+func readSHA256SUMS(path string) (map[string]string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	sums := map[string]string{}
+	for i, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		sum, name, ok := strings.Cut(line, "  ")
+		if !ok || len(sum) != sha256.Size*2 {
+			return nil, fmt.Errorf("%s line %d: want \"<sha256>  <file>\", got %q", path, i+1, line)
+		}
+		sums[strings.TrimPrefix(name, "*")] = sum
+	}
+	return sums, nil
+}
+
+// checkSHA256 reports an error unless the file's SHA-256 is its entry in sums.
+func checkSHA256(path string, sums map[string]string) error {
+	name := filepath.Base(path)
+	want, ok := sums[name]
+	if !ok {
+		return fmt.Errorf("%s is not in SHA256SUMS", name)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return err
+	}
+	if got := hex.EncodeToString(h.Sum(nil)); got != want {
+		return fmt.Errorf("%s: SHA-256 %s, SHA256SUMS says %s (a changed or damaged file)", name, got, want)
+	}
+	return nil
 }
