@@ -7,7 +7,6 @@ import (
 	"net/netip"
 	"slices"
 	"sort"
-	"strconv"
 	"strings"
 	"time"
 
@@ -545,12 +544,15 @@ func l2Failed(events []corev1.Event, svc *corev1.Service, node string, ip netip.
 		t := eventTime(e)
 		switch e.Reason {
 		case eventAnnounceFailed:
-			d, ok := parseL2Failed(e.Message, node, ip)
+			d, ok := announce.ParseAnnounceFailed(e.Message, ip, node, "layer2")
+			// Both texts of noMatchingInterface's detail say "won the
+			// election"; other announceFailed reasons are not this case.
+			ok = ok && strings.Contains(d, " won the election for ")
 			if ok && (detail == "" || t.After(failedAt)) {
 				failedAt, detail = t, d
 			}
 		case eventNodeAssigned:
-			if assignedL2(e.Message, node, ip) && t.After(assignedAt) {
+			if announce.NodeAssignedIncludes(e.Message, node, "layer2", ip) && t.After(assignedAt) {
 				assignedAt = t
 			}
 		}
@@ -559,30 +561,6 @@ func l2Failed(events []corev1.Event, svc *corev1.Service, node string, ip netip.
 		return false, ""
 	}
 	return true, detail
-}
-
-// parseL2Failed returns the detail of the speaker's noMatchingInterface
-// message for ip from node.
-func parseL2Failed(msg, node string, ip netip.Addr) (string, bool) {
-	rest, ok := strings.CutPrefix(msg, "failed to announce "+ip.String()+" from node ")
-	if !ok {
-		return "", false
-	}
-	rest, ok = strings.CutPrefix(rest, strconv.Quote(node)+" with protocol \"layer2\": ")
-	// Both texts of announce's noMatchingInterface detail say "won the
-	// election".
-	if !ok || !strings.Contains(rest, " won the election for ") {
-		return "", false
-	}
-	return rest, true
-}
-
-// assignedL2 reports whether msg is the speaker's nodeAssigned message
-// `announcing from node "<node>" with protocol "layer2": <ip>, ...` naming
-// ip.
-func assignedL2(msg, node string, ip netip.Addr) bool {
-	rest, ok := strings.CutPrefix(msg, "announcing from node "+strconv.Quote(node)+" with protocol \"layer2\": ")
-	return ok && slices.Contains(strings.Split(rest, ", "), ip.String())
 }
 
 func nodeLabels(nodes []announce.Node, name string) labels.Set {

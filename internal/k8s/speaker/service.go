@@ -230,7 +230,7 @@ func (s *Controller) reconcileService(ctx context.Context, snap *config.Snapshot
 	st.announced = now
 	for _, p := range []string{protoL2, protoBGP} {
 		if protocols[p] && !st.protocols[p] && found {
-			s.event(&svc, corev1.EventTypeNormal, reasonNodeAssigned, "announcing from node %q with protocol %q: %s", s.opts.NodeName, p, strings.Join(ipsOf(now, p), ", "))
+			s.event(&svc, corev1.EventTypeNormal, reasonNodeAssigned, "%s", announce.NodeAssignedMessage(s.opts.NodeName, p, ipsOf(now, p)))
 			log.Info("announcing", "protocol", p, "ips", ipsOf(now, p))
 		}
 		if !protocols[p] && st.protocols[p] {
@@ -400,7 +400,7 @@ func (s *Controller) reportNotAnnounced(log *slog.Logger, st *serviceState, now 
 		switch n.reason {
 		case announce.ReasonNoMatchingInterface.String():
 			log.Warn("announce failed", attrs...)
-			failed("failed to announce %s from node %q with protocol %q: %s", a.ip, s.opts.NodeName, a.protocol, n.detail)
+			failed("%s", announce.AnnounceFailedMessage(a.ip, s.opts.NodeName, a.protocol, n.detail))
 		case announce.ReasonNotOwner.String(), reasonMemberlistNotJoined, reasonInterfacesNotListed:
 			log.Debug("not announcing", attrs...)
 		default:
