@@ -334,12 +334,12 @@ func (e *env) testRestartMidBurst(t *testing.T) {
 	create(12, n)
 	// Kill it while it works through the second wave: once some of those
 	// have an address too.
-	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); {
-		if len(e.snapshot(t, ns)) >= 16 {
-			break
+	poll.Until(t, 30*time.Second, "16 Services with an address before the kill", func() error {
+		if n := len(e.snapshot(t, ns)); n < 16 {
+			return fmt.Errorf("%d with an address", n)
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	})
 	if err := e.h.KillController(); err != nil {
 		t.Fatal(err)
 	}

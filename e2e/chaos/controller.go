@@ -20,6 +20,7 @@ import (
 
 	"github.com/herald-lb/herald/api/v1beta1"
 	"github.com/herald-lb/herald/e2e/lab"
+	"github.com/herald-lb/herald/internal/poll"
 )
 
 // BurstOptions shapes the controller-kill scenario.
@@ -146,12 +147,19 @@ func ControllerKills(ctx context.Context, e *Env, o BurstOptions) (res Result, e
 		names[i] = fmt.Sprintf("b%04d", i)
 	}
 	chunk := (o.Services + o.Kills - 1) / o.Kills
+	killedAt := make([]int, o.Kills) // Services of the chunk with an address at the kill
 	for kill := range o.Kills {
 		lo, hi := min(kill*chunk, o.Services), min((kill+1)*chunk, o.Services)
 		created := make(chan error, 1)
 		go func() { created <- createServices(ctx, e, names[lo:hi], o.Workers) }()
-		// Kill while the chunk is being created and allocated.
-		time.Sleep(300 * time.Millisecond)
+		// Kill while the chunk is being allocated: once the watch has seen
+		// a quarter of it get an address.
+		at, werr := waitAssigned(ctx, &trMu, tr.assigned, midChunk(lo, hi), fmt.Sprintf("kill %d: chunk %d-%d being allocated", kill+1, lo, hi))
+		if werr != nil {
+			<-created
+			return res, fmt.Errorf("%s: %w", ScenarioBurst, werr)
+		}
+		killedAt[kill] = at - lo
 		if err := e.Herald.KillController(); err != nil {
 			<-created
 			return res, fmt.Errorf("%s: kill %d: %w", ScenarioBurst, kill+1, err)
@@ -168,6 +176,7 @@ func ControllerKills(ctx context.Context, e *Env, o BurstOptions) (res Result, e
 	if err := waitAllAllocated(ctx, e, o.Services, o.Timeout); err != nil {
 		return res, fmt.Errorf("%s: %w", ScenarioBurst, err)
 	}
+	res.Notes = append(res.Notes, fmt.Sprintf("Services of the chunk with an address at each kill (chunk of %d): %v", chunk, killedAt))
 	res.Notes = append(res.Notes, fmt.Sprintf("every Service had its address %.1f s after the last restart", time.Since(start).Seconds()))
 	// Watch a little longer: a late rewrite by a stale writer would show
 	// now (observation window, not a wait for a condition).
@@ -343,6 +352,37 @@ func (t *allocTracker) remove(svc string) {
 }
 
 func (t *allocTracker) duplicates() []string { return sortedKeys(t.dup) }
+
+// assigned is the number of Services that ever had an address.
+func (t *allocTracker) assigned() int { return len(t.first) }
+
+// midChunkTimeout bounds the wait for the first addresses of a chunk
+// before a scenario's kill or stop.
+const midChunkTimeout = time.Minute
+
+// midChunk is how many Services, counted from the scenario's start, have
+// an address once a chunk [lo, hi) is being allocated: lo and a quarter of
+// the chunk (at least one). A scenario acts (kills or stops the allocating
+// controller) when the watch has seen that many, so that the action falls
+// while the chunk is being allocated and not before or after it, whatever
+// the machine's load.
+func midChunk(lo, hi int) int { return lo + max(1, (hi-lo)/4) }
+
+// waitAssigned waits until assigned() reaches n (a wait on the watch, the
+// signal the scenario acts on) and returns how many were assigned then.
+func waitAssigned(ctx context.Context, mu *sync.Mutex, assigned func() int, n int, what string) (int, error) {
+	got := 0
+	_, err := poll.Wait(ctx, midChunkTimeout, what, func() error {
+		mu.Lock()
+		got = assigned()
+		mu.Unlock()
+		if got < n {
+			return fmt.Errorf("%d Services with an address, want %d", got, n)
+		}
+		return nil
+	})
+	return got, err
+}
 
 func (t *allocTracker) changedServices() []string { return sortedKeys(t.changed) }
 

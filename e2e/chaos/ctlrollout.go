@@ -133,16 +133,24 @@ func ControllerRollout(ctx context.Context, e *Env, o ControllerRolloutOptions) 
 	chunks := 4 * o.Rounds
 	chunk := (o.Services + chunks - 1) / chunks
 	next := 0
+	bounds := func() (lo, hi int) { return min(next*chunk, o.Services), min((next+1)*chunk, o.Services) }
 	create := func() error {
-		lo, hi := min(next*chunk, o.Services), min((next+1)*chunk, o.Services)
+		lo, hi := bounds()
 		next++
 		return createServices(ctx, e, names[lo:hi], o.Workers)
 	}
-	// during creates the next chunk and runs action 300 ms into it.
+	var stoppedAt []int // Services of the chunk with an address at each stop
+	// during creates the next chunk and runs action while it is being
+	// allocated: once the watch has seen a quarter of it get an address.
 	during := func(action func() error) error {
+		lo, hi := bounds()
 		created := make(chan error, 1)
 		go func() { created <- create() }()
-		time.Sleep(300 * time.Millisecond)
+		at, werr := waitAssigned(ctx, &aw.mu, aw.tr.assigned, midChunk(lo, hi), fmt.Sprintf("chunk %d-%d being allocated", lo, hi))
+		if werr != nil {
+			return errors.Join(werr, <-created)
+		}
+		stoppedAt = append(stoppedAt, at-lo)
 		aerr := action()
 		return errors.Join(aerr, <-created)
 	}
@@ -186,6 +194,7 @@ func ControllerRollout(ctx context.Context, e *Env, o ControllerRolloutOptions) 
 	if err := waitAllAllocated(ctx, e, o.Services, o.Timeout); err != nil {
 		return res, fmt.Errorf("%s: %w", ScenarioControllerRollout, err)
 	}
+	res.Notes = append(res.Notes, fmt.Sprintf("Services of the chunk with an address at each stop (chunk of %d): %v", chunk, stoppedAt))
 	res.Notes = append(res.Notes, fmt.Sprintf("every Service had its address %.1f s after the last rollout", time.Since(start).Seconds()))
 	// Watch a little longer: a late rewrite by a stale writer would show
 	// now (observation window, not a wait for a condition).

@@ -32,8 +32,8 @@ const Intro = "`make bench-chaos` (e2e/cmd/bench-chaos, scenarios in e2e/chaos) 
 	"  router always has the other nodes' paths, but a connection in flight when its path is withdrawn is hashed to\n" +
 	"  another node, which resets it: ECMP without resilient hashing), and their longest gap (target ≤ 1 s).\n" +
 	"- **controller kills during a burst**: 1,000 IPv6 LoadBalancer Services are created in 20 chunks; the controller\n" +
-	"  is SIGKILLed while each chunk is being created and started again. A watch on the Services sees every state\n" +
-	"  the API server stored: *duplicates* are addresses held by two Services at one moment; *changed* are Services\n" +
+	"  is SIGKILLed while each chunk is being allocated (once the watch below has seen a quarter of it get an\n" +
+	"  address) and started again. A watch on the Services sees every state the API server stored: *duplicates* are addresses held by two Services at one moment; *changed* are Services\n" +
 	"  whose address, once assigned, was ever different or removed.\n" +
 	"- **node link cut, then restored**: the switch port of the node owning most of 6 layer 2 addresses goes down\n" +
 	"  for 60 s (the others take its addresses over), then comes back; three times. The client sends one ARP request\n" +
@@ -55,7 +55,7 @@ const Intro = "`make bench-chaos` (e2e/cmd/bench-chaos, scenarios in e2e/chaos) 
 	"- **controller rollout overlapping a burst**: a surge rollout of the controller Deployment, as `maxSurge: 1`\n" +
 	"  does: a second controller replica (same Pod template, ports of its own, since the lab's Pods share one address)\n" +
 	"  starts beside the running one, a chunk of IPv6 Services is created while both run, then the old replica is\n" +
-	"  stopped (SIGTERM) while the next chunk is created; each round rolls to the second replica and back. Leader\n" +
+	"  stopped (SIGTERM) once a quarter of the next chunk has an address; each round rolls to the second replica and back. Leader\n" +
 	"  election decides which one allocates. A watch counts *duplicates* (an address held by two Services at once)\n" +
 	"  and *flaps* (a Service whose address, once assigned, changed or went away).\n" +
 	"- **memberlist Secret deleted; key rotated**: with 4 layer 2 addresses announced, the memberlist Secret is\n" +

@@ -21,6 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/herald-lb/herald/internal/bfd"
+	"github.com/herald-lb/herald/internal/poll"
 )
 
 // The tests in this file run a Manager against FRR's bfdd across a real
@@ -236,20 +237,11 @@ func (l *frrLab) frrPeerStatus(t *testing.T, peer netip.Addr) (string, error) {
 	return p.Status, err
 }
 
-// waitFor polls cond every 20 ms until it returns nil or timeout passes.
+// waitFor waits until cond returns nil (poll.Until), failing t after
+// timeout.
 func waitFor(t *testing.T, timeout time.Duration, what string, cond func() error) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := cond()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not after %v: %v", what, timeout, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	poll.Until(t, timeout, what, cond)
 }
 
 // nextChange waits for the next state change of the session.
