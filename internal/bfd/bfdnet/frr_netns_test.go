@@ -185,7 +185,7 @@ func (l *frrLab) startFRR(t *testing.T, conf string) {
 			}
 		})
 	}
-	waitFor(t, 15*time.Second, "bfdd answers vtysh", func() error {
+	poll.Until(t, 15*time.Second, "bfdd answers vtysh", func() error {
 		_, err := l.vtysh("show bfd peers json")
 		return err
 	})
@@ -235,13 +235,6 @@ func (l *frrLab) frrPeer(peer netip.Addr) (frrPeer, error) {
 func (l *frrLab) frrPeerStatus(t *testing.T, peer netip.Addr) (string, error) {
 	p, err := l.frrPeer(peer)
 	return p.Status, err
-}
-
-// waitFor waits until cond returns nil (poll.Until), failing t after
-// timeout.
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() error) {
-	t.Helper()
-	poll.Until(t, timeout, what, cond)
 }
 
 // nextChange waits for the next state change of the session.
@@ -314,7 +307,7 @@ func TestFRRSession(t *testing.T) {
 
 			// 1. Up with FRR, on both sides.
 			waitState(t, changes, bfd.StateUp, "session with bfdd")
-			waitFor(t, 10*time.Second, "bfdd sees the session up", func() error {
+			poll.Until(t, 10*time.Second, "bfdd sees the session up", func() error {
 				st, err := l.frrPeerStatus(t, herald)
 				if err == nil && st != "up" {
 					err = fmt.Errorf("bfdd status %q", st)
@@ -325,7 +318,7 @@ func TestFRRSession(t *testing.T) {
 			// Stable: 20 more packets from bfdd at the agreed rate and no
 			// state change, so what follows the cut is the cut's doing.
 			base := testutil.ToFloat64(m.met.in.With(labels))
-			waitFor(t, 20*time.Second, "20 packets from bfdd", func() error {
+			poll.Until(t, 20*time.Second, "20 packets from bfdd", func() error {
 				if n := testutil.ToFloat64(m.met.in.With(labels)) - base; n < 20 {
 					return fmt.Errorf("%v packets", n)
 				}
@@ -350,7 +343,7 @@ func TestFRRSession(t *testing.T) {
 				DetectMultiplier: 4, PassiveMode: tt.passive}); err != nil {
 				t.Fatal(err)
 			}
-			waitFor(t, 10*time.Second, "bfdd learns the new intervals", func() error {
+			poll.Until(t, 10*time.Second, "bfdd learns the new intervals", func() error {
 				fp, err := l.frrPeer(herald)
 				if err == nil && (fp.RemoteRx != 150 || fp.RemoteTx != 200 || fp.RemoteMult != 4) {
 					err = fmt.Errorf("bfdd sees %+v", fp)
@@ -406,7 +399,7 @@ func TestFRRSession(t *testing.T) {
 
 			// 5. Remove: AdminDown to FRR, which goes down at once.
 			m.Remove(frr)
-			waitFor(t, 10*time.Second, "bfdd sees the session down", func() error {
+			poll.Until(t, 10*time.Second, "bfdd sees the session down", func() error {
 				st, err := l.frrPeerStatus(t, herald)
 				if err == nil && st != "down" {
 					err = fmt.Errorf("bfdd status %q", st)
@@ -435,7 +428,7 @@ func TestFRRRoutedTTL(t *testing.T) {
 		t.Fatal(err)
 	}
 	ttlDrops := m.met.dropped.WithLabelValues("ttl")
-	waitFor(t, 20*time.Second, "3 single-hop packets from bfdd dropped for their TTL", func() error {
+	poll.Until(t, 20*time.Second, "3 single-hop packets from bfdd dropped for their TTL", func() error {
 		if n := testutil.ToFloat64(ttlDrops); n < 3 {
 			return fmt.Errorf("%v dropped", n)
 		}

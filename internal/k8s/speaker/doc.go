@@ -105,8 +105,10 @@
 // BGP speaker reach it through its own interfaces (Members, L2Announcer,
 // bgp.Speaker), and layer 2 targets are the decision's announce.L2Target,
 // handed over unconverted. Only the speaker binary (speaker/main.go) imports
-// internal/members, internal/layer2 and internal/bgp/gobgp; imports_test.go
-// checks it, directly and transitively.
+// internal/members, internal/layer2 and internal/bgp/gobgp; the depguard
+// rules of .golangci.yml (make lint) check it, and since no other package
+// imports them, the glue cannot reach them transitively either (its tests
+// may run a real memberlist).
 //
 // # What users see
 //
