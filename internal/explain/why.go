@@ -75,8 +75,9 @@ type AllocationReport struct {
 	RequestedPool string   `json:"requestedPool,omitempty"`
 	SharingKey    string   `json:"sharingKey,omitempty"`
 	// CandidateOrder is the pool order the allocation tries for the
-	// Service: the automatic one (ipam.Allocator.Candidates), or for a
-	// Service naming a pool (metallb.io/address-pool) that pool alone.
+	// Service: the automatic one (ipam.Allocator.Candidates); for a
+	// Service naming a pool (metallb.io/address-pool) that pool alone; for
+	// one requesting addresses the pools holding them (none: pending).
 	CandidateOrder []string `json:"candidateOrder,omitempty"`
 	// Pools is every pool's verdict for the Service; for a Service naming a
 	// pool, the others are not selected ("not tried: ...").
@@ -273,10 +274,22 @@ func (v *view) explainAllocation(svc *corev1.Service, r *WhyReport) {
 		a.RequestedIPs = append(a.RequestedIPs, ip.String())
 	}
 	a.RequestedPool, a.SharingKey = req.PoolName, req.SharingKey
-	a.CandidateOrder = v.alloc.Candidates(req)
-	if req.PoolName != "" {
+	switch {
+	case req.PoolName != "":
 		// Allocate tries the named pool alone (ipam step 2).
 		a.CandidateOrder = []string{req.PoolName}
+	case len(req.RequestedIPs) > 0:
+		// Requested addresses are taken from the pool that holds them, in
+		// no automatic order (ipam: ErrRequestedIPNotInPool when none does).
+		if v.snap != nil {
+			for _, p := range svcreq.PoolsFor(v.snap) {
+				if cp, _ := v.snap.Pool(p.Name); cp != nil && slices.ContainsFunc(req.RequestedIPs, cp.Contains) {
+					a.CandidateOrder = append(a.CandidateOrder, p.Name)
+				}
+			}
+		}
+	default:
+		a.CandidateOrder = v.alloc.Candidates(req)
 	}
 	free := map[string]ipam.PoolStats{}
 	for _, st := range v.alloc.Stats() {

@@ -421,6 +421,33 @@ func TestWhyPinnedPool(t *testing.T) {
 	}
 }
 
+// TestWhyRequestedIPs: a Service requesting addresses
+// (metallb.io/loadBalancerIPs) is served by the pool holding them, not in
+// the automatic order: the candidate order names that pool, or none when
+// no pool holds them.
+func TestWhyRequestedIPs(t *testing.T) {
+	for _, tc := range []struct {
+		name, ip, order string
+	}{
+		{"in pool q", "203.0.113.3", "q"},
+		{"in no pool", "192.0.2.77", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := lab()
+			c.Resources.Pools = append(c.Resources.Pools,
+				v1beta1.IPAddressPool{ObjectMeta: hmeta("q"), Spec: v1beta1.IPAddressPoolSpec{Addresses: []string{"203.0.113.0/29"}}},
+				v1beta1.IPAddressPool{ObjectMeta: hmeta("a-first"), Spec: v1beta1.IPAddressPoolSpec{Addresses: []string{"203.0.113.8/29"}}})
+			s := c.service("web", nil, "n1")
+			s.Annotations["metallb.io/loadBalancerIPs"] = tc.ip
+			a := mustWhy(t, c, "web").Allocation
+			if got := strings.Join(a.CandidateOrder, ","); got != tc.order {
+				t.Errorf("candidate order %v, want [%s]", a.CandidateOrder, tc.order)
+			}
+		})
+	}
+}
+
+
 // TestWhyNoMatchingInterface: the plugin cannot see node interfaces, so
 // the elected node's speaker's own report decides: its newest
 // announceFailed (noMatchingInterface) for the address, newer than any

@@ -86,9 +86,12 @@ func renderWhy(w io.Writer, r *explain.WhyReport) {
 		fmt.Fprintf(w, "  asks for: addresses %s, pool %s, allow-shared-ip %s\n", list(a.RequestedIPs), dash(a.RequestedPool), dash(a.SharingKey))
 	}
 	if a.Handled && len(a.Pools) > 0 {
-		if a.RequestedPool != "" {
+		switch {
+		case a.RequestedPool != "":
 			fmt.Fprintf(w, "  allocation tries: %s only (named by metallb.io/address-pool)\n", a.RequestedPool)
-		} else {
+		case len(a.RequestedIPs) > 0:
+			fmt.Fprintf(w, "  allocation tries: %s (the pool holding the requested addresses)\n", list(a.CandidateOrder))
+		default:
 			fmt.Fprintf(w, "  automatic allocation tries: %s\n", list(a.CandidateOrder))
 		}
 		t := newTable(w, "  ")
