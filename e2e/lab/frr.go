@@ -32,7 +32,7 @@ func (l *Lab) RouterNamespace() string { return nsName(l.cfg.Prefix, "rtr") }
 // the link bandwidth extended community (RFC 10005; Herald's
 // herald.io/weighted-ecmp), bgpd weighs the next hops by it and zebra
 // installs the weights as kernel next-hop weights. That is FRR's default
-// `bgp bestpath bandwidth` handling (FRR 7.4 and later), which has no
+// `bgp bestpath bandwidth` handling (seen with the lab's FRR 8.4), which has no
 // keyword of its own (the others are ignore, skip-missing and
 // default-weight-for-missing), so the configuration does not name it.
 func (l *Lab) frrConfig() string {
