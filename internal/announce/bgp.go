@@ -69,7 +69,7 @@ func (e *env) decideBGP(ip netip.Addr, pool *config.Pool) BGPDecision {
 	}
 	d := BGPDecision{Announce: true}
 	weight := uint32(0)
-	if svc.Local() {
+	if svc.Local() && slices.ContainsFunc(ads, func(ad *config.BGPAdvertisement) bool { return ad.WeightedECMP }) {
 		weight = LocalWeight(e.in.Endpoints, e.in.Node, ip)
 	}
 	for _, ad := range ads {
