@@ -99,6 +99,7 @@ func TestBGP(t *testing.T) {
 	t.Run("Aggregation", e.testAggregation)
 	t.Run("PeerNodeSelectors", e.testPeerNodeSelectors)
 	t.Run("ETPLocalAndEndpointLoss", e.testETPLocal)
+	t.Run("WeightedECMPByLocalEndpoints", e.testWeightedECMP)
 	t.Run("WithdrawOnServiceDelete", e.testWithdrawOnDelete)
 	t.Run("MD5", e.testMD5)
 	t.Run("GracefulRestart", e.testGracefulRestart)

@@ -28,7 +28,13 @@ func (l *Lab) RouterNamespace() string { return nsName(l.cfg.Prefix, "rtr") }
 // frrConfig is the router's configuration: eBGP with every node through
 // dynamic neighbors (listen ranges), IPv4 and IPv6 unicast, ECMP across
 // nodes (RFC 4271 decision process with FRR's multipath relax for peers in
-// different ASNs).
+// different ASNs). Weighted ECMP: when every multipath of a prefix carries
+// the link bandwidth extended community (RFC 10005; Herald's
+// herald.io/weighted-ecmp), bgpd weighs the next hops by it and zebra
+// installs the weights as kernel next-hop weights. That is FRR's default
+// `bgp bestpath bandwidth` handling (seen with the lab's FRR 8.4), which has no
+// keyword of its own (the others are ignore, skip-missing and
+// default-weight-for-missing), so the configuration does not name it.
 func (l *Lab) frrConfig() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, `frr defaults traditional

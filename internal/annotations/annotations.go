@@ -1,8 +1,9 @@
 // Package annotations reads the Service-facing half of MetalLB's API (the
 // metallb.io/* annotations, their deprecated metallb.universe.tf/* twins and
-// spec.loadBalancerIP) out of a Service, and names the annotation the
-// controller writes back. It is pure: a corev1.Service in, values or an error
-// naming the annotation out.
+// spec.loadBalancerIP) out of a Service, names the annotation the
+// controller writes back, and reads Herald's own herald.io/* annotations on
+// MetalLB's objects (features MetalLB's CRDs have no field for). It is pure:
+// an object's annotations in, values or an error naming the annotation out.
 package annotations
 
 import (
@@ -31,7 +32,29 @@ const (
 	AllocatedFromPool = "metallb.io/ip-allocated-from-pool"
 
 	deprecatedPrefix = "metallb.universe.tf/"
+
+	// WeightedECMP, on a BGPAdvertisement, is Herald's own opt-in (MetalLB's
+	// CRDs have no field for it): "true" makes each node advertise the
+	// prefixes of externalTrafficPolicy Local Services with the link
+	// bandwidth extended community (RFC 10005) in proportion to its ready
+	// local endpoints, so that a router doing weighted ECMP spreads the
+	// traffic by endpoints instead of by nodes. See docs/bgp.md.
+	WeightedECMP = "herald.io/weighted-ecmp"
 )
+
+// Bool reads a herald.io boolean annotation: absent or "" is false, "true"
+// and "false" (any case, surrounding space ignored) are themselves, and
+// anything else is an error naming the annotation.
+func Bool(annotations map[string]string, key string) (bool, error) {
+	v := strings.TrimSpace(annotations[key])
+	switch strings.ToLower(v) {
+	case "", "false":
+		return false, nil
+	case "true":
+		return true, nil
+	}
+	return false, fmt.Errorf("annotation %s: %q is not \"true\" or \"false\"", key, v)
+}
 
 // get returns the value of key, else of its deprecated twin.
 func get(s *corev1.Service, key, deprecated string) string {

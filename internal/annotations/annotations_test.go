@@ -69,3 +69,28 @@ func TestPoolSharingDeprecated(t *testing.T) {
 		t.Errorf("Deprecated = %v, want %v", got, want)
 	}
 }
+
+func TestBool(t *testing.T) {
+	for _, tc := range []struct {
+		in      map[string]string
+		want    bool
+		wantErr bool
+	}{
+		{in: nil},
+		{in: map[string]string{WeightedECMP: ""}},
+		{in: map[string]string{WeightedECMP: "false"}},
+		{in: map[string]string{WeightedECMP: " True "}, want: true},
+		{in: map[string]string{WeightedECMP: "true"}, want: true},
+		{in: map[string]string{WeightedECMP: "yes"}, wantErr: true},
+		{in: map[string]string{WeightedECMP: "1"}, wantErr: true},
+		{in: map[string]string{"other": "true"}},
+	} {
+		got, err := Bool(tc.in, WeightedECMP)
+		if got != tc.want || (err != nil) != tc.wantErr {
+			t.Errorf("Bool(%v) = %v, %v; want %v, error %v", tc.in, got, err, tc.want, tc.wantErr)
+		}
+		if err != nil && !strings.Contains(err.Error(), WeightedECMP) {
+			t.Errorf("error %q does not name the annotation", err)
+		}
+	}
+}

@@ -24,7 +24,11 @@ import (
 //
 // Then one path per matching advertisement (see bgpPath). There is no
 // election and no liveness check: every eligible node announces and the
-// routers spread the traffic (ECMP).
+// routers spread the traffic (ECMP). With externalTrafficPolicy Local, the
+// paths of advertisements annotated herald.io/weighted-ecmp carry this
+// node's LocalWeight, so that a router doing weighted ECMP spreads by
+// endpoints instead of by nodes; Cluster Services never do (every node
+// forwards to every endpoint, an equal spread is right).
 func (e *env) decideBGP(ip netip.Addr, pool *config.Pool) BGPDecision {
 	svc := &e.in.Service
 	var ads []*config.BGPAdvertisement
@@ -64,8 +68,16 @@ func (e *env) decideBGP(ip netip.Addr, pool *config.Pool) BGPDecision {
 		peers = append(peers, session(p, netip.Addr{}))
 	}
 	d := BGPDecision{Announce: true}
+	weight := uint32(0)
+	if svc.Local() && slices.ContainsFunc(ads, func(ad *config.BGPAdvertisement) bool { return ad.WeightedECMP }) {
+		weight = LocalWeight(e.in.Endpoints, e.in.Node, ip)
+	}
 	for _, ad := range ads {
 		p, to := bgpPath(ip, ad, peers)
+		if ad.WeightedECMP && weight > 0 {
+			p.Weight, p.WeightSource = weight, svc.Key
+			d.Weight = weight
+		}
 		d.Paths = append(d.Paths, p)
 		d.Advertisements = append(d.Advertisements, ad.Name)
 		d.Peers = append(d.Peers, to...)
@@ -111,4 +123,42 @@ func bgpPath(ip netip.Addr, ad *config.BGPAdvertisement, peers []bgp.PeerConfig)
 		p.LocalPref = &lp
 	}
 	return p, to
+}
+
+// LocalWeight is the weight of node for ip in weighted ECMP: the number of
+// endpoints on node that are ready, of ip's address family, each target
+// (Endpoint.Target) once; when none is ready, the serving (terminating)
+// ones, the endpoints kube-proxy then sends the node's traffic to. When
+// the Service has no endpoint of ip's family at all (FQDN slices, or
+// Endpoints built without Family), every family counts. The result is capped
+// at bgp.MaxWeight; 0 means node has no endpoint that can serve (such a
+// node does not announce a Local Service).
+func LocalWeight(eps []Endpoint, node string, ip netip.Addr) uint32 {
+	family := 6
+	if ip.Is4() || ip.Is4In6() {
+		family = 4
+	}
+	anyOfFamily := slices.ContainsFunc(eps, func(ep Endpoint) bool { return ep.Family == family })
+	var ready, serving uint32
+	seen := map[string]bool{}
+	for _, ep := range eps {
+		if ep.NodeName != node || !ep.CanServe() || (anyOfFamily && ep.Family != family) {
+			continue
+		}
+		if ep.Target != "" {
+			if seen[ep.Target] {
+				continue
+			}
+			seen[ep.Target] = true
+		}
+		if ep.Ready {
+			ready++
+		} else {
+			serving++
+		}
+	}
+	if ready == 0 {
+		ready = serving
+	}
+	return min(ready, bgp.MaxWeight)
 }

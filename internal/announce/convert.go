@@ -44,17 +44,33 @@ func ServiceFromK8s(s *corev1.Service) Service {
 
 // EndpointsFromSlices flattens a Service's EndpointSlices. Ready follows the
 // EndpointSlice API (nil conditions.ready means ready); Serving is
-// conditions.serving (nil means false). A nil nodeName gives "".
+// conditions.serving (nil means false). A nil nodeName gives "". Family
+// comes from the slice's addressType, Target from the endpoint's targetRef
+// (its UID when set).
 func EndpointsFromSlices(slices []discoveryv1.EndpointSlice) []Endpoint {
 	var out []Endpoint
 	for i := range slices {
+		family := 0
+		switch slices[i].AddressType {
+		case discoveryv1.AddressTypeIPv4:
+			family = 4
+		case discoveryv1.AddressTypeIPv6:
+			family = 6
+		}
 		for _, ep := range slices[i].Endpoints {
 			e := Endpoint{
 				Ready:   ep.Conditions.Ready == nil || *ep.Conditions.Ready,
 				Serving: ep.Conditions.Serving != nil && *ep.Conditions.Serving,
+				Family:  family,
 			}
 			if ep.NodeName != nil {
 				e.NodeName = *ep.NodeName
+			}
+			if r := ep.TargetRef; r != nil {
+				e.Target = r.Kind + "/" + r.Namespace + "/" + r.Name
+				if r.UID != "" {
+					e.Target = "uid:" + string(r.UID)
+				}
 			}
 			out = append(out, e)
 		}

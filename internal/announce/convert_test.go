@@ -61,26 +61,29 @@ func TestServiceFromK8s(t *testing.T) {
 
 func TestEndpointsFromSlices(t *testing.T) {
 	slices := []discoveryv1.EndpointSlice{
-		{Endpoints: []discoveryv1.Endpoint{
-			{NodeName: ptr.To("n1")}, // conditions unset: ready
+		{AddressType: discoveryv1.AddressTypeIPv4, Endpoints: []discoveryv1.Endpoint{
+			{NodeName: ptr.To("n1"), TargetRef: &corev1.ObjectReference{Kind: "Pod", Namespace: "ns", Name: "web-1"}}, // conditions unset: ready
 			{NodeName: ptr.To("n2"), Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(false)}},
 			{NodeName: ptr.To("n3"), Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(false), Serving: ptr.To(true), Terminating: ptr.To(true)}},
 		}},
-		{Endpoints: []discoveryv1.Endpoint{
-			{Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}}, // no node
+		{AddressType: discoveryv1.AddressTypeIPv6, Endpoints: []discoveryv1.Endpoint{
+			{Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}, // no node
+				TargetRef: &corev1.ObjectReference{Kind: "Pod", Namespace: "ns", Name: "web-2", UID: "u2"}},
 		}},
+		{AddressType: discoveryv1.AddressTypeFQDN, Endpoints: []discoveryv1.Endpoint{{NodeName: ptr.To("n1")}}},
 	}
 	want := []Endpoint{
+		{NodeName: "n1", Ready: true, Family: 4, Target: "Pod/ns/web-1"},
+		{NodeName: "n2", Family: 4},
+		{NodeName: "n3", Serving: true, Family: 4},
+		{Ready: true, Family: 6, Target: "uid:u2"},
 		{NodeName: "n1", Ready: true},
-		{NodeName: "n2"},
-		{NodeName: "n3", Serving: true},
-		{Ready: true},
 	}
 	got := EndpointsFromSlices(slices)
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("got %+v\nwant %+v", got, want)
 	}
-	canServe := []bool{true, false, true, true}
+	canServe := []bool{true, false, true, true, true}
 	for i, e := range got {
 		if e.CanServe() != canServe[i] {
 			t.Errorf("%+v: CanServe %v", e, e.CanServe())

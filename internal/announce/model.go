@@ -61,6 +61,16 @@ type Endpoint struct {
 	Ready bool
 	// Serving is conditions.serving (nil read as false).
 	Serving bool
+	// Family is the address family of the endpoint's EndpointSlice: 4
+	// (IPv4), 6 (IPv6), 0 (FQDN or unknown). Only the weight of weighted
+	// ECMP uses it (endpoints of the announced IP's family).
+	Family int
+	// Target identifies what the endpoint runs ("uid:<uid>" or
+	// "<kind>/<namespace>/<name>" of its targetRef), "" when the slice has
+	// no targetRef. The weight of weighted ECMP counts a target listed in
+	// two slices of one family (while the EndpointSlice controller moves it)
+	// once.
+	Target string
 }
 
 // CanServe reports whether the endpoint can take traffic: ready, or serving
@@ -266,6 +276,10 @@ type BGPDecision struct {
 	// Peers are the names of this node's BGP peers that receive at least
 	// one of Paths, sorted (for ServiceBGPStatus).
 	Peers []string
+	// Weight is this node's weighted-ECMP weight for the IP (see
+	// LocalWeight) when at least one of Paths carries it (an advertisement
+	// with herald.io/weighted-ecmp and externalTrafficPolicy Local), else 0.
+	Weight uint32
 }
 
 // Announced reports whether this node announces at least one IP in any

@@ -18,6 +18,13 @@ import (
 //     and the prefix is reported in conflicts.
 //   - Peers are unioned; if any reason has no Peers restriction (all peers),
 //     the result is unrestricted.
+//   - Weight: if every reason carries one, the sum over the distinct
+//     WeightSources of each source's largest Weight (capped at MaxWeight):
+//     Services sharing a prefix (an aggregated prefix, a shared IP) add up,
+//     one Service announced through two advertisements counts once. If any
+//     reason has Weight 0, the merged path has none: that reason asks for
+//     plain ECMP, and a router weighs only paths that all carry the
+//     community. WeightSource is "" in the result.
 //
 // Note: attributes are merged per prefix, not per peer. If two reasons for
 // the same prefix go to disjoint peer lists with different communities, both
@@ -27,6 +34,11 @@ import (
 // Complexity O(n log n) in the number of input paths. Inputs are not modified.
 func MergePaths(in []Path) (out []Path, conflicts []netip.Prefix) {
 	byPrefix := make(map[netip.Prefix]int, len(in))
+	// weights[i] holds, per WeightSource, the largest Weight of out[i]'s
+	// reasons; nil once a reason without Weight was seen (and for prefixes
+	// with a single reason, the common case: no map is allocated).
+	var weights map[int]map[string]uint32
+	unweighted := map[int]bool{}
 	for _, p := range in {
 		pfx := p.Prefix.Masked()
 		i, ok := byPrefix[pfx]
@@ -38,10 +50,34 @@ func MergePaths(in []Path) (out []Path, conflicts []netip.Prefix) {
 				LargeCommunities: slices.Clone(p.LargeCommunities),
 				LocalPref:        clonePtr(p.LocalPref),
 				Peers:            slices.Clone(p.Peers),
+				Weight:           min(p.Weight, MaxWeight),
+				WeightSource:     p.WeightSource,
 			})
 			continue
 		}
 		m := &out[i]
+		switch {
+		case unweighted[i]:
+		case p.Weight == 0 || m.Weight == 0:
+			unweighted[i] = true
+			delete(weights, i)
+			m.Weight = 0
+		default:
+			if weights == nil {
+				weights = map[int]map[string]uint32{}
+			}
+			w := weights[i]
+			if w == nil {
+				w = map[string]uint32{m.WeightSource: m.Weight}
+				weights[i] = w
+			}
+			w[p.WeightSource] = max(w[p.WeightSource], p.Weight)
+			var sum uint64
+			for _, v := range w {
+				sum += uint64(v)
+			}
+			m.Weight = uint32(min(sum, MaxWeight))
+		}
 		m.Communities = append(m.Communities, p.Communities...)
 		m.LargeCommunities = append(m.LargeCommunities, p.LargeCommunities...)
 		switch {
@@ -64,6 +100,7 @@ func MergePaths(in []Path) (out []Path, conflicts []netip.Prefix) {
 	}
 	for i := range out {
 		out[i] = normalize(out[i])
+		out[i].WeightSource = ""
 	}
 	slices.SortFunc(out, func(a, b Path) int { return comparePrefix(a.Prefix, b.Prefix) })
 	slices.SortFunc(conflicts, comparePrefix)
@@ -90,6 +127,7 @@ func (p Path) Equal(o Path) bool {
 		slices.Equal(a.Communities, b.Communities) &&
 		slices.Equal(a.LargeCommunities, b.LargeCommunities) &&
 		slices.Equal(a.Peers, b.Peers) &&
+		a.Weight == b.Weight && a.WeightSource == b.WeightSource &&
 		(a.LocalPref == nil) == (b.LocalPref == nil) &&
 		(a.LocalPref == nil || *a.LocalPref == *b.LocalPref)
 }

@@ -89,6 +89,40 @@ func TestMergePaths(t *testing.T) {
 			},
 			want: []Path{{Prefix: pfx("203.0.113.5/32")}},
 		},
+		{
+			name: "weight of one reason kept, source dropped",
+			in:   []Path{{Prefix: pfx("203.0.113.5/32"), Weight: 3, WeightSource: "ns/a"}},
+			want: []Path{{Prefix: pfx("203.0.113.5/32"), Weight: 3}},
+		},
+		{
+			name: "weights of different Services add up, one Service through two advertisements counts once",
+			in: []Path{
+				{Prefix: pfx("203.0.113.5/24"), Weight: 3, WeightSource: "ns/a"},
+				{Prefix: pfx("203.0.113.9/24"), Weight: 2, WeightSource: "ns/b"},
+				{Prefix: pfx("203.0.113.5/24"), Weight: 3, WeightSource: "ns/a", Communities: []uint32{1}},
+				{Prefix: pfx("203.0.113.7/24"), Weight: 1, WeightSource: "ns/c"},
+			},
+			want: []Path{{Prefix: pfx("203.0.113.0/24"), Communities: []uint32{1}, Weight: 6}},
+		},
+		{
+			name: "one reason without weight: no community on the prefix, in any order",
+			in: []Path{
+				{Prefix: pfx("203.0.113.5/32"), Weight: 3, WeightSource: "ns/a"},
+				{Prefix: pfx("203.0.113.5/32"), WeightSource: "ns/b"},
+				{Prefix: pfx("203.0.113.5/32"), Weight: 2, WeightSource: "ns/c"},
+				{Prefix: pfx("203.0.113.6/32")},
+				{Prefix: pfx("203.0.113.6/32"), Weight: 2, WeightSource: "ns/c"},
+			},
+			want: []Path{{Prefix: pfx("203.0.113.5/32")}, {Prefix: pfx("203.0.113.6/32")}},
+		},
+		{
+			name: "sum capped at MaxWeight",
+			in: []Path{
+				{Prefix: pfx("203.0.113.0/24"), Weight: MaxWeight, WeightSource: "ns/a"},
+				{Prefix: pfx("203.0.113.0/24"), Weight: MaxWeight, WeightSource: "ns/b"},
+			},
+			want: []Path{{Prefix: pfx("203.0.113.0/24"), Weight: MaxWeight}},
+		},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -129,6 +163,24 @@ func TestLastReasonWithdraws(t *testing.T) {
 	d = DiffPaths(nil, applied)
 	if len(d.Delete) != 1 || d.Delete[0].Prefix != a.Prefix || len(d.Add)+len(d.Update) != 0 {
 		t.Fatalf("after last reason gone: %+v", d)
+	}
+}
+
+// TestWeightChangeIsAnUpdate: an endpoint more or less changes the weight
+// of a prefix in place (an UPDATE of the same prefix), never a withdrawal
+// and a new announcement.
+func TestWeightChangeIsAnUpdate(t *testing.T) {
+	applied, _ := MergePaths([]Path{{Prefix: pfx("203.0.113.5/32"), Weight: 1, WeightSource: "ns/a"}})
+	d := DiffPaths([]Path{{Prefix: pfx("203.0.113.5/32"), Weight: 3, WeightSource: "ns/a"}}, applied)
+	if len(d.Delete)+len(d.Add) != 0 || len(d.Update) != 1 || d.Update[0].Weight != 3 {
+		t.Fatalf("weight 1 -> 3: %+v", d)
+	}
+	d = DiffPaths([]Path{{Prefix: pfx("203.0.113.5/32"), Weight: 1, WeightSource: "ns/a"}}, applied)
+	if !d.Empty() {
+		t.Fatalf("same weight: %+v", d)
+	}
+	if err := (Path{Prefix: pfx("203.0.113.5/32"), Weight: MaxWeight + 1}).Validate(); !errors.Is(err, ErrInvalidPath) {
+		t.Fatalf("weight above MaxWeight: %v", err)
 	}
 }
 

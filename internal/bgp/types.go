@@ -208,7 +208,31 @@ type Path struct {
 	LocalPref *uint32
 	// Peers are the PeerConfig names that receive the path; empty means all peers.
 	Peers []string
+	// Weight, when non-zero, is this node's share of the prefix's traffic,
+	// in endpoints: the path carries the link bandwidth extended community
+	// (RFC 10005, formerly draft-ietf-idr-link-bandwidth: two-octet AS
+	// specific, sub-type 0x04) with Weight × LinkBandwidthPerWeight
+	// bytes/s, so that a router doing weighted ECMP sends each node
+	// traffic in proportion to its Weight. 0: no community.
+	Weight uint32
+	// WeightSource names what Weight counts (the Service, "namespace/name").
+	// MergePaths adds the weights of different sources sharing a prefix and
+	// takes the largest of one source's (one Service through two
+	// advertisements is counted once). "" after MergePaths.
+	WeightSource string
 }
+
+// LinkBandwidthPerWeight is the bandwidth one unit of Path.Weight stands
+// for in the link bandwidth extended community: 125,000 bytes/s (1 Mbit/s,
+// the community's unit is bytes per second, RFC 10005 §3). Routers use
+// only the ratio between paths; a whole number of Mbit/s survives the
+// rounding of routers that keep the value in kbit/s or Mbit/s.
+const LinkBandwidthPerWeight = 125_000
+
+// MaxWeight bounds Path.Weight: Weight × LinkBandwidthPerWeight stays below
+// 2^32 bytes/s, the range of routers that keep the value as a 32-bit
+// integer (FRR). Path.Validate refuses more.
+const MaxWeight = 34_000
 
 // Validate checks one path. Errors wrap ErrInvalidPath or ErrReservedCommunity.
 func (p Path) Validate() error {
@@ -225,6 +249,9 @@ func (p Path) Validate() error {
 	}
 	if slices.Contains(p.Peers, "") {
 		return fmt.Errorf("path %v: peers: empty name: %w", p.Prefix, ErrInvalidPath)
+	}
+	if p.Weight > MaxWeight {
+		return fmt.Errorf("path %v: weight %d: more than %d: %w", p.Prefix, p.Weight, MaxWeight, ErrInvalidPath)
 	}
 	return nil
 }

@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/herald-lb/herald/api/v1beta1"
+	"github.com/herald-lb/herald/internal/annotations"
 )
 
 // L2Advertisement is one parsed L2Advertisement. Read-only.
@@ -78,6 +79,12 @@ type BGPAdvertisement struct {
 	Peers            []string
 	NodeSelectors    []labels.Selector
 	ServiceSelectors []labels.Selector
+	// WeightedECMP is the annotation herald.io/weighted-ecmp: "true"
+	// (Herald only, MetalLB has no such field): the paths of
+	// externalTrafficPolicy Local Services carry the link bandwidth
+	// extended community weighted by this node's local endpoints (see
+	// internal/announce).
+	WeightedECMP bool
 
 	// unresolved holds alias names skipped under Options.IgnoreTransient,
 	// so two advertisements differing only in them are not duplicates.
@@ -203,6 +210,11 @@ func buildBGPAdvertisement(obj *v1beta1.BGPAdvertisement, pools []*Pool, peerNam
 	}
 	ad.NodeSelectors = convertSelectors(ref, "spec.nodeSelectors", obj.Spec.NodeSelectors, p)
 	ad.ServiceSelectors = convertSelectors(ref, "spec.serviceSelectors", obj.Spec.ServiceSelectors, p)
+	if w, err := annotations.Bool(obj.Annotations, annotations.WeightedECMP); err != nil {
+		p.add(ref.invalid("metadata.annotations["+annotations.WeightedECMP+"]", obj.Annotations[annotations.WeightedECMP], `must be "true" or "false"`))
+	} else {
+		ad.WeightedECMP = w
+	}
 	if len(obj.Spec.ServiceSelectors) > 0 && (ad.AggregationLength != 32 || ad.AggregationLengthV6 != 128) {
 		p.add(ref.invalid("spec.serviceSelectors", "", "cannot be combined with a non-default aggregationLength (32) or aggregationLengthV6 (128): an aggregated prefix covers Services the selector does not match"))
 	}
@@ -341,7 +353,7 @@ func intersects(a, b []string) bool {
 // bgpAdKey renders everything of a parsed advertisement except its name, to
 // find advertisements that are identical.
 func bgpAdKey(a *BGPAdvertisement) string {
-	return fmt.Sprintf("pools=%q agg=%d/%d lp=%d comm=%v unresolved=%q peers=%q nodes=%q svc=%q",
+	return fmt.Sprintf("pools=%q agg=%d/%d lp=%d comm=%v unresolved=%q peers=%q nodes=%q svc=%q wecmp=%t",
 		a.Pools, a.AggregationLength, a.AggregationLengthV6, a.LocalPref, a.Communities, sortedCopy(a.unresolved), a.Peers,
-		selectorStrings(a.NodeSelectors), selectorStrings(a.ServiceSelectors))
+		selectorStrings(a.NodeSelectors), selectorStrings(a.ServiceSelectors), a.WeightedECMP)
 }

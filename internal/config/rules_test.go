@@ -200,6 +200,12 @@ func TestBGPAdvertisementRules(t *testing.T) {
 		{name: "aggregation length v6 valid", mutate: ad(func(a *v1beta1.BGPAdvertisement) { a.Spec.AggregationLengthV6 = i32(120) })},
 		{name: "aggregation length v6 invalid", mutate: ad(func(a *v1beta1.BGPAdvertisement) { a.Spec.AggregationLengthV6 = i32(119) }),
 			want: []string{`spec.aggregationLengthV6 "119": shorter than the /120 of IPAddressPool pool-b spec.addresses[1] "2001:db8::/120"`}},
+		{name: "weighted-ecmp annotation true", mutate: ad(func(a *v1beta1.BGPAdvertisement) {
+			a.Annotations = map[string]string{"herald.io/weighted-ecmp": "true"}
+		})},
+		{name: "weighted-ecmp annotation not a boolean", mutate: ad(func(a *v1beta1.BGPAdvertisement) {
+			a.Annotations = map[string]string{"herald.io/weighted-ecmp": "yes"}
+		}), want: []string{`BGPAdvertisement herald-system/bgp-b: metadata.annotations[herald.io/weighted-ecmp] "yes": must be "true" or "false"`}},
 		{name: "service selectors with default aggregation", mutate: ad(func(a *v1beta1.BGPAdvertisement) {
 			a.Spec.ServiceSelectors = []metav1.LabelSelector{sel("app", "web")}
 		})},

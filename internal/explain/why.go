@@ -156,6 +156,9 @@ type PathReport struct {
 	LargeCommunities []string `json:"largeCommunities,omitempty"`
 	// LocalPref is set only when sent (an iBGP peer receives the path).
 	LocalPref *uint32 `json:"localPref,omitempty"`
+	// Weight is the weighted-ECMP weight (local endpoints) the path carries
+	// as a link bandwidth community (RFC 10005, Weight Mbit/s), 0 for none.
+	Weight uint32 `json:"weight,omitempty"`
 	// Peers receive the path.
 	Peers []string `json:"peers"`
 }
@@ -506,7 +509,7 @@ func (v *view) explainAnnouncement(svc *corev1.Service, eps []announce.Endpoint,
 					}
 					peers := announce.Sessions(nd.in.Config, nd.node, nodeLabels(v.nodes, nd.node), netip.Addr{})
 					for j, p := range b.Paths {
-						pr := PathReport{Node: nd.node, Advertisement: b.Advertisements[j], Prefix: p.Prefix.String(), LocalPref: p.LocalPref}
+						pr := PathReport{Node: nd.node, Advertisement: b.Advertisements[j], Prefix: p.Prefix.String(), LocalPref: p.LocalPref, Weight: p.Weight}
 						for _, c := range p.Communities {
 							pr.Communities = append(pr.Communities, fmt.Sprintf("%d:%d", c>>16, c&0xffff))
 						}

@@ -3,6 +3,7 @@ package gobgp
 import (
 	"fmt"
 	"hash/fnv"
+	"math"
 	"time"
 
 	api "github.com/osrg/gobgp/v3/api"
@@ -113,12 +114,40 @@ func toAPIPeer(p bgp.PeerConfig, maxReceived uint32) *api.Peer {
 	return out
 }
 
+// Link bandwidth extended community (RFC 10005, formerly
+// draft-ietf-idr-link-bandwidth): type two-octet AS specific, sub-type 0x04,
+// the AS in the Global Administrator field and the bandwidth in bytes per
+// second as an IEEE 754 single-precision float in the Local Administrator
+// field.
+const (
+	linkBandwidthSubType = 0x04
+	// asTrans stands for a four-octet ASN in a two-octet field (RFC 6793 §9).
+	asTrans = 23456
+)
+
+// linkBandwidth returns the community for a path of the given weight
+// (bgp.Path.Weight × bgp.LinkBandwidthPerWeight bytes/s) from AS asn. It is
+// the transitive variant (type 0x00): the non-transitive one (0x40) SHOULD
+// NOT cross an AS boundary (RFC 4360 §6), and Herald's sessions are eBGP
+// as often as not; this is also what FRR sends by default ("set extcommunity
+// bandwidth", draft-ietf-bess-ebgp-dmz) and RFC 10005 receivers treat both
+// alike.
+func linkBandwidth(asn uint32, weight uint32) *api.TwoOctetAsSpecificExtended {
+	if asn > math.MaxUint16 {
+		asn = asTrans
+	}
+	bw := float32(uint64(weight) * bgp.LinkBandwidthPerWeight)
+	return &api.TwoOctetAsSpecificExtended{IsTransitive: true, SubType: linkBandwidthSubType, Asn: asn, LocalAdmin: math.Float32bits(bw)}
+}
+
 // toAPIPath translates a merged Path into a gobgp path. IPv4 uses NEXT_HOP
 // 0.0.0.0 and IPv6 MP_REACH_NLRI with next hop "::" (RFC 4760); gobgp
 // replaces an unspecified next hop of a local path with the session's local
 // address for both eBGP and iBGP. peers restricts the path with marker
-// large communities (see policy.go); nil sends it everywhere.
-func toAPIPath(p bgp.Path) (*api.Path, error) {
+// large communities (see policy.go); nil sends it everywhere. A path with a
+// Weight carries the link bandwidth extended community from AS asn (see
+// linkBandwidth).
+func toAPIPath(p bgp.Path, asn uint32) (*api.Path, error) {
 	addr := p.Prefix.Addr()
 	nlri, err := apb.New(&api.IPAddressPrefix{Prefix: addr.String(), PrefixLen: uint32(p.Prefix.Bits())})
 	if err != nil {
@@ -166,6 +195,15 @@ func toAPIPath(p bgp.Path) (*api.Path, error) {
 	}
 	if p.LocalPref != nil {
 		if err := add(&api.LocalPrefAttribute{LocalPref: *p.LocalPref}); err != nil {
+			return nil, err
+		}
+	}
+	if p.Weight > 0 {
+		ec, err := apb.New(linkBandwidth(asn, p.Weight))
+		if err != nil {
+			return nil, fmt.Errorf("encode link bandwidth for %s: %w", p.Prefix, err)
+		}
+		if err := add(&api.ExtendedCommunitiesAttribute{Communities: []*apb.Any{ec}}); err != nil {
 			return nil, err
 		}
 	}

@@ -147,6 +147,10 @@ type receivedPath struct {
 	LocalPref   *uint32
 	ASPath      []uint32
 	Stale       bool
+	// LinkBandwidth is the link bandwidth extended community's value in
+	// bytes/s and its AS (RFC 10005), 0 without one.
+	LinkBandwidth   float32
+	LinkBandwidthAS uint32
 }
 
 // prefixOf decodes the NLRI of a gobgp path (as listed by ListPath).
@@ -212,6 +216,17 @@ func decodePath(t testing.TB, p *api.Path) receivedPath {
 		case *api.AsPathAttribute:
 			for _, seg := range v.Segments {
 				rp.ASPath = append(rp.ASPath, seg.Numbers...)
+			}
+		case *api.ExtendedCommunitiesAttribute:
+			for _, c := range v.Communities {
+				m, err := c.UnmarshalNew()
+				if err != nil {
+					t.Errorf("decode extended community: %v", err)
+					continue
+				}
+				if lb, ok := m.(*api.LinkBandwidthExtended); ok {
+					rp.LinkBandwidth, rp.LinkBandwidthAS = lb.Bandwidth, lb.Asn
+				}
 			}
 		}
 	}

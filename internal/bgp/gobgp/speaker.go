@@ -88,7 +88,10 @@ type Speaker struct {
 	closed   bool
 	started  bool
 	routerID netip.Addr
-	peers    map[string]bgp.PeerConfig // applied, by name
+	// asn is gobgp's global ASN since start: the AS of the link bandwidth
+	// community (the sessions each present their own local ASN).
+	asn   uint32
+	peers map[string]bgp.PeerConfig // applied, by name
 	// linkLocal is the neighbor address ("fe80::1%eth1") gobgp knows each
 	// applied interface (unnumbered) peer by, by name.
 	linkLocal    map[string]string
@@ -183,7 +186,7 @@ func (s *Speaker) start(ctx context.Context, routerID netip.Addr, asn uint32) er
 		return fmt.Errorf("watch peer events: %w", err)
 	}
 	s.watchCancel = cancel
-	s.started, s.routerID = true, routerID
+	s.started, s.routerID, s.asn = true, routerID, asn
 	s.log.Info("BGP started", "routerID", routerID, "asn", asn)
 	return nil
 }
@@ -439,7 +442,7 @@ func (s *Speaker) applyPaths(ctx context.Context) error {
 			errs = append(errs, err)
 			break
 		}
-		ap, err := toAPIPath(p)
+		ap, err := toAPIPath(p, s.asn)
 		if err != nil {
 			errs = append(errs, err)
 			continue
@@ -467,7 +470,7 @@ func (s *Speaker) withdraw(ctx context.Context, prefix netip.Prefix) error {
 	if !ok {
 		return fmt.Errorf("withdraw %s: not announced", prefix)
 	}
-	p, err := toAPIPath(ap)
+	p, err := toAPIPath(ap, s.asn)
 	if err != nil {
 		return fmt.Errorf("withdraw %s: %w", prefix, err)
 	}

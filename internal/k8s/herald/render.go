@@ -132,7 +132,11 @@ func renderWhy(w io.Writer, r *explain.WhyReport) {
 					if p.LocalPref != nil {
 						lp = fmt.Sprint(*p.LocalPref)
 					}
-					t.row(p.Node, p.Advertisement, p.Prefix, list(append(append([]string{}, p.Communities...), p.LargeCommunities...)), lp, list(p.Peers))
+					comms := append(append([]string{}, p.Communities...), p.LargeCommunities...)
+					if p.Weight > 0 {
+						comms = append(comms, fmt.Sprintf("link-bandwidth:%d", p.Weight))
+					}
+					t.row(p.Node, p.Advertisement, p.Prefix, list(comms), lp, list(p.Peers))
 				}
 				t.flush()
 			}

@@ -13,6 +13,10 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+
+	"github.com/herald-lb/herald/api/v1beta1"
 	"github.com/herald-lb/herald/internal/bgp"
 	"github.com/herald-lb/herald/internal/poll"
 )
@@ -189,5 +193,28 @@ func TestPathApplierRefusedPathIsNotRetried(t *testing.T) {
 	}
 	if len(reports) != 2 || !slices.Equal(reports[0], []string{"ns/bad"}) || !slices.Equal(reports[1], []string{"ns/bad"}) {
 		t.Errorf("reports = %v, want ns/bad once per applied change", reports)
+	}
+}
+
+// TestHeraldAnnotationsChanged: a changed herald.io/weighted-ecmp on a
+// BGPAdvertisement reloads the configuration (it does not change the
+// generation); other annotation changes do not.
+func TestHeraldAnnotationsChanged(t *testing.T) {
+	ad := func(ann map[string]string) *v1beta1.BGPAdvertisement {
+		return &v1beta1.BGPAdvertisement{ObjectMeta: metav1.ObjectMeta{Name: "a", Annotations: ann}}
+	}
+	for _, tc := range []struct {
+		old, new map[string]string
+		want     bool
+	}{
+		{old: nil, new: map[string]string{"herald.io/weighted-ecmp": "true"}, want: true},
+		{old: map[string]string{"herald.io/weighted-ecmp": "true"}, new: nil, want: true},
+		{old: map[string]string{"herald.io/weighted-ecmp": "true"}, new: map[string]string{"herald.io/weighted-ecmp": "false"}, want: true},
+		{old: map[string]string{"herald.io/weighted-ecmp": "true"}, new: map[string]string{"herald.io/weighted-ecmp": "true", "x": "1"}},
+		{old: nil, new: map[string]string{"kubectl.kubernetes.io/last-applied-configuration": "{}"}},
+	} {
+		if got := heraldAnnotationsChanged(event.UpdateEvent{ObjectOld: ad(tc.old), ObjectNew: ad(tc.new)}); got != tc.want {
+			t.Errorf("%v -> %v: %v, want %v", tc.old, tc.new, got, tc.want)
+		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"reflect"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -257,7 +258,8 @@ func (s *Controller) setupController(mgr manager.Manager) error {
 		&v1beta2.BGPPeer{}, &v1beta1.Community{}, &v1beta1.BFDProfile{},
 	} {
 		b = b.Watches(obj, toKey(keyConfig), builder.WithPredicates(predicate.Or(
-			predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{})))
+			predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{},
+			predicate.Funcs{UpdateFunc: heraldAnnotationsChanged})))
 	}
 	if s.opts.Members != nil {
 		b = b.Watches(&corev1.Pod{}, toKey(keyPods), builder.WithPredicates(predicate.Funcs{UpdateFunc: podChanged}))
@@ -403,6 +405,28 @@ func serviceChanged(e event.UpdateEvent) bool {
 	n, ok2 := e.ObjectNew.(*corev1.Service)
 	return !ok1 || !ok2 || !reflect.DeepEqual(announce.ServiceFromK8s(o), announce.ServiceFromK8s(n))
 }
+
+// heraldAnnotationsChanged reports a change of a configuration object's
+// herald.io/* annotations (herald.io/weighted-ecmp on a BGPAdvertisement):
+// part of the configuration, although they do not change the generation.
+func heraldAnnotationsChanged(e event.UpdateEvent) bool {
+	if e.ObjectOld == nil || e.ObjectNew == nil {
+		return true
+	}
+	o, n := e.ObjectOld.GetAnnotations(), e.ObjectNew.GetAnnotations()
+	for _, m := range []map[string]string{o, n} {
+		for k := range m {
+			if strings.HasPrefix(k, heraldAnnotationPrefix) && o[k] != n[k] {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// heraldAnnotationPrefix starts the annotations Herald reads from MetalLB's
+// configuration objects (internal/annotations).
+const heraldAnnotationPrefix = "herald.io/"
 
 func sliceChanged(e event.UpdateEvent) bool {
 	o, ok1 := e.ObjectOld.(*discoveryv1.EndpointSlice)
