@@ -12,8 +12,9 @@ import (
 
 // CacheOptions returns the manager cache the controller needs: Herald's CRs
 // and Secrets only in namespace (Herald's), Services, Namespaces and Nodes
-// cluster-wide, managedFields stripped (they are never read and are most of
-// a Service's size); informers retry an unreachable API server with a
+// cluster-wide, projected to the fields the controller reads
+// (transform.go); managedFields stripped from the rest (they are never
+// read and are most of an object's size); informers retry an unreachable API server with a
 // short capped backoff (apiretry), so a change made right after an outage
 // is seen within seconds.
 func CacheOptions(namespace string) cache.Options {
@@ -32,6 +33,9 @@ func CacheOptions(namespace string) cache.Options {
 			&v1beta1.ServiceBGPStatus{}:   inNS,
 			&v1beta2.BGPPeer{}:            inNS,
 			&corev1.Secret{}:              inNS,
+			&corev1.Service{}:             {Transform: project(projectService)},
+			&corev1.Namespace{}:           {Transform: project(projectNamespace)},
+			&corev1.Node{}:                {Transform: project(projectNode)},
 		},
 	}
 }
