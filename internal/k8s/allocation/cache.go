@@ -39,3 +39,11 @@ func CacheOptions(namespace string) cache.Options {
 		},
 	}
 }
+
+// readOnly makes a cache read return the cached object itself, not a deep
+// copy: its maps and slices are the cache's and must never be modified.
+// The allocation loop only reads the Services and Namespaces it gets with
+// it (reconcile, preallocate, syncAnnotation), which saves a copy of each
+// Service per reconcile, and the allocator's Requests then share their
+// Namespace's label map instead of holding a copy per Service.
+var readOnly = client.UnsafeDisableDeepCopy
