@@ -1,14 +1,17 @@
 package allocation
 
 import (
+	"encoding/json"
 	"fmt"
 	"math/rand"
 	"reflect"
+	"runtime"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/randfill"
@@ -216,5 +219,80 @@ func TestProjectLeavesOtherObjects(t *testing.T) {
 	}
 	if got, _ := tr((*corev1.Service)(nil)); got != any((*corev1.Service)(nil)) {
 		t.Errorf("nil Service = %#v", got)
+	}
+}
+
+// BenchmarkCachedServiceMemory reports the heap one cached Service takes
+// ("B/service", 10,000 of them decoded from JSON as the informer does) for
+// bench-alloc's Services with the managed fields the API server gives them:
+// as decoded, with managed fields stripped (the cache before the
+// projection), and projected. Run with -short (no API server needed).
+func BenchmarkCachedServiceMemory(b *testing.B) {
+	const n = 10_000
+	now := metav1.Now()
+	fields := func(s string) *metav1.FieldsV1 { return &metav1.FieldsV1{Raw: []byte(s)} }
+	raw := make([][]byte, n)
+	for i := range n {
+		name := fmt.Sprintf("svc-%05d", i)
+		ip := fmt.Sprintf("2001:db8:1::%x", i+1)
+		s := &corev1.Service{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "herald-10000", Name: name, Labels: map[string]string{"bench.herald.io/run": "herald-10000"},
+				UID: "0b5c7c8e-1f7e-4a7e-9d0e-5d1f8e1a2b3c", ResourceVersion: "123456", CreationTimestamp: now,
+				Annotations: map[string]string{annotations.AllocatedFromPool: "bench"},
+				ManagedFields: []metav1.ManagedFieldsEntry{
+					{Manager: "bench-alloc", Operation: "Update", APIVersion: "v1", Time: &now, FieldsType: "FieldsV1", FieldsV1: fields(`{"f:metadata":{"f:labels":{".":{},"f:bench.herald.io/run":{}}},"f:spec":{"f:allocateLoadBalancerNodePorts":{},"f:externalTrafficPolicy":{},"f:internalTrafficPolicy":{},"f:ipFamilies":{},"f:ipFamilyPolicy":{},"f:ports":{".":{},"k:{\"port\":80,\"protocol\":\"TCP\"}":{".":{},"f:name":{},"f:port":{},"f:protocol":{},"f:targetPort":{}}},"f:selector":{},"f:sessionAffinity":{},"f:type":{}}}`)},
+					{Manager: "herald-controller", Operation: "Update", APIVersion: "v1", Time: &now, FieldsType: "FieldsV1", Subresource: "status", FieldsV1: fields(`{"f:status":{"f:conditions":{".":{},"k:{\"type\":\"herald.io/IPAllocated\"}":{".":{},"f:lastTransitionTime":{},"f:message":{},"f:observedGeneration":{},"f:reason":{},"f:status":{},"f:type":{}}},"f:loadBalancer":{"f:ingress":{}}}}`)},
+					{Manager: "herald-controller", Operation: "Update", APIVersion: "v1", Time: &now, FieldsType: "FieldsV1", Subresource: "status", FieldsV1: fields(`{"f:metadata":{"f:annotations":{".":{},"f:metallb.io/ip-allocated-from-pool":{}}}}`)},
+				}},
+			Spec: corev1.ServiceSpec{
+				Type: corev1.ServiceTypeLoadBalancer, AllocateLoadBalancerNodePorts: ptr.To(false),
+				IPFamilyPolicy: ptr.To(corev1.IPFamilyPolicySingleStack), IPFamilies: []corev1.IPFamily{corev1.IPv6Protocol},
+				ClusterIP: "fd00:10:96::1234", ClusterIPs: []string{"fd00:10:96::1234"}, Selector: map[string]string{"app": name},
+				Ports:           []corev1.ServicePort{{Name: "http", Protocol: corev1.ProtocolTCP, Port: 80, TargetPort: intstr.FromInt32(8080)}},
+				SessionAffinity: corev1.ServiceAffinityNone, ExternalTrafficPolicy: corev1.ServiceExternalTrafficPolicyCluster,
+				InternalTrafficPolicy: ptr.To(corev1.ServiceInternalTrafficPolicyCluster),
+			},
+			Status: corev1.ServiceStatus{
+				LoadBalancer: corev1.LoadBalancerStatus{Ingress: []corev1.LoadBalancerIngress{{IP: ip, IPMode: ptr.To(corev1.LoadBalancerIPModeVIP)}}},
+				Conditions: []metav1.Condition{{Type: ConditionType, Status: metav1.ConditionTrue, Reason: ReasonAllocated,
+					Message: fmt.Sprintf("Assigned IP [%q]", ip), LastTransitionTime: now}},
+			},
+		}
+		var err error
+		if raw[i], err = json.Marshal(s); err != nil {
+			b.Fatal(err)
+		}
+	}
+	heap := func() uint64 {
+		runtime.GC()
+		var m runtime.MemStats
+		runtime.ReadMemStats(&m)
+		return m.HeapAlloc
+	}
+	for _, tc := range []struct {
+		name string
+		tr   func(*corev1.Service) *corev1.Service
+	}{
+		{"decoded", func(s *corev1.Service) *corev1.Service { return s }},
+		{"stripped", func(s *corev1.Service) *corev1.Service { s.ManagedFields = nil; return s }},
+		{"projected", projectService},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			var per float64
+			for range b.N {
+				before := heap()
+				kept := make([]*corev1.Service, n)
+				for i := range n {
+					var s corev1.Service
+					if err := json.Unmarshal(raw[i], &s); err != nil {
+						b.Fatal(err)
+					}
+					kept[i] = tc.tr(&s)
+				}
+				per = float64(heap()-before) / n
+				runtime.KeepAlive(kept)
+			}
+			b.ReportMetric(per, "B/service")
+		})
 	}
 }
