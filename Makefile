@@ -174,12 +174,14 @@ bench-go:
 	go test -run '^$$' -bench . -benchmem ./internal/...
 
 # bench-alloc measures create->ingress latency of Herald's controller against an
-# ideal allocator on a real kube-apiserver, and the controller's peak RSS at 10k
-# Services (see docs/performance.md).
+# ideal allocator (and MetalLB's controller, when make metallb-assets has built
+# bin/metallb) on a real kube-apiserver, in bursts of 1,000, 3,000 and 10,000
+# Services, and each one's peak RSS holding the same Services (see
+# docs/performance.md). BENCH_ALLOC_FLAGS adds flags (-profile-dir DIR, -bursts).
 .PHONY: bench-alloc
 bench-alloc: test-assets
 	go build -o $(BIN)/controller ./controller
-	go run ./hack/bench-alloc -controller $(BIN)/controller
+	go run ./hack/bench-alloc -controller $(BIN)/controller -metallb $(BIN)/metallb/controller $(BENCH_ALLOC_FLAGS)
 
 # bench-l2balance compares the plain layer 2 election with the balanced one
 # (announce.ElectBalanced): max/mean addresses per node for 5, 50 and 1,000

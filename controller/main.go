@@ -81,6 +81,11 @@ func run(ctx context.Context, o *options, log *slog.Logger, level *slog.LevelVar
 	}
 	serving.AddHandler(&metricsOpts, logging.LevelPath, logging.LevelHandler(level, log))
 	logging.HandleSignals(ctx, level, log)
+	if o.pprofAddress != "" {
+		if err := startPprof(ctx, o.pprofAddress, log); err != nil {
+			return err
+		}
+	}
 	tlsOpts, err := o.serving.TLSOptions()
 	if err != nil {
 		return err

@@ -37,6 +37,9 @@ type options struct {
 	webhookSecret  string
 	webhookConfig  string
 	serving        serving.Flags
+	// pprofAddress is --pprof-address: where net/http/pprof listens
+	// ("" = off).
+	pprofAddress string
 	// version is --version: print internal/version.Line and exit 0.
 	version bool
 }
@@ -66,6 +69,7 @@ func (o *options) register(fs *flag.FlagSet, getenv func(string) string) {
 	fs.StringVar(&o.certService, "cert-service-name", webhook.DefaultServiceName, "Webhook Service name, the certificate's DNS name <name>.<namespace>.svc.")
 	fs.StringVar(&o.webhookSecret, "webhook-secret", webhook.DefaultSecretName, "Secret holding the webhook certificate.")
 	fs.StringVar(&o.webhookConfig, "webhook-configuration-name", webhook.DefaultWebhookConfigName, "ValidatingWebhookConfiguration whose caBundle is kept current.")
+	fs.StringVar(&o.pprofAddress, "pprof-address", "", "host:port of a net/http/pprof server (/debug/pprof/: heap and CPU profiles), without authentication; empty (default) disables it. Bind it to localhost.")
 	o.serving.Register(fs, 9120)
 }
 

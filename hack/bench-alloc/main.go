@@ -1,22 +1,28 @@
 // Command bench-alloc measures how fast Herald's controller gives new
-// LoadBalancer Services their addresses, against a real kube-apiserver
-// (started here through envtest), next to an ideal allocator in the same run.
+// LoadBalancer Services their addresses, and how much memory it needs for
+// them, against a real kube-apiserver (started here through envtest), next
+// to an ideal allocator and MetalLB's controller in the same run.
 //
 // The ideal allocator is this command re-executed with -mode=ideal: a minimal
 // watcher that writes one status patch per new Service (the next address of a
 // counter) and nothing else, with the same client rate limits and worker
-// count as the controller. Both run as subprocesses, one after the other, on
-// the same API server; each burst creates N Services (allocateLoadBalancerNodePorts
-// false) from 32 goroutines and measures, per Service, the time from its
-// Create call returning to a watch event showing its first ingress IP. The
-// controller is then filled up to -rss-services Services and its peak RSS
-// (VmHWM in /proc/<pid>/status) is read.
+// count as the controller. MetalLB's controller (-metallb, built by make
+// metallb-assets; left out when missing) runs with its own defaults and an
+// --lb-class of its own. The allocators run as subprocesses, one after the
+// other, on the same API server, each one's Services deleted before the
+// next starts; each burst creates N Services from 32 goroutines and
+// measures, per Service, the time from its Create call returning to a watch
+// event showing its first ingress IP. After its bursts (and an optional
+// fill up to -rss-services) each allocator's peak RSS (VmHWM in
+// /proc/<pid>/status) and CPU time are read, so the peaks compare the same
+// number of Services. -profile-dir saves Herald's heap profiles (half-way
+// through and after the largest burst) and a CPU profile of that burst.
 //
 // The Services are single-stack IPv6 (ClusterIPs from the API server's
 // IPv6 Service range, LoadBalancer IPs from 2001:db8::/32), because the IPv4
 // documentation ranges are far too small for 10k Services.
 //
-// Usage: go run ./hack/bench-alloc -controller bin/controller
+// Usage: go run ./hack/bench-alloc -controller bin/controller [-bursts 1000,3000,10000] [-profile-dir DIR]
 package main
 
 import (
@@ -24,12 +30,16 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log"
 	"math"
+	"net"
+	"net/http"
 	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -50,31 +60,44 @@ import (
 
 	"github.com/herald-lb/herald/api/v1beta1"
 	"github.com/herald-lb/herald/internal/k8s/allocation/allocationtest"
-	"github.com/herald-lb/herald/internal/testenv"
 )
 
 const (
 	heraldNS   = "herald-system"
 	idealClass = "bench.herald.io/ideal"
-	runLabel   = "bench.herald.io/run"
+	// metallbClass is MetalLB's --lb-class in the bench.
+	metallbClass = "bench.herald.io/metallb"
+	runLabel     = "bench.herald.io/run"
 )
 
 func main() {
 	mode := flag.String("mode", "bench", "bench (the measurement) or ideal (the ideal allocator, run by bench)")
 	kubeconfig := flag.String("ideal-kubeconfig", "", "ideal mode: kubeconfig file")
-	controller := flag.String("controller", "bin/controller", "bench mode: the controller binary")
-	bursts := flag.String("bursts", "1000,3000", "bench mode: burst sizes")
-	rssServices := flag.Int("rss-services", 10000, "bench mode: Services held by the controller when its peak RSS is read")
-	qps := flag.Float64("qps", 500, "client QPS of both allocators (the controller's --kube-api-qps)")
-	burst := flag.Int("burst", 1000, "client burst of both allocators")
-	workers := flag.Int("workers", 8, "workers of both allocators")
+	var o benchOptions
+	flag.StringVar(&o.controller, "controller", "bin/controller", "bench mode: Herald's controller binary")
+	flag.StringVar(&o.baseline, "baseline-controller", "", "bench mode: another build of Herald's controller, measured too (as herald-base) for before/after figures")
+	flag.StringVar(&o.metallb, "metallb", "bin/metallb/controller", "bench mode: MetalLB's controller binary (make metallb-assets); empty or missing: left out")
+	bursts := flag.String("bursts", "1000,3000,10000", "bench mode: burst sizes")
+	flag.IntVar(&o.rssServices, "rss-services", 0, "bench mode: Services each allocator holds when its peak RSS is read (filled up after the bursts; at most the bursts' sum: no fill)")
+	flag.Float64Var(&o.qps, "qps", 500, "client QPS of Herald and the ideal allocator (the controller's --kube-api-qps)")
+	flag.IntVar(&o.burst, "burst", 1000, "client burst of Herald and the ideal allocator")
+	flag.IntVar(&o.workers, "workers", 8, "workers of Herald and the ideal allocator")
+	flag.StringVar(&o.profileDir, "profile-dir", "", "bench mode: write Herald's heap profiles (mid-way through and after the largest burst) and a CPU profile of that burst here (controller --pprof-address)")
+	flag.IntVar(&o.cpuSeconds, "cpu-seconds", 30, "bench mode: length of the CPU profile from the start of the largest burst")
 	flag.Parse()
 	var err error
 	switch *mode {
 	case "ideal":
-		err = runIdeal(*kubeconfig, *qps, *burst, *workers)
+		err = runIdeal(*kubeconfig, o.qps, o.burst, o.workers)
 	case "bench":
-		err = runBench(*controller, *bursts, *rssServices, *qps, *burst, *workers)
+		for _, f := range strings.Split(*bursts, ",") {
+			n, perr := strconv.Atoi(strings.TrimSpace(f))
+			if perr != nil || n <= 0 {
+				log.Fatalf("-bursts %q: %q is not a positive count", *bursts, f)
+			}
+			o.sizes = append(o.sizes, n)
+		}
+		err = runBench(o)
 	default:
 		err = fmt.Errorf("-mode %q: bench or ideal", *mode)
 	}
@@ -139,17 +162,49 @@ type result struct {
 	duration time.Duration
 }
 
-func runBench(controllerBin, burstList string, rssServices int, qps float64, burst, workers int) error {
-	var sizes []int
-	for _, s := range strings.Split(burstList, ",") {
-		n, err := strconv.Atoi(strings.TrimSpace(s))
-		if err != nil || n <= 0 {
-			return fmt.Errorf("-bursts %q: %v", burstList, err)
-		}
-		sizes = append(sizes, n)
-	}
-	if _, err := os.Stat(controllerBin); err != nil {
+// usage is one allocator's resources over its bursts (and the fill).
+type usage struct {
+	who  string
+	held int           // Services it held when its peak RSS was read
+	hwm  int64         // VmHWM, KiB
+	rss  int64         // VmRSS at the end, KiB
+	cpu  time.Duration // user+system CPU over the bursts and the fill
+}
+
+// allocator is one of the compared allocators: how to start it and the
+// loadBalancerClass of its Services. It is ready once a probe Service got
+// its address.
+type allocator struct {
+	who   string
+	class *string
+	start func() (*exec.Cmd, error)
+	// pprof is the address of the process's net/http/pprof server ("" = none).
+	pprof string
+}
+
+// benchOptions are the bench mode's flags.
+type benchOptions struct {
+	controller, metallb string
+	// baseline is another build of Herald's controller measured in the
+	// same run ("herald-base"), for before/after figures; "" = none.
+	baseline       string
+	sizes          []int
+	rssServices    int
+	qps            float64
+	burst, workers int
+	profileDir     string
+	cpuSeconds     int
+}
+
+func runBench(o benchOptions) error {
+	if _, err := os.Stat(o.controller); err != nil {
 		return fmt.Errorf("controller binary: %w (run make build)", err)
+	}
+	if o.metallb != "" {
+		if _, err := os.Stat(o.metallb); err != nil {
+			log.Printf("MetalLB's controller %s: %v; MetalLB is left out (make metallb-assets builds it)", o.metallb, err)
+			o.metallb = ""
+		}
 	}
 	log.Printf("starting kube-apiserver and etcd")
 	srv, err := allocationtest.Start()
@@ -182,90 +237,241 @@ func runBench(controllerBin, burstList string, rssServices int, qps float64, bur
 	}); err != nil {
 		return err
 	}
-	common := []string{"-ideal-kubeconfig", kc, "-qps", fmt.Sprint(qps), "-burst", fmt.Sprint(burst), "-workers", fmt.Sprint(workers)}
-
-	// Ideal allocator first, then its Services are deleted so that the
-	// controller's cache (and RSS) holds only its own.
 	self, err := os.Executable()
 	if err != nil {
 		return err
 	}
-	ideal, err := startProc(self, append([]string{"-mode", "ideal"}, common...)...)
-	if err != nil {
-		return err
+	common := []string{"-ideal-kubeconfig", kc, "-qps", fmt.Sprint(o.qps), "-burst", fmt.Sprint(o.burst), "-workers", fmt.Sprint(o.workers)}
+	// One after the other on the same API server; each one's Services are
+	// deleted before the next starts, so every cache (and RSS) holds only
+	// its own.
+	allocs := []allocator{{who: "ideal", class: ptr.To(idealClass),
+		start: func() (*exec.Cmd, error) {
+			return startProc(nil, self, append([]string{"-mode", "ideal"}, common...)...)
+		}}}
+	if o.metallb != "" {
+		// MetalLB's own defaults (its client rate limits cannot be set);
+		// webhooks off, as Herald's.
+		allocs = append(allocs, allocator{who: "metallb", class: ptr.To(metallbClass),
+			start: func() (*exec.Cmd, error) {
+				return startProc([]string{"KUBECONFIG=" + kc}, o.metallb, "--namespace", heraldNS,
+					"--webhook-mode", "disabled", "--port", fmt.Sprint(freePort()), "--log-level", "error", "--lb-class", metallbClass)
+			}})
 	}
-	time.Sleep(2 * time.Second) // informer sync
-	var results []result
-	for _, n := range sizes {
-		r, err := measureBurst(ctx, cs, "ideal", n, ptr.To(idealClass))
-		if err != nil {
-			return err
-		}
-		results = append(results, r)
-	}
-	idealHWM, _ := vmHWM(ideal.Process.Pid)
-	idealCPU, _ := cpuTime(ideal.Process.Pid)
-	stopProc(ideal)
-	for _, n := range sizes {
-		deleteNamespaceServices(ctx, cs, fmt.Sprintf("ideal-%d", n))
-	}
-
-	ctl, err := startProc(controllerBin, "--kubeconfig", kc, "--namespace", heraldNS, "--webhook-mode", "disabled",
+	heraldArgs := []string{"--kubeconfig", kc, "--namespace", heraldNS, "--webhook-mode", "disabled",
 		"--port", "0", "--health-probe-port", "0", "--log-level", "error",
-		"--kube-api-qps", fmt.Sprint(qps), "--kube-api-burst", fmt.Sprint(burst), "--workers", fmt.Sprint(workers))
-	if err != nil {
-		return err
+		"--kube-api-qps", fmt.Sprint(o.qps), "--kube-api-burst", fmt.Sprint(o.burst), "--workers", fmt.Sprint(o.workers)}
+	if o.baseline != "" {
+		allocs = append(allocs, allocator{who: "herald-base",
+			start: func() (*exec.Cmd, error) { return startProc(nil, o.baseline, heraldArgs...) }})
 	}
-	defer stopProc(ctl)
-	if err := waitConfigValid(ctx, srv, 180*time.Second); err != nil {
-		return err
+	herald := allocator{who: "herald"}
+	if o.profileDir != "" {
+		if err := os.MkdirAll(o.profileDir, 0o755); err != nil {
+			return err
+		}
+		herald.pprof = fmt.Sprintf("127.0.0.1:%d", freePort())
 	}
-	held := 0
-	cpuBefore, _ := cpuTime(ctl.Process.Pid)
-	for _, n := range sizes {
-		r, err := measureBurst(ctx, cs, "herald", n, nil)
+	herald.start = func() (*exec.Cmd, error) {
+		args := slices.Clone(heraldArgs)
+		if herald.pprof != "" {
+			args = append(args, "--pprof-address", herald.pprof)
+		}
+		return startProc(nil, o.controller, args...)
+	}
+	allocs = append(allocs, herald)
+
+	var results []result
+	var usages []usage
+	for i, a := range allocs {
+		rs, u, err := runAllocator(ctx, cs, a, o)
+		if err != nil && a.who == "metallb" {
+			// Not this project's binary: its failure leaves it out.
+			log.Printf("MetalLB left out: %v", err)
+			for _, n := range o.sizes {
+				deleteNamespaceServices(ctx, cs, fmt.Sprintf("%s-%d", a.who, n))
+			}
+			deleteNamespaceServices(ctx, cs, a.who+"-fill")
+			deleteNamespaceServices(ctx, cs, a.who+"-probe")
+			continue
+		}
 		if err != nil {
 			return err
 		}
-		held += n
-		results = append(results, r)
-	}
-	heraldCPU, _ := cpuTime(ctl.Process.Pid)
-	heraldCPU -= cpuBefore
-	if fill := rssServices - held; fill > 0 {
-		log.Printf("filling the controller up to %d Services", rssServices)
-		if _, err := measureBurst(ctx, cs, "fill", fill, nil); err != nil {
-			return err
+		results = append(results, rs...)
+		usages = append(usages, u)
+		if i < len(allocs)-1 {
+			for _, r := range rs {
+				deleteNamespaceServices(ctx, cs, fmt.Sprintf("%s-%d", r.who, r.n))
+			}
+			deleteNamespaceServices(ctx, cs, a.who+"-fill")
 		}
 	}
-	time.Sleep(3 * time.Second)
-	hwm, err := vmHWM(ctl.Process.Pid)
-	if err != nil {
-		return err
-	}
-	rss, _ := vmField(ctl.Process.Pid, "VmRSS")
+	printReport(results, usages, o.sizes)
+	return nil
+}
 
+// runAllocator starts a, measures its bursts (and fills it up to
+// o.rssServices Services), reads its peak RSS and stops it.
+func runAllocator(ctx context.Context, cs kubernetes.Interface, a allocator, o benchOptions) ([]result, usage, error) {
+	u := usage{who: a.who}
+	cmd, err := a.start()
+	if err != nil {
+		return nil, u, err
+	}
+	defer stopProc(cmd)
+	if err := probe(ctx, cs, a.who, a.class, 180*time.Second); err != nil {
+		return nil, u, fmt.Errorf("%s: %w", a.who, err)
+	}
+	pid := cmd.Process.Pid
+	cpuBefore, _ := cpuTime(pid)
+	largest := slices.Max(o.sizes)
+	var results []result
+	for _, n := range o.sizes {
+		var mid func()
+		var cpuDone chan struct{}
+		if a.pprof != "" && n == largest {
+			mid = func() {
+				saveProfile(a.pprof, "heap", filepath.Join(o.profileDir, fmt.Sprintf("heap-during-%d.pb.gz", n)))
+			}
+			cpuDone = make(chan struct{})
+			go func() {
+				defer close(cpuDone)
+				saveProfile(a.pprof, fmt.Sprintf("profile?seconds=%d", o.cpuSeconds), filepath.Join(o.profileDir, fmt.Sprintf("cpu-burst-%d.pb.gz", n)))
+			}()
+		}
+		r, err := measureBurst(ctx, cs, a.who, fmt.Sprintf("%s-%d", a.who, n), n, a.class, mid)
+		if cpuDone != nil {
+			<-cpuDone
+		}
+		if err != nil {
+			return nil, u, err
+		}
+		u.held += n
+		results = append(results, r)
+	}
+	if fill := o.rssServices - u.held; fill > 0 {
+		log.Printf("%s: filling up to %d Services", a.who, o.rssServices)
+		if _, err := measureBurst(ctx, cs, a.who, a.who+"-fill", fill, a.class, nil); err != nil {
+			return nil, u, err
+		}
+		u.held += fill
+	}
+	cpu, _ := cpuTime(pid)
+	u.cpu = cpu - cpuBefore
+	if a.pprof != "" {
+		saveProfile(a.pprof, "heap?gc=1", filepath.Join(o.profileDir, "heap-after.pb.gz"))
+	}
+	if u.hwm, err = vmHWM(pid); err != nil {
+		return nil, u, err
+	}
+	u.rss, _ = vmField(pid, "VmRSS")
+	return results, u, nil
+}
+
+func printReport(results []result, usages []usage, sizes []int) {
+	host, _ := os.Hostname()
+	load, _ := os.ReadFile("/proc/loadavg")
+	fmt.Printf("\n%s, %s, %d CPUs, load average %s\n", time.Now().UTC().Format("2006-01-02 15:04 UTC"), host, runtime.NumCPU(),
+		strings.Join(strings.Fields(string(load))[:3], " "))
 	fmt.Printf("\n| allocator | burst | p50 | p99 | max | not addressed | burst wall time |\n|---|---|---|---|---|---|---|\n")
 	for _, r := range results {
 		fmt.Printf("| %s | %d | %s | %s | %s | %d | %s |\n", r.who, r.n, ms(r.p50), ms(r.p99), ms(r.max), r.missing, ms(r.duration))
 	}
+	fmt.Printf("\n| allocator | Services held | peak RSS (VmHWM) | RSS at the end | CPU over the bursts |\n|---|---|---|---|---|\n")
+	var ideal usage
+	for _, u := range usages {
+		if u.who == "ideal" {
+			ideal = u
+		}
+		fmt.Printf("| %s | %d | %.1f MiB | %.1f MiB | %.1f s |\n", u.who, u.held, float64(u.hwm)/1024, float64(u.rss)/1024, u.cpu.Seconds())
+	}
 	fmt.Println()
-	for _, n := range sizes {
-		var h, i result
+	find := func(who string, n int) result {
 		for _, r := range results {
-			if r.n == n && r.who == "herald" {
-				h = r
-			}
-			if r.n == n && r.who == "ideal" {
-				i = r
+			if r.n == n && r.who == who {
+				return r
 			}
 		}
-		fmt.Printf("burst %d: p99 ratio herald/ideal = %.2f (p50 ratio %.2f)\n", n, ratio(h.p99, i.p99), ratio(h.p50, i.p50))
+		return result{}
 	}
-	fmt.Printf("CPU time over the bursts: controller %.1f s, ideal allocator %.1f s\n", heraldCPU.Seconds(), idealCPU.Seconds())
-	fmt.Printf("controller peak RSS (VmHWM) holding %d Services: %.1f MiB (VmRSS now %.1f MiB); ideal allocator VmHWM %.1f MiB\n",
-		max(rssServices, held), float64(hwm)/1024, float64(rss)/1024, float64(idealHWM)/1024)
-	return nil
+	for _, u := range usages {
+		if u.who == "ideal" {
+			continue
+		}
+		for _, n := range sizes {
+			h, i := find(u.who, n), find("ideal", n)
+			fmt.Printf("%s burst %d: p99 ratio to ideal = %.2f (p50 ratio %.2f)\n", u.who, n, ratio(h.p99, i.p99), ratio(h.p50, i.p50))
+		}
+		fmt.Printf("%s peak RSS ratio to ideal = %.2f (%d Services each)\n", u.who, float64(u.hwm)/float64(max(ideal.hwm, 1)), u.held)
+	}
+}
+
+// probe creates one Service of class in namespace <who>-probe and waits
+// until it has an address: the allocator is then watching and writing. The
+// Service is deleted again.
+func probe(ctx context.Context, cs kubernetes.Interface, who string, class *string, timeout time.Duration) error {
+	ns := who + "-probe"
+	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		return err
+	}
+	if _, err := cs.CoreV1().Services(ns).Create(ctx, benchService(ns, "probe", class), metav1.CreateOptions{}); err != nil {
+		return err
+	}
+	defer func() { _ = cs.CoreV1().Services(ns).Delete(ctx, "probe", metav1.DeleteOptions{}) }()
+	w, err := cs.CoreV1().Services(ns).Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=probe"})
+	if err != nil {
+		return err
+	}
+	defer w.Stop()
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	for {
+		select {
+		case ev, ok := <-w.ResultChan():
+			if !ok {
+				return errors.New("probe watch closed")
+			}
+			if s, ok := ev.Object.(*corev1.Service); ok && len(s.Status.LoadBalancer.Ingress) > 0 {
+				return nil
+			}
+		case <-t.C:
+			return errors.New("the probe Service got no address")
+		}
+	}
+}
+
+// saveProfile fetches http://addr/debug/pprof/<what> into path (logged, not
+// fatal, on failure).
+func saveProfile(addr, what, path string) {
+	resp, err := http.Get("http://" + addr + "/debug/pprof/" + what)
+	if err != nil {
+		log.Printf("profile %s: %v", what, err)
+		return
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err == nil && resp.StatusCode != http.StatusOK {
+		err = fmt.Errorf("HTTP %s", resp.Status)
+	}
+	if err == nil {
+		err = os.WriteFile(path, b, 0o644)
+	}
+	if err != nil {
+		log.Printf("profile %s: %v", what, err)
+		return
+	}
+	log.Printf("profile %s written to %s", what, path)
+}
+
+// freePort returns a TCP port free on 127.0.0.1 a moment ago.
+func freePort() int {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
 }
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.0f ms", float64(d)/float64(time.Millisecond)) }
@@ -277,10 +483,10 @@ func ratio(a, b time.Duration) float64 {
 	return float64(a) / float64(b)
 }
 
-// measureBurst creates n Services in namespace <who>-<n> and measures
-// create -> first ingress IP for each.
-func measureBurst(ctx context.Context, cs kubernetes.Interface, who string, n int, class *string) (result, error) {
-	ns := fmt.Sprintf("%s-%d", who, n)
+// measureBurst creates n Services of class in namespace ns and measures
+// create -> first ingress IP for each. mid, when set, is called (in its own
+// goroutine) once half of them are created.
+func measureBurst(ctx context.Context, cs kubernetes.Interface, who, ns string, n int, class *string, mid func()) (result, error) {
 	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 		return result{}, err
 	}
@@ -310,7 +516,8 @@ func measureBurst(ctx context.Context, cs kubernetes.Interface, who string, n in
 	}
 	log.Printf("%s: creating %d Services", who, n)
 	start := time.Now()
-	var wg sync.WaitGroup
+	var wg, midDone sync.WaitGroup
+	defer midDone.Wait()
 	var createErr error
 	for w := range 32 {
 		wg.Go(func() {
@@ -326,7 +533,12 @@ func measureBurst(ctx context.Context, cs kubernetes.Interface, who string, n in
 				now := time.Now()
 				mu.Lock()
 				created[name] = now
+				half := len(created) == n/2
 				mu.Unlock()
+				if half && mid != nil {
+					midDone.Add(1)
+					go func() { defer midDone.Done(); mid() }()
+				}
 			}
 		})
 	}
@@ -409,24 +621,10 @@ func deleteNamespaceServices(ctx context.Context, cs kubernetes.Interface, ns st
 	wg.Wait()
 }
 
-func waitConfigValid(ctx context.Context, srv *testenv.Env, timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
-	for time.Now().Before(deadline) {
-		var cs v1beta1.ConfigurationState
-		if err := srv.Client.Get(ctx, typesKey(heraldNS, "controller"), &cs); err == nil && cs.Status.Result == v1beta1.ConfigurationResultValid {
-			return nil
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	return errors.New("controller did not load its configuration")
-}
-
-func typesKey(ns, name string) types.NamespacedName {
-	return types.NamespacedName{Namespace: ns, Name: name}
-}
-
-func startProc(bin string, args ...string) (*exec.Cmd, error) {
+// startProc starts bin with args; env is added to this process's.
+func startProc(env []string, bin string, args ...string) (*exec.Cmd, error) {
 	cmd := exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(), env...)
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start %s: %w", bin, err)

@@ -29,7 +29,7 @@ type Allocator struct {
 	// keys, and the addresses held by nobody but still shown (taken out
 	// of their pool's free set) -> pool name.
 	shown   map[string][]netip.Addr
-	showers map[netip.Addr]map[string]struct{}
+	showers map[netip.Addr][]string // sorted keys, most often one
 	parked  map[netip.Addr]string
 }
 
@@ -49,7 +49,7 @@ func New() *Allocator {
 		ips:     map[netip.Addr]*ipUse{},
 		shared:  map[string]map[netip.Addr]struct{}{},
 		shown:   map[string][]netip.Addr{},
-		showers: map[netip.Addr]map[string]struct{}{},
+		showers: map[netip.Addr][]string{},
 		parked:  map[netip.Addr]string{},
 	}
 }
@@ -381,7 +381,7 @@ func (a *Allocator) record(h *holding) {
 			} else if !a.pools.byName[h.pool].set(familyOf(ip)).take(ip) {
 				panic(fmt.Sprintf("ipam: internal error: %s is neither free nor held in pool %q", ip, h.pool))
 			}
-			u = &ipUse{pool: h.pool, ports: map[Port]string{}}
+			u = &ipUse{pool: h.pool}
 			a.ips[ip] = u
 			if h.req.SharingKey != "" {
 				m := a.shared[h.req.SharingKey]

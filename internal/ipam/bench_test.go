@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/netip"
+	"runtime"
 	"syscall"
 	"testing"
 	"time"
@@ -148,4 +149,42 @@ func BenchmarkRelease(b *testing.B) {
 			})
 		}
 	}
+}
+
+// BenchmarkHeldMemory reports the heap the allocator keeps per Service
+// ("B/service": held address, its status record, the Request) after 10,000
+// single-stack IPv6 Services like bench-alloc's were allocated and their
+// statuses recorded. The Requests' label maps are one per Service, as the
+// controller's are.
+func BenchmarkHeldMemory(b *testing.B) {
+	const n = 10_000
+	heap := func() uint64 {
+		runtime.GC()
+		var m runtime.MemStats
+		runtime.ReadMemStats(&m)
+		return m.HeapAlloc
+	}
+	nsLabels := map[string]string{"kubernetes.io/metadata.name": "bench"}
+	var per float64
+	for range b.N {
+		before := heap()
+		a := New()
+		if _, err := a.SetPools([]Pool{{Name: "bench", Prefixes: []netip.Prefix{netip.MustParsePrefix("2001:db8:1::/64")}, AutoAssign: true}}); err != nil {
+			b.Fatal(err)
+		}
+		for i := range n {
+			name := fmt.Sprintf("svc-%05d", i)
+			req := Request{Key: "bench/" + name, Namespace: "bench", NamespaceLabels: nsLabels,
+				Labels: map[string]string{"bench.herald.io/run": "bench"}, Families: []Family{IPv6},
+				Ports: []Port{{Protocol: "TCP", Port: 80}}}
+			asg, err := a.Allocate(req)
+			if err != nil {
+				b.Fatal(err)
+			}
+			a.SetStatus(req.Key, asg.IPs)
+		}
+		per = float64(heap()-before) / n
+		runtime.KeepAlive(a)
+	}
+	b.ReportMetric(per, "B/service")
 }

@@ -191,9 +191,19 @@ func (a *Allocator) verify() error {
 			return fmt.Errorf("parked %s is free in pool %q", ip, pool)
 		}
 	}
+	for ip, keys := range a.showers {
+		if !slices.IsSorted(keys) || len(slices.Compact(slices.Clone(keys))) != len(keys) {
+			return fmt.Errorf("the keys showing %s are not sorted and distinct: %v", ip, keys)
+		}
+		for _, k := range keys {
+			if !slices.Contains(a.shown[k], ip) {
+				return fmt.Errorf("the index says %s shows %s, but its status does not", k, ip)
+			}
+		}
+	}
 	for key, ips := range a.shown {
 		for _, ip := range ips {
-			if _, ok := a.showers[ip][key]; !ok {
+			if _, ok := slices.BinarySearch(a.showers[ip], key); !ok {
 				return fmt.Errorf("%s shows %s but the index lacks it", key, ip)
 			}
 		}

@@ -14,7 +14,23 @@ type ipUse struct {
 	holders    []string // sorted Service keys
 	sharingKey string
 	backendKey string
-	ports      map[Port]string // port -> holder key
+	ports      []portUse // one per port in use, few: a slice is a fraction of a map's size
+}
+
+// portUse is one port of an address and the Service using it.
+type portUse struct {
+	port   Port
+	holder string
+}
+
+// portHolder returns the Service using port p of u.
+func (u *ipUse) portHolder(p Port) (string, bool) {
+	for _, pu := range u.ports {
+		if pu.port == p {
+			return pu.holder, true
+		}
+	}
+	return "", false
 }
 
 // compat checks whether r may hold the address described by u next to its
@@ -49,7 +65,7 @@ func compat(ip netip.Addr, u *ipUse, r *Request) error {
 			u.backendKey, r.BackendKey)
 	}
 	for _, p := range r.Ports {
-		if h, ok := u.ports[p]; ok && h != r.Key {
+		if h, ok := u.portHolder(p); ok && h != r.Key {
 			return &ConflictError{Kind: ErrSharingConflict, IP: ip, Other: h, Reason: fmt.Sprintf("port %s is already used there", p)}
 		}
 	}
@@ -64,7 +80,12 @@ func (u *ipUse) addHolder(r *Request) {
 	u.sharingKey = r.SharingKey
 	u.backendKey = r.BackendKey
 	for _, p := range r.Ports {
-		u.ports[p] = r.Key
+		i := slices.IndexFunc(u.ports, func(pu portUse) bool { return pu.port == p })
+		if i < 0 {
+			u.ports = append(u.ports, portUse{port: p, holder: r.Key})
+		} else {
+			u.ports[i].holder = r.Key
+		}
 	}
 }
 
@@ -72,9 +93,7 @@ func (u *ipUse) removeHolder(r *Request) {
 	if i, found := slices.BinarySearch(u.holders, r.Key); found {
 		u.holders = slices.Delete(u.holders, i, i+1)
 	}
-	for _, p := range r.Ports {
-		if u.ports[p] == r.Key {
-			delete(u.ports, p)
-		}
-	}
+	u.ports = slices.DeleteFunc(u.ports, func(pu portUse) bool {
+		return pu.holder == r.Key && slices.Contains(r.Ports, pu.port)
+	})
 }

@@ -2,7 +2,6 @@ package ipam
 
 import (
 	"fmt"
-	"maps"
 	"net/netip"
 	"slices"
 	"strings"
@@ -47,10 +46,9 @@ func (a *Allocator) SetStatus(key string, ips []netip.Addr) (freed bool) {
 		if slices.Contains(old, ip) {
 			continue
 		}
-		if a.showers[ip] == nil {
-			a.showers[ip] = map[string]struct{}{}
+		if i, found := slices.BinarySearch(a.showers[ip], key); !found {
+			a.showers[ip] = slices.Insert(a.showers[ip], i, key)
 		}
-		a.showers[ip][key] = struct{}{}
 		if a.ips[ip] == nil {
 			a.park(ip)
 		}
@@ -59,7 +57,9 @@ func (a *Allocator) SetStatus(key string, ips []netip.Addr) (freed bool) {
 		if slices.Contains(norm, ip) {
 			continue
 		}
-		delete(a.showers[ip], key)
+		if i, found := slices.BinarySearch(a.showers[ip], key); found {
+			a.showers[ip] = slices.Delete(a.showers[ip], i, i+1)
+		}
 		if len(a.showers[ip]) > 0 {
 			continue
 		}
@@ -86,7 +86,7 @@ func (a *Allocator) Parked() map[netip.Addr][]string {
 	defer a.mu.Unlock()
 	out := make(map[netip.Addr][]string, len(a.parked))
 	for ip := range a.parked {
-		out[ip] = slices.Sorted(maps.Keys(a.showers[ip]))
+		out[ip] = slices.Clone(a.showers[ip])
 	}
 	return out
 }
@@ -125,7 +125,7 @@ func (a *Allocator) shownByOther(ip netip.Addr, r *Request) error {
 	if _, ok := a.parked[ip]; !ok {
 		return nil
 	}
-	for _, k := range slices.Sorted(maps.Keys(a.showers[ip])) {
+	for _, k := range a.showers[ip] {
 		if k != r.Key {
 			return &ConflictError{Kind: ErrIPInUse, IP: ip, Other: k,
 				Reason: "its status still shows the address; it is free once the write clearing it succeeds"}
@@ -158,7 +158,7 @@ func (a *Allocator) parkedNote(pool string, f Family) string {
 		return ""
 	}
 	slices.SortFunc(ips, netip.Addr.Compare)
-	keys := slices.Sorted(maps.Keys(a.showers[ips[0]]))
+	keys := a.showers[ips[0]]
 	if len(ips) == 1 {
 		return fmt.Sprintf(" (%s stays reserved for Service %s until the write clearing it from its status succeeds)", ips[0], strings.Join(keys, ", "))
 	}

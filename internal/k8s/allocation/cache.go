@@ -12,8 +12,9 @@ import (
 
 // CacheOptions returns the manager cache the controller needs: Herald's CRs
 // and Secrets only in namespace (Herald's), Services, Namespaces and Nodes
-// cluster-wide, managedFields stripped (they are never read and are most of
-// a Service's size); informers retry an unreachable API server with a
+// cluster-wide, projected to the fields the controller reads
+// (transform.go); managedFields stripped from the rest (they are never
+// read and are most of an object's size); informers retry an unreachable API server with a
 // short capped backoff (apiretry), so a change made right after an outage
 // is seen within seconds.
 func CacheOptions(namespace string) cache.Options {
@@ -32,6 +33,17 @@ func CacheOptions(namespace string) cache.Options {
 			&v1beta1.ServiceBGPStatus{}:   inNS,
 			&v1beta2.BGPPeer{}:            inNS,
 			&corev1.Secret{}:              inNS,
+			&corev1.Service{}:             {Transform: project(projectService)},
+			&corev1.Namespace{}:           {Transform: project(projectNamespace)},
+			&corev1.Node{}:                {Transform: project(projectNode)},
 		},
 	}
 }
+
+// readOnly makes a cache read return the cached object itself, not a deep
+// copy: its maps and slices are the cache's and must never be modified.
+// The allocation loop only reads the Services and Namespaces it gets with
+// it (reconcile, preallocate, syncAnnotation), which saves a copy of each
+// Service per reconcile, and the allocator's Requests then share their
+// Namespace's label map instead of holding a copy per Service.
+var readOnly = client.UnsafeDisableDeepCopy

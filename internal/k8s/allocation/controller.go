@@ -448,12 +448,12 @@ func (c *Controller) preallocate(ctx context.Context, key string) {
 		return
 	}
 	var svc corev1.Service
-	if err := c.opts.Cache.Get(ctx, splitKey(key), &svc); err != nil || !Handled(&svc, c.opts.LBClass) {
+	if err := c.opts.Cache.Get(ctx, splitKey(key), &svc, readOnly); err != nil || !Handled(&svc, c.opts.LBClass) {
 		return
 	}
 	var nsLabels map[string]string
 	var ns corev1.Namespace
-	if err := c.opts.Cache.Get(ctx, client.ObjectKey{Name: svc.Namespace}, &ns); err == nil {
+	if err := c.opts.Cache.Get(ctx, client.ObjectKey{Name: svc.Namespace}, &ns, readOnly); err == nil {
 		nsLabels = ns.Labels
 	}
 	req, err := RequestFor(&svc, nsLabels)

@@ -36,7 +36,7 @@ func (c *Controller) reconcile(ctx context.Context, key string) error {
 		return nil
 	}
 	var svc corev1.Service
-	if err := c.opts.Cache.Get(ctx, splitKey(key), &svc); err != nil {
+	if err := c.opts.Cache.Get(ctx, splitKey(key), &svc, readOnly); err != nil {
 		if apierrors.IsNotFound(err) {
 			c.forget(key)
 			return nil
@@ -53,7 +53,7 @@ func (c *Controller) reconcile(ctx context.Context, key string) error {
 
 	var nsLabels map[string]string
 	var ns corev1.Namespace
-	if err := c.opts.Cache.Get(ctx, client.ObjectKey{Name: svc.Namespace}, &ns); err == nil {
+	if err := c.opts.Cache.Get(ctx, client.ObjectKey{Name: svc.Namespace}, &ns, readOnly); err == nil {
 		nsLabels = ns.Labels
 	}
 	req, reqErr := RequestFor(&svc, nsLabels)
@@ -379,7 +379,7 @@ func (c *Controller) syncAnnotation(ctx context.Context, key string) error {
 		return nil
 	}
 	var svc corev1.Service
-	if err := c.opts.Cache.Get(ctx, splitKey(key), &svc); err != nil {
+	if err := c.opts.Cache.Get(ctx, splitKey(key), &svc, readOnly); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil
 		}
