@@ -7,8 +7,8 @@
 // before a memory change), so a change is compared with its baseline and
 // with MetalLB in one run. Both implementations read one configuration in
 // metallb-system (Herald installed there, as in the migration guide): an
-// IPv6 pool and a BGPAdvertisement, no BGPPeer (every speaker announces
-// every Service to gobgp / MetalLB's BGP table, no session is needed).
+// IPv6 pool, a BGPAdvertisement and a BGPPeer: the lab's FRR router, so
+// every speaker sends it every Service's /128 (an established session each).
 // The controllers are stopped once the configuration is in place; the
 // benchmark writes each Service's address itself (status.loadBalancer),
 // so the API server only carries the Services, their EndpointSlices and the
@@ -150,7 +150,7 @@ func run(counts []int, workers int, baseline string, baselinePprof bool, profile
 		return err
 	}
 	cfg := filepath.Join(stateDir, "spkmem-config.yaml")
-	if err := os.WriteFile(cfg, []byte(configYAML), 0o644); err != nil {
+	if err := os.WriteFile(cfg, []byte(configYAML+peerYAML()), 0o644); err != nil {
 		return err
 	}
 	if _, err := l.Apply(ctx, cfg); err != nil { // through MetalLB's webhook
@@ -309,6 +309,24 @@ metadata:
 spec:
   ipAddressPools: ["` + poolName + `"]
 `
+
+// peerYAML is the BGPPeer every speaker opens a session with: the lab's
+// FRR router (dynamic neighbors), so each speaker sends it every Service's
+// /128, as in a cluster announcing over BGP.
+func peerYAML() string {
+	return fmt.Sprintf(`---
+apiVersion: metallb.io/v1beta2
+kind: BGPPeer
+metadata:
+  name: spkmem
+  namespace: metallb-system
+spec:
+  myASN: %d
+  peerASN: %d
+  peerAddress: %s
+  connectTime: 1s
+`, lab.NodeASN, lab.RouterASN, lab.RouterAddrV6)
+}
 
 // addr is the address of Service i: 2001:db8:203::1:<i>.
 func addr(i int) netip.Addr {
@@ -603,8 +621,8 @@ const sectionIntro = `Measured with ` + "`make bench-speaker-mem`" + ` (e2e/cmd/
 the lab: one Herald speaker (n1), one MetalLB v0.16.2 speaker (n2, native
 BGP mode) and, where named, a baseline Herald speaker (n3) watch the same
 API server and the same objects: an IPv6 pool and a BGPAdvertisement in
-metallb-system, no BGPPeer (every speaker announces every Service into
-its BGP table), N single-stack IPv6 LoadBalancer Services as ` + "`kubectl apply`" + `
+metallb-system and a BGPPeer (the lab's FRR router: each speaker sends it
+every Service's /128), N single-stack IPv6 LoadBalancer Services as ` + "`kubectl apply`" + `
 writes them (labels, selector, two ports, the last-applied-configuration
 annotation) with one EndpointSlice each (three ready endpoints with Pod
 targetRefs and zones). The controllers are stopped; the benchmark writes
