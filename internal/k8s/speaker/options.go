@@ -161,7 +161,7 @@ func (o *Options) validate() error {
 func CacheOptions(namespace string, podSelector labels.Selector) cache.Options {
 	inNS := map[string]cache.Config{namespace: {}}
 	by := map[client.Object]cache.ByObject{
-		&corev1.Secret{}:            {Namespaces: inNS},
+		&corev1.Secret{}:            {Namespaces: inNS, Transform: transformSecret},
 		&v1beta1.IPAddressPool{}:    {Namespaces: inNS},
 		&v1beta1.L2Advertisement{}:  {Namespaces: inNS},
 		&v1beta1.BGPAdvertisement{}: {Namespaces: inNS},

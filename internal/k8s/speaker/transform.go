@@ -29,11 +29,11 @@ import (
 //     mapSlice (the kubernetes.io/service-name label).
 //   - Node: announce.NodeFromK8s (labels, the Ready and NetworkUnavailable
 //     conditions' status, the out-of-service taint), announce.NodeIPv4 and
-//     nodeChanged (addresses).
+//     nodeChanged (addresses), config.Build (name, labels).
 //   - Pod: speakerAddrs (deletionTimestamp, phase, podIP).
+//   - Secret: config.Build (type; data of basic-auth Secrets only).
 //
-// Objects the speaker has few of (its configuration, Secrets) are only
-// stripped of managed fields. Nothing writes a cached object of these kinds
+// The configuration objects are only stripped of managed fields. Nothing writes a cached object of these kinds
 // back (an Update would drop what the transform left out): the speaker
 // never writes Services, EndpointSlices, Nodes or Pods.
 
@@ -146,6 +146,24 @@ func transformPod(obj any) (any, error) {
 	}, nil
 }
 
+// transformSecret keeps, of the Secrets in Herald's namespace, the data of
+// kubernetes.io/basic-auth ones only: config.Build reads a BGPPeer's
+// password from such a Secret and refuses a Secret of another type by its
+// type alone, so the data of the others (Helm release records, the
+// webhook's certificates, the memberlist key, which the speaker reads from
+// its file) is never read.
+func transformSecret(obj any) (any, error) {
+	s, ok := obj.(*corev1.Secret)
+	if !ok {
+		return obj, nil
+	}
+	out := &corev1.Secret{TypeMeta: s.TypeMeta, ObjectMeta: slimMeta(&s.ObjectMeta, s.Labels, nil), Type: s.Type}
+	if s.Type == corev1.SecretTypeBasicAuth {
+		out.Data, out.StringData = s.Data, s.StringData
+	}
+	return out, nil
+}
+
 // slimMeta keeps the identity of an object (name, namespace, UID,
 // resourceVersion, generation: what the cache, events and object
 // references use), its deletion timestamp, and the given labels and
@@ -208,4 +226,5 @@ var (
 	_ toolscache.TransformFunc = transformEndpointSlice
 	_ toolscache.TransformFunc = transformNode
 	_ toolscache.TransformFunc = transformPod
+	_ toolscache.TransformFunc = transformSecret
 )

@@ -13,7 +13,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 
+	"github.com/herald-lb/herald/api/v1beta2"
 	"github.com/herald-lb/herald/internal/announce"
+	"github.com/herald-lb/herald/internal/config"
 )
 
 // fullMeta is metadata with every field the transforms drop set.
@@ -297,4 +299,49 @@ func TestTransformPodKeepsDiscoveryInputs(t *testing.T) {
 
 func updateEvent(o, n client.Object) event.UpdateEvent {
 	return event.UpdateEvent{ObjectOld: o, ObjectNew: n}
+}
+
+// TestTransformSecretKeepsPeerPasswords: config.Build gives the same
+// snapshot and errors from transformed Secrets (a basic-auth password, a
+// Secret of another type, one without the key), and the transform drops
+// the data of Secrets that are not basic-auth.
+func TestTransformSecretKeepsPeerPasswords(t *testing.T) {
+	const ns = "herald"
+	secret := func(name string, typ corev1.SecretType, data map[string][]byte) corev1.Secret {
+		return corev1.Secret{ObjectMeta: fullMeta(ns, name, map[string]string{"a": "b"}, map[string]string{"c": "d"}), Type: typ, Data: data}
+	}
+	full := []corev1.Secret{
+		secret("good", corev1.SecretTypeBasicAuth, map[string][]byte{"username": []byte("u"), "password": []byte("secret")}),
+		secret("opaque", corev1.SecretTypeOpaque, map[string][]byte{"password": []byte("secret")}),
+		secret("nokey", corev1.SecretTypeBasicAuth, map[string][]byte{"username": []byte("u")}),
+		secret("sh.helm.release.v1.herald.v1", "helm.sh/release.v1", map[string][]byte{"release": make([]byte, 1<<16)}),
+	}
+	var slim []corev1.Secret
+	for i := range full {
+		slim = append(slim, *mustTransform(t, transformSecret, full[i].DeepCopy()))
+	}
+	if slim[3].Data != nil || slim[1].Data != nil || slim[0].Annotations != nil {
+		t.Errorf("transformed Secrets keep data nothing reads: %+v", slim)
+	}
+	for _, name := range []string{"good", "opaque", "nokey", "missing"} {
+		t.Run(name, func(t *testing.T) {
+			peer := v1beta2.BGPPeer{
+				ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: ns},
+				Spec: v1beta2.BGPPeerSpec{MyASN: 64512, PeerASN: 64500, PeerAddress: "192.0.2.1",
+					PasswordSecret: &corev1.SecretReference{Name: name}},
+			}
+			build := func(secrets []corev1.Secret) (*config.Snapshot, string) {
+				snap, err := config.Build(config.Resources{Peers: []v1beta2.BGPPeer{peer}, Secrets: secrets}, config.Options{Namespace: ns})
+				if err != nil {
+					return snap, err.Error()
+				}
+				return snap, ""
+			}
+			gs, ge := build(slim)
+			ws, we := build(full)
+			if ge != we || !reflect.DeepEqual(gs, ws) {
+				t.Errorf("config.Build on transformed Secrets = %+v, %q; want %+v, %q", gs, ge, ws, we)
+			}
+		})
+	}
 }
