@@ -204,6 +204,14 @@ fuzz:
 bench-bgp: deps test-assets build
 	HERALD_LAB_BIN_DIR=$(BIN) go run ./e2e/cmd/bench-bgp --record docs/performance.md
 
+# bench-speaker-mem measures the speaker's memory (VmRSS, VmHWM, Go heap) at
+# 0, 1,000 and 10,000 Services with EndpointSlices against MetalLB's speaker
+# on the same objects in the same lab run (e2e/cmd/bench-speaker-mem);
+# SPKMEM_ARGS adds flags (e.g. -baseline bin/speaker-base -baseline-pprof).
+.PHONY: bench-speaker-mem
+bench-speaker-mem: deps test-assets metallb-assets build
+	HERALD_LAB_BIN_DIR=$(BIN) go run ./e2e/cmd/bench-speaker-mem --record docs/performance.md $(SPKMEM_ARGS)
+
 # bench-failover measures layer 2 failover in the lab: speaker stopped, killed
 # or link cut -> the client's neighbour cache names the new node (20 trials
 # each), and records the figures in docs/performance.md ("L2 failover").

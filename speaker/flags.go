@@ -35,7 +35,10 @@ type options struct {
 	gratuitousInterval           time.Duration
 	excludeL2Config              string
 	logLevel                     string
-	serving                      serving.Flags
+	// pprof is --pprof: serve net/http/pprof under /debug/pprof/ on the
+	// metrics port.
+	pprof   bool
+	serving serving.Flags
 	// version is --version: print internal/version.Line and exit 0.
 	version bool
 }
@@ -91,6 +94,7 @@ func (o *options) register(fs *flag.FlagSet, getenv func(string) string) {
 	fs.DurationVar(&o.gratuitousInterval, "gratuitous-interval", 0, "Pause between gratuitous packets of a burst (0: default).")
 	fs.StringVar(&o.excludeL2Config, "exclude-l2-config", "/etc/metallb/excludel2.yaml", "YAML file with announcedInterfacesToExclude regexes (missing: defaults).")
 	fs.StringVar(&o.logLevel, "log-level", "info", "Log level: all, debug, info, warn, error, none.")
+	fs.BoolVar(&o.pprof, "pprof", false, "Serve Go's profiles (net/http/pprof) under /debug/pprof/ on the metrics port, behind the same authentication and authorization as /metrics with --metrics-secure (GET on the non-resource URL /debug/pprof/*). For memory and CPU investigations.")
 	o.serving.Register(fs, 9120)
 	// The speaker runs on the host network: probes stay on loopback.
 	o.serving.HealthProbeHost = "127.0.0.1"

@@ -205,6 +205,9 @@ func run(args []string) error {
 	// The log level changes at run time (a restart would move the layer 2
 	// addresses being debugged): PUT /debug/loglevel, SIGUSR1/SIGUSR2.
 	serving.AddHandler(&metricsOpts, logging.LevelPath, logging.LevelHandler(level, log))
+	if o.pprof {
+		serving.AddPprof(&metricsOpts)
+	}
 	sigCtx, stopLevelSignals := context.WithCancel(context.Background())
 	defer stopLevelSignals()
 	logging.HandleSignals(sigCtx, level, log)

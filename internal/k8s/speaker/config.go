@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/herald-lb/herald/internal/announce"
 	"github.com/herald-lb/herald/internal/bgp"
@@ -110,7 +111,8 @@ func (s *Controller) report(ctx context.Context, err error, infra bool) error {
 // node has status objects or applied state for.
 func (s *Controller) reconcileAll(ctx context.Context, snap *config.Snapshot, view *clusterView) error {
 	var svcs corev1.ServiceList
-	if err := s.client.List(ctx, &svcs); err != nil {
+	// Only the keys are read: no copy of every Service per pass.
+	if err := s.client.List(ctx, &svcs, client.UnsafeDisableDeepCopy); err != nil {
 		return fmt.Errorf("list Services: %w", err)
 	}
 	// This node's status objects are listed once, at start-up (to adopt or

@@ -154,25 +154,28 @@ func (o *Options) validate() error {
 // CacheOptions returns the manager cache settings the speaker needs: Herald's
 // objects, Secrets and Pods only from namespace (Pods only those matching
 // podSelector; nil when memberlist is off: Pods are then not watched),
-// managed fields stripped from everything; informers retry an unreachable
+// Services, EndpointSlices, Nodes and Pods reduced to the fields the
+// speaker reads (transform.go), managed fields stripped from everything else; informers retry an unreachable
 // API server with a short capped backoff (apiretry), so a change made right
 // after an outage reaches the speaker within seconds.
 func CacheOptions(namespace string, podSelector labels.Selector) cache.Options {
 	inNS := map[string]cache.Config{namespace: {}}
 	by := map[client.Object]cache.ByObject{
-		&corev1.Secret{}:             {Namespaces: inNS},
-		&v1beta1.IPAddressPool{}:     {Namespaces: inNS},
-		&v1beta1.L2Advertisement{}:   {Namespaces: inNS},
-		&v1beta1.BGPAdvertisement{}:  {Namespaces: inNS},
-		&v1beta2.BGPPeer{}:           {Namespaces: inNS},
-		&v1beta1.Community{}:         {Namespaces: inNS},
-		&v1beta1.BFDProfile{}:        {Namespaces: inNS},
-		&discoveryv1.EndpointSlice{}: {},
-		&corev1.Service{}:            {},
-		&corev1.Node{}:               {},
+		&corev1.Secret{}:            {Namespaces: inNS, Transform: transformSecret},
+		&v1beta1.IPAddressPool{}:    {Namespaces: inNS},
+		&v1beta1.L2Advertisement{}:  {Namespaces: inNS},
+		&v1beta1.BGPAdvertisement{}: {Namespaces: inNS},
+		&v1beta2.BGPPeer{}:          {Namespaces: inNS},
+		&v1beta1.Community{}:        {Namespaces: inNS},
+		&v1beta1.BFDProfile{}:       {Namespaces: inNS},
+		// The kinds the speaker holds many of keep only what it reads
+		// (transform.go).
+		&discoveryv1.EndpointSlice{}: {Transform: transformEndpointSlice},
+		&corev1.Service{}:            {Transform: transformService},
+		&corev1.Node{}:               {Transform: transformNode},
 	}
 	if podSelector != nil {
-		by[&corev1.Pod{}] = cache.ByObject{Namespaces: inNS, Label: podSelector}
+		by[&corev1.Pod{}] = cache.ByObject{Namespaces: inNS, Label: podSelector, Transform: transformPod}
 	}
 	return cache.Options{ByObject: by, DefaultTransform: cache.TransformStripManagedFields(), NewInformer: apiretry.NewInformer}
 }

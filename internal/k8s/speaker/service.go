@@ -80,7 +80,8 @@ type clusterView struct {
 
 func (s *Controller) clusterView(ctx context.Context) (*clusterView, error) {
 	var list corev1.NodeList
-	if err := s.client.List(ctx, &list); err != nil {
+	// Read only (v.self included): no copy of every Node per decision.
+	if err := s.client.List(ctx, &list, client.UnsafeDisableDeepCopy); err != nil {
 		return nil, fmt.Errorf("list Nodes: %w", err)
 	}
 	v := &clusterView{joined: true}
@@ -295,7 +296,8 @@ func (s *Controller) announceFailed(ctx context.Context, key, protocol string, e
 
 func (s *Controller) endpoints(ctx context.Context, ns, name string) ([]announce.Endpoint, error) {
 	var list discoveryv1.EndpointSliceList
-	if err := s.client.List(ctx, &list, client.InNamespace(ns), client.MatchingFields{indexSliceService: ns + "/" + name}); err != nil {
+	if err := s.client.List(ctx, &list, client.InNamespace(ns), client.MatchingFields{indexSliceService: ns + "/" + name},
+		client.UnsafeDisableDeepCopy); err != nil { // read only
 		return nil, fmt.Errorf("list EndpointSlices of %s/%s: %w", ns, name, err)
 	}
 	return announce.EndpointsFromSlices(list.Items), nil
@@ -307,7 +309,7 @@ func (s *Controller) sharing(ctx context.Context, svc *corev1.Service) ([]announ
 	seen := map[string]bool{svc.Namespace + "/" + svc.Name: true}
 	for _, ip := range announce.ServiceFromK8s(svc).IPs {
 		var list corev1.ServiceList
-		if err := s.client.List(ctx, &list, client.MatchingFields{indexServiceIP: ip.String()}); err != nil {
+		if err := s.client.List(ctx, &list, client.MatchingFields{indexServiceIP: ip.String()}, client.UnsafeDisableDeepCopy); err != nil {
 			return nil, fmt.Errorf("list Services with IP %s: %w", ip, err)
 		}
 		for i := range list.Items {

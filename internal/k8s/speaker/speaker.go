@@ -388,7 +388,7 @@ func (s *Controller) sharers(ctx context.Context, svc *corev1.Service) []reconci
 	var reqs []reconcile.Request
 	for _, ip := range announce.ServiceFromK8s(svc).IPs {
 		var list corev1.ServiceList
-		if err := s.client.List(ctx, &list, client.MatchingFields{indexServiceIP: ip.String()}); err != nil {
+		if err := s.client.List(ctx, &list, client.MatchingFields{indexServiceIP: ip.String()}, client.UnsafeDisableDeepCopy); err != nil {
 			continue
 		}
 		for i := range list.Items {

@@ -185,6 +185,12 @@ func applyStatus[T any, PT interface {
 		}
 		kept = append(kept, *(*T)(obj))
 	}
+	// The record is kept per Service until the next change: without the
+	// managed fields the API server returned (about a third of each
+	// object), which the next status Update does not need.
+	for i := range kept {
+		PT(&kept[i]).SetManagedFields(nil)
+	}
 	rec.objs, rec.known = kept, true
 	return nil
 }

@@ -1,0 +1,230 @@
+package speaker
+
+import (
+	"strings"
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	toolscache "k8s.io/client-go/tools/cache"
+
+	"github.com/herald-lb/herald/internal/annotations"
+	"github.com/herald-lb/herald/internal/announce"
+)
+
+// The speaker's informers keep, of the kinds it holds many of (Services,
+// EndpointSlices, Nodes, speaker Pods), only the fields the decisions and
+// the glue read: each transform below builds a new object from an
+// allow-list, so a field Kubernetes adds later costs nothing either. With
+// 10,000 Services the untransformed objects were most of the speaker's heap
+// (docs/performance.md, "Speaker memory"). What each keeps is what these
+// read (the tests compare their results on full and transformed objects):
+//
+//   - Service: announce.ServiceFromK8s (labels, type, externalTrafficPolicy,
+//     loadBalancerClass, the allow-shared-ip annotations, ingress IPs),
+//     the ingress-IP index, events (name, namespace, UID, resourceVersion).
+//   - EndpointSlice: announce.EndpointsFromSlices (per endpoint: nodeName,
+//     conditions.ready and conditions.serving), the Service index and
+//     mapSlice (the kubernetes.io/service-name label).
+//   - Node: announce.NodeFromK8s (labels, the Ready and NetworkUnavailable
+//     conditions' status, the out-of-service taint), announce.NodeIPv4 and
+//     nodeChanged (addresses), config.Build (name, labels).
+//   - Pod: speakerAddrs (deletionTimestamp, phase, podIP).
+//   - Secret: config.Build (type; data of basic-auth Secrets only).
+//
+// The configuration objects are only stripped of managed fields. Nothing writes a cached object of these kinds
+// back (an Update would drop what the transform left out): the speaker
+// never writes Services, EndpointSlices, Nodes or Pods.
+
+// transformService is the Service transform (see above).
+func transformService(obj any) (any, error) {
+	s, ok := obj.(*corev1.Service)
+	if !ok {
+		return obj, nil // e.g. a DeletedFinalStateUnknown tombstone
+	}
+	out := &corev1.Service{
+		TypeMeta:   s.TypeMeta,
+		ObjectMeta: slimMeta(&s.ObjectMeta, s.Labels, sharingAnnotations(s.Annotations)),
+		Spec: corev1.ServiceSpec{
+			Type:                  s.Spec.Type,
+			ExternalTrafficPolicy: s.Spec.ExternalTrafficPolicy,
+			LoadBalancerClass:     s.Spec.LoadBalancerClass,
+		},
+	}
+	if n := len(s.Status.LoadBalancer.Ingress); n > 0 {
+		out.Status.LoadBalancer.Ingress = make([]corev1.LoadBalancerIngress, 0, n)
+		for _, ing := range s.Status.LoadBalancer.Ingress {
+			out.Status.LoadBalancer.Ingress = append(out.Status.LoadBalancer.Ingress, corev1.LoadBalancerIngress{IP: ing.IP})
+		}
+	}
+	return out, nil
+}
+
+// sharingAnnotations returns the IP-sharing annotations of a (nil when
+// there are none): the only annotations announce.ServiceFromK8s reads
+// (annotations.SharingKey). The others, e.g. kubectl's
+// last-applied-configuration (a copy of the whole object) or the address
+// requests only the controller reads, are dropped.
+func sharingAnnotations(a map[string]string) map[string]string {
+	var out map[string]string
+	for _, k := range []string{annotations.AllowSharedIP, annotations.AllowSharedIPDeprecated} {
+		if v, ok := a[k]; ok {
+			if out == nil {
+				out = make(map[string]string, 1)
+			}
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// transformEndpointSlice is the EndpointSlice transform (see above).
+func transformEndpointSlice(obj any) (any, error) {
+	s, ok := obj.(*discoveryv1.EndpointSlice)
+	if !ok {
+		return obj, nil
+	}
+	var lbl map[string]string
+	if name, ok := s.Labels[discoveryv1.LabelServiceName]; ok {
+		lbl = map[string]string{discoveryv1.LabelServiceName: name}
+	}
+	out := &discoveryv1.EndpointSlice{
+		TypeMeta:    s.TypeMeta,
+		ObjectMeta:  slimMeta(&s.ObjectMeta, lbl, nil),
+		AddressType: s.AddressType,
+	}
+	if len(s.Endpoints) > 0 {
+		out.Endpoints = make([]discoveryv1.Endpoint, len(s.Endpoints))
+		for i := range s.Endpoints {
+			ep := &s.Endpoints[i]
+			out.Endpoints[i] = discoveryv1.Endpoint{
+				Conditions: discoveryv1.EndpointConditions{Ready: sharedBool(ep.Conditions.Ready), Serving: sharedBool(ep.Conditions.Serving)},
+				NodeName:   nodeNames.intern(ep.NodeName),
+			}
+		}
+	}
+	return out, nil
+}
+
+// transformNode is the Node transform (see above).
+func transformNode(obj any) (any, error) {
+	n, ok := obj.(*corev1.Node)
+	if !ok {
+		return obj, nil
+	}
+	out := &corev1.Node{
+		TypeMeta:   n.TypeMeta,
+		ObjectMeta: slimMeta(&n.ObjectMeta, n.Labels, nil),
+	}
+	for _, t := range n.Spec.Taints {
+		if t.Key == announce.OutOfServiceTaint {
+			out.Spec.Taints = append(out.Spec.Taints, t)
+		}
+	}
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady || c.Type == corev1.NodeNetworkUnavailable {
+			out.Status.Conditions = append(out.Status.Conditions, corev1.NodeCondition{Type: c.Type, Status: c.Status})
+		}
+	}
+	if len(n.Status.Addresses) > 0 {
+		out.Status.Addresses = append([]corev1.NodeAddress(nil), n.Status.Addresses...)
+	}
+	return out, nil
+}
+
+// transformPod is the speaker Pod transform (see above).
+func transformPod(obj any) (any, error) {
+	p, ok := obj.(*corev1.Pod)
+	if !ok {
+		return obj, nil
+	}
+	return &corev1.Pod{
+		TypeMeta:   p.TypeMeta,
+		ObjectMeta: slimMeta(&p.ObjectMeta, p.Labels, nil),
+		Status:     corev1.PodStatus{Phase: p.Status.Phase, PodIP: p.Status.PodIP},
+	}, nil
+}
+
+// transformSecret keeps, of the Secrets in Herald's namespace, the data of
+// kubernetes.io/basic-auth ones only: config.Build reads a BGPPeer's
+// password from such a Secret and refuses a Secret of another type by its
+// type alone, so the data of the others (Helm release records, the
+// webhook's certificates, the memberlist key, which the speaker reads from
+// its file) is never read.
+func transformSecret(obj any) (any, error) {
+	s, ok := obj.(*corev1.Secret)
+	if !ok {
+		return obj, nil
+	}
+	out := &corev1.Secret{TypeMeta: s.TypeMeta, ObjectMeta: slimMeta(&s.ObjectMeta, s.Labels, nil), Type: s.Type}
+	if s.Type == corev1.SecretTypeBasicAuth {
+		out.Data, out.StringData = s.Data, s.StringData
+	}
+	return out, nil
+}
+
+// slimMeta keeps the identity of an object (name, namespace, UID,
+// resourceVersion, generation: what the cache, events and object
+// references use), its deletion timestamp, and the given labels and
+// annotations; managed fields, owner references, finalizers and the rest
+// are left out.
+func slimMeta(m *metav1.ObjectMeta, labels, annotations map[string]string) metav1.ObjectMeta {
+	return metav1.ObjectMeta{
+		Name: m.Name, Namespace: m.Namespace, UID: m.UID, ResourceVersion: m.ResourceVersion,
+		Generation: m.Generation, DeletionTimestamp: m.DeletionTimestamp,
+		Labels: labels, Annotations: annotations,
+	}
+}
+
+// sharedBool returns nil for nil, else a pointer to one of two shared
+// values: the cache's objects are never written to (reads get deep copies),
+// so endpoints can share them instead of holding two allocations each.
+func sharedBool(b *bool) *bool {
+	switch {
+	case b == nil:
+		return nil
+	case *b:
+		return &boolTrue
+	default:
+		return &boolFalse
+	}
+}
+
+var boolTrue, boolFalse = true, false
+
+// interner hands out one shared *string per distinct value, for the node
+// names that every endpoint repeats. It holds at most maxInterned values
+// (then returns copies), so unbounded input cannot grow it without bound.
+type interner struct {
+	mu   sync.Mutex
+	vals map[string]*string
+}
+
+const maxInterned = 10000
+
+var nodeNames = &interner{vals: map[string]*string{}}
+
+func (in *interner) intern(s *string) *string {
+	if s == nil {
+		return nil
+	}
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if p, ok := in.vals[*s]; ok {
+		return p
+	}
+	v := strings.Clone(*s)
+	if len(in.vals) < maxInterned {
+		in.vals[v] = &v
+	}
+	return &v
+}
+
+var (
+	_ toolscache.TransformFunc = transformService
+	_ toolscache.TransformFunc = transformEndpointSlice
+	_ toolscache.TransformFunc = transformNode
+	_ toolscache.TransformFunc = transformPod
+	_ toolscache.TransformFunc = transformSecret
+)

@@ -1,0 +1,347 @@
+package speaker
+
+import (
+	"reflect"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+
+	"github.com/herald-lb/herald/api/v1beta2"
+	"github.com/herald-lb/herald/internal/announce"
+	"github.com/herald-lb/herald/internal/config"
+)
+
+// fullMeta is metadata with every field the transforms drop set.
+func fullMeta(ns, name string, labels, annotations map[string]string) metav1.ObjectMeta {
+	return metav1.ObjectMeta{
+		Name: name, Namespace: ns, UID: types.UID("uid-" + name), ResourceVersion: "42", Generation: 3,
+		Labels: labels, Annotations: annotations,
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Service", Name: name, UID: "owner"}},
+		Finalizers:      []string{"example.com/keep"},
+		ManagedFields:   []metav1.ManagedFieldsEntry{{Manager: "kubectl", Operation: metav1.ManagedFieldsOperationApply}},
+	}
+}
+
+func mustTransform[T any](t *testing.T, f func(any) (any, error), obj *T) *T {
+	t.Helper()
+	out, err := f(obj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o, ok := out.(*T)
+	if !ok {
+		t.Fatalf("transform returned %T", out)
+	}
+	return o
+}
+
+// TestTransformServiceKeepsDecisionInputs: on Services that set every field
+// announce.ServiceFromK8s reads (and many it does not), the transformed
+// Service converts to the same announce.Service, so every decision, the
+// ingress-IP index and serviceChanged see the same input; the rest is gone.
+func TestTransformServiceKeepsDecisionInputs(t *testing.T) {
+	base := func(name string) *corev1.Service {
+		return &corev1.Service{
+			TypeMeta: metav1.TypeMeta{Kind: "Service", APIVersion: "v1"},
+			ObjectMeta: fullMeta("ns", name, map[string]string{"app": name, "tier": "web"}, map[string]string{
+				"kubectl.kubernetes.io/last-applied-configuration": `{"big":"object"}`,
+				"metallb.io/address-pool":                          "pool-a",
+			}),
+			Spec: corev1.ServiceSpec{
+				Type: corev1.ServiceTypeLoadBalancer, ClusterIP: "10.0.0.1", ClusterIPs: []string{"10.0.0.1"},
+				Selector: map[string]string{"app": name},
+				Ports:    []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromInt32(8080), NodePort: 30080}},
+			},
+			Status: corev1.ServiceStatus{LoadBalancer: corev1.LoadBalancerStatus{Ingress: []corev1.LoadBalancerIngress{
+				{IP: "192.0.2.10", IPMode: ptr.To(corev1.LoadBalancerIPModeVIP), Ports: []corev1.PortStatus{{Port: 80}}},
+			}}},
+		}
+	}
+	var cases []*corev1.Service
+	add := func(name string, mod func(*corev1.Service)) {
+		s := base(name)
+		mod(s)
+		cases = append(cases, s)
+	}
+	add("plain", func(*corev1.Service) {})
+	add("shared", func(s *corev1.Service) { s.Annotations["metallb.io/allow-shared-ip"] = " key-1 " })
+	add("shared-deprecated", func(s *corev1.Service) { s.Annotations["metallb.universe.tf/allow-shared-ip"] = "key-2" })
+	add("shared-both", func(s *corev1.Service) {
+		s.Annotations["metallb.io/allow-shared-ip"] = "new"
+		s.Annotations["metallb.universe.tf/allow-shared-ip"] = "old"
+	})
+	add("local", func(s *corev1.Service) { s.Spec.ExternalTrafficPolicy = corev1.ServiceExternalTrafficPolicyLocal })
+	add("cluster", func(s *corev1.Service) { s.Spec.ExternalTrafficPolicy = corev1.ServiceExternalTrafficPolicyCluster })
+	add("class", func(s *corev1.Service) { s.Spec.LoadBalancerClass = ptr.To("example.com/lb") })
+	add("nodeport", func(s *corev1.Service) { s.Spec.Type = corev1.ServiceTypeNodePort })
+	add("dual", func(s *corev1.Service) {
+		s.Status.LoadBalancer.Ingress = append(s.Status.LoadBalancer.Ingress,
+			corev1.LoadBalancerIngress{IP: "2001:db8::10"}, corev1.LoadBalancerIngress{IP: "::ffff:192.0.2.11"})
+	})
+	add("invalid", func(s *corev1.Service) {
+		s.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: "not-an-ip"}, {IP: "fe80::1%eth0"}, {Hostname: "lb.example.com"}}
+	})
+	add("no-ingress", func(s *corev1.Service) { s.Status.LoadBalancer.Ingress = nil })
+	add("no-labels", func(s *corev1.Service) { s.Labels = nil })
+
+	for _, full := range cases {
+		t.Run(full.Name, func(t *testing.T) {
+			slim := mustTransform(t, transformService, full.DeepCopy())
+			if got, want := announce.ServiceFromK8s(slim), announce.ServiceFromK8s(full); !reflect.DeepEqual(got, want) {
+				t.Errorf("ServiceFromK8s(transformed) = %+v, want %+v", got, want)
+			}
+			for _, other := range cases {
+				e := updateEvent(full, other)
+				if got, want := serviceChanged(updateEvent(slim, mustTransform(t, transformService, other.DeepCopy()))), serviceChanged(e); got != want {
+					t.Errorf("serviceChanged(%s -> %s) = %v transformed, %v full", full.Name, other.Name, got, want)
+				}
+			}
+			// Identity (cache key, events, object references) stays.
+			if slim.Name != full.Name || slim.Namespace != full.Namespace || slim.UID != full.UID || slim.ResourceVersion != full.ResourceVersion {
+				t.Errorf("identity changed: %+v", slim.ObjectMeta)
+			}
+			// What no decision reads is gone.
+			if _, ok := slim.Annotations["kubectl.kubernetes.io/last-applied-configuration"]; ok || slim.ManagedFields != nil ||
+				slim.OwnerReferences != nil || slim.Spec.Ports != nil || slim.Spec.Selector != nil || slim.Spec.ClusterIP != "" {
+				t.Errorf("transformed Service keeps fields nothing reads: %+v", slim)
+			}
+			if _, ok := slim.Annotations["metallb.io/address-pool"]; ok {
+				t.Errorf("transformed Service keeps the address-pool annotation (only the controller reads it): %v", slim.Annotations)
+			}
+		})
+	}
+	if out, err := transformService("tombstone"); err != nil || out != "tombstone" {
+		t.Errorf("transformService(non-Service) = %v, %v; want it unchanged", out, err)
+	}
+}
+
+// TestTransformEndpointSliceKeepsDecisionInputs: the transformed slices
+// give the same announce.EndpointsFromSlices (ready nil/true/false, serving
+// nil/true/false, nodeName nil or set), the same Service index key, and
+// sliceChanged agrees; addresses, targetRefs, zones, hints and ports are gone.
+func TestTransformEndpointSliceKeepsDecisionInputs(t *testing.T) {
+	bools := []*bool{nil, ptr.To(true), ptr.To(false)}
+	var eps []discoveryv1.Endpoint
+	for i, r := range bools {
+		for j, s := range bools {
+			ep := discoveryv1.Endpoint{
+				Addresses:  []string{"10.244.0.1"},
+				Conditions: discoveryv1.EndpointConditions{Ready: r, Serving: s, Terminating: ptr.To(true)},
+				Hostname:   ptr.To("pod"),
+				TargetRef:  &corev1.ObjectReference{Kind: "Pod", Name: "pod"},
+				Zone:       ptr.To("zone-a"),
+				Hints:      &discoveryv1.EndpointHints{ForZones: []discoveryv1.ForZone{{Name: "zone-a"}}},
+			}
+			if (i+j)%2 == 0 {
+				ep.NodeName = ptr.To([]string{"n1", "n2", "n3"}[(i+j)%3])
+			}
+			eps = append(eps, ep)
+		}
+	}
+	mk := func(name string, labels map[string]string, eps []discoveryv1.Endpoint) *discoveryv1.EndpointSlice {
+		return &discoveryv1.EndpointSlice{
+			ObjectMeta:  fullMeta("ns", name, labels, map[string]string{"endpoints.kubernetes.io/last-change-trigger-time": "now"}),
+			AddressType: discoveryv1.AddressTypeIPv4, Endpoints: eps,
+			Ports: []discoveryv1.EndpointPort{{Name: ptr.To("http"), Port: ptr.To[int32](80)}},
+		}
+	}
+	svcLabels := map[string]string{discoveryv1.LabelServiceName: "web", discoveryv1.LabelManagedBy: "endpointslice-controller.k8s.io", "app": "web"}
+	cases := []*discoveryv1.EndpointSlice{
+		mk("all", svcLabels, eps),
+		mk("first", svcLabels, eps[:1]),
+		mk("last", svcLabels, eps[len(eps)-1:]),
+		mk("empty", svcLabels, nil),
+		mk("orphan", map[string]string{"app": "web"}, eps),
+	}
+	for _, full := range cases {
+		t.Run(full.Name, func(t *testing.T) {
+			slim := mustTransform(t, transformEndpointSlice, full.DeepCopy())
+			got := announce.EndpointsFromSlices([]discoveryv1.EndpointSlice{*slim})
+			want := announce.EndpointsFromSlices([]discoveryv1.EndpointSlice{*full})
+			if !reflect.DeepEqual(got, want) {
+				t.Errorf("EndpointsFromSlices(transformed) = %+v, want %+v", got, want)
+			}
+			if g, w := slim.Labels[discoveryv1.LabelServiceName], full.Labels[discoveryv1.LabelServiceName]; g != w {
+				t.Errorf("service-name label %q, want %q (Service index, mapSlice)", g, w)
+			}
+			for _, other := range cases {
+				if g, w := sliceChanged(updateEvent(slim, mustTransform(t, transformEndpointSlice, other.DeepCopy()))),
+					sliceChanged(updateEvent(full, other)); g != w {
+					t.Errorf("sliceChanged(%s -> %s) = %v transformed, %v full", full.Name, other.Name, g, w)
+				}
+			}
+			for _, ep := range slim.Endpoints {
+				if ep.Addresses != nil || ep.TargetRef != nil || ep.Zone != nil || ep.Hints != nil || ep.Hostname != nil || ep.Conditions.Terminating != nil {
+					t.Errorf("transformed endpoint keeps fields nothing reads: %+v", ep)
+				}
+			}
+			if slim.Ports != nil || slim.Annotations != nil || slim.ManagedFields != nil || slim.OwnerReferences != nil || len(slim.Labels) > 1 {
+				t.Errorf("transformed slice keeps fields nothing reads: %+v", slim.ObjectMeta)
+			}
+		})
+	}
+}
+
+// TestTransformNodeKeepsDecisionInputs: announce.NodeFromK8s (labels,
+// Ready/NetworkUnavailable, the out-of-service taint), announce.NodeIPv4
+// (router ID) and nodeChanged give the same results on transformed Nodes;
+// images, capacity, other conditions' details and annotations are gone.
+func TestTransformNodeKeepsDecisionInputs(t *testing.T) {
+	mk := func(name string, mod func(*corev1.Node)) *corev1.Node {
+		n := &corev1.Node{
+			ObjectMeta: fullMeta("", name, map[string]string{"kubernetes.io/hostname": name, "zone": "a"},
+				map[string]string{"node.alpha.kubernetes.io/ttl": "0", "volumes.kubernetes.io/controller-managed-attach-detach": "true"}),
+			Spec: corev1.NodeSpec{PodCIDR: "10.244.1.0/24", Taints: []corev1.Taint{{Key: "example.com/gpu", Effect: corev1.TaintEffectNoSchedule}}},
+			Status: corev1.NodeStatus{
+				Conditions: []corev1.NodeCondition{
+					{Type: corev1.NodeMemoryPressure, Status: corev1.ConditionFalse, Reason: "KubeletHasSufficientMemory", Message: "ok"},
+					{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady", Message: "kubelet is posting ready status",
+						LastHeartbeatTime: metav1.Now()},
+				},
+				Addresses: []corev1.NodeAddress{{Type: corev1.NodeHostName, Address: name}, {Type: corev1.NodeInternalIP, Address: "192.0.2.1"}},
+				Images:    []corev1.ContainerImage{{Names: []string{"registry.example.com/big/image:v1"}, SizeBytes: 1 << 30}},
+				NodeInfo:  corev1.NodeSystemInfo{KubeletVersion: "v1.34.0"},
+			},
+		}
+		mod(n)
+		return n
+	}
+	cases := []*corev1.Node{
+		mk("ready", func(*corev1.Node) {}),
+		mk("not-ready", func(n *corev1.Node) { n.Status.Conditions[1].Status = corev1.ConditionFalse }),
+		mk("unknown", func(n *corev1.Node) { n.Status.Conditions[1].Status = corev1.ConditionUnknown }),
+		mk("no-network", func(n *corev1.Node) {
+			n.Status.Conditions = append(n.Status.Conditions, corev1.NodeCondition{Type: corev1.NodeNetworkUnavailable, Status: corev1.ConditionTrue})
+		}),
+		mk("network-ok", func(n *corev1.Node) {
+			n.Status.Conditions = append(n.Status.Conditions, corev1.NodeCondition{Type: corev1.NodeNetworkUnavailable, Status: corev1.ConditionFalse})
+		}),
+		mk("out-of-service", func(n *corev1.Node) {
+			n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: announce.OutOfServiceTaint, Value: "shutdown", Effect: corev1.TaintEffectNoExecute})
+		}),
+		mk("external-ip", func(n *corev1.Node) {
+			n.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeExternalIP, Address: "198.51.100.7"}, {Type: corev1.NodeInternalIP, Address: "2001:db8::7"}}
+		}),
+		mk("excluded", func(n *corev1.Node) { n.Labels["node.kubernetes.io/exclude-from-external-load-balancers"] = "" }),
+	}
+	for _, full := range cases {
+		t.Run(full.Name, func(t *testing.T) {
+			slim := mustTransform(t, transformNode, full.DeepCopy())
+			if g, w := announce.NodeFromK8s(slim), announce.NodeFromK8s(full); !reflect.DeepEqual(g, w) {
+				t.Errorf("NodeFromK8s(transformed) = %+v, want %+v", g, w)
+			}
+			if g, w := announce.NodeIPv4(slim), announce.NodeIPv4(full); g != w {
+				t.Errorf("NodeIPv4(transformed) = %v, want %v", g, w)
+			}
+			for _, other := range cases {
+				if g, w := nodeChanged(updateEvent(slim, mustTransform(t, transformNode, other.DeepCopy()))), nodeChanged(updateEvent(full, other)); g != w {
+					t.Errorf("nodeChanged(%s -> %s) = %v transformed, %v full", full.Name, other.Name, g, w)
+				}
+			}
+			if slim.Status.Images != nil || slim.Annotations != nil || slim.Spec.PodCIDR != "" || slim.Status.NodeInfo.KubeletVersion != "" {
+				t.Errorf("transformed Node keeps fields nothing reads: %+v", slim)
+			}
+			for _, c := range slim.Status.Conditions {
+				if c.Message != "" || !c.LastHeartbeatTime.IsZero() || c.Type == corev1.NodeMemoryPressure {
+					t.Errorf("transformed condition keeps what nothing reads: %+v", c)
+				}
+			}
+		})
+	}
+}
+
+// TestTransformPodKeepsDiscoveryInputs: speakerAddrs (memberlist peers)
+// is the same on transformed speaker Pods.
+func TestTransformPodKeepsDiscoveryInputs(t *testing.T) {
+	mk := func(name, ip string, phase corev1.PodPhase, deleting bool) corev1.Pod {
+		p := corev1.Pod{
+			ObjectMeta: fullMeta("herald", name, map[string]string{"app": "speaker"}, map[string]string{"a": "b"}),
+			Spec:       corev1.PodSpec{NodeName: "n1", Containers: []corev1.Container{{Name: "speaker", Image: "speaker:v1"}}},
+			Status:     corev1.PodStatus{Phase: phase, PodIP: ip, PodIPs: []corev1.PodIP{{IP: ip}}, HostIP: "192.0.2.1"},
+		}
+		if deleting {
+			p.DeletionTimestamp = ptr.To(metav1.Now())
+		}
+		return p
+	}
+	full := []corev1.Pod{
+		mk("a", "192.0.2.1", corev1.PodRunning, false),
+		mk("b", "192.0.2.2", corev1.PodPending, false),
+		mk("c", "192.0.2.3", corev1.PodRunning, true),
+		mk("d", "", corev1.PodRunning, false),
+		mk("e", "2001:db8::5", corev1.PodRunning, false),
+		mk("f", "::ffff:192.0.2.6", corev1.PodRunning, false),
+	}
+	var slim []corev1.Pod
+	for i := range full {
+		slim = append(slim, *mustTransform(t, transformPod, full[i].DeepCopy()))
+	}
+	if g, w := speakerAddrs(slim, 7946), speakerAddrs(full, 7946); !reflect.DeepEqual(g, w) {
+		t.Errorf("speakerAddrs(transformed) = %v, want %v", g, w)
+	}
+	for i := range full {
+		g, w := podChanged(updateEvent(&slim[0], &slim[i])), podChanged(updateEvent(&full[0], &full[i]))
+		if g != w {
+			t.Errorf("podChanged(a -> %s) = %v transformed, %v full", full[i].Name, g, w)
+		}
+	}
+	if slim[0].Spec.Containers != nil || slim[0].Annotations != nil {
+		t.Errorf("transformed Pod keeps fields nothing reads: %+v", slim[0])
+	}
+}
+
+func updateEvent(o, n client.Object) event.UpdateEvent {
+	return event.UpdateEvent{ObjectOld: o, ObjectNew: n}
+}
+
+// TestTransformSecretKeepsPeerPasswords: config.Build gives the same
+// snapshot and errors from transformed Secrets (a basic-auth password, a
+// Secret of another type, one without the key), and the transform drops
+// the data of Secrets that are not basic-auth.
+func TestTransformSecretKeepsPeerPasswords(t *testing.T) {
+	const ns = "herald"
+	secret := func(name string, typ corev1.SecretType, data map[string][]byte) corev1.Secret {
+		return corev1.Secret{ObjectMeta: fullMeta(ns, name, map[string]string{"a": "b"}, map[string]string{"c": "d"}), Type: typ, Data: data}
+	}
+	full := []corev1.Secret{
+		secret("good", corev1.SecretTypeBasicAuth, map[string][]byte{"username": []byte("u"), "password": []byte("secret")}),
+		secret("opaque", corev1.SecretTypeOpaque, map[string][]byte{"password": []byte("secret")}),
+		secret("nokey", corev1.SecretTypeBasicAuth, map[string][]byte{"username": []byte("u")}),
+		secret("sh.helm.release.v1.herald.v1", "helm.sh/release.v1", map[string][]byte{"release": make([]byte, 1<<16)}),
+	}
+	var slim []corev1.Secret
+	for i := range full {
+		slim = append(slim, *mustTransform(t, transformSecret, full[i].DeepCopy()))
+	}
+	if slim[3].Data != nil || slim[1].Data != nil || slim[0].Annotations != nil {
+		t.Errorf("transformed Secrets keep data nothing reads: %+v", slim)
+	}
+	for _, name := range []string{"good", "opaque", "nokey", "missing"} {
+		t.Run(name, func(t *testing.T) {
+			peer := v1beta2.BGPPeer{
+				ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: ns},
+				Spec: v1beta2.BGPPeerSpec{MyASN: 64512, PeerASN: 64500, PeerAddress: "192.0.2.1",
+					PasswordSecret: &corev1.SecretReference{Name: name}},
+			}
+			build := func(secrets []corev1.Secret) (*config.Snapshot, string) {
+				snap, err := config.Build(config.Resources{Peers: []v1beta2.BGPPeer{peer}, Secrets: secrets}, config.Options{Namespace: ns})
+				if err != nil {
+					return snap, err.Error()
+				}
+				return snap, ""
+			}
+			gs, ge := build(slim)
+			ws, we := build(full)
+			if ge != we || !reflect.DeepEqual(gs, ws) {
+				t.Errorf("config.Build on transformed Secrets = %+v, %q; want %+v, %q", gs, ge, ws, we)
+			}
+		})
+	}
+}
