@@ -154,17 +154,23 @@ func Handover(in HandoverInput) HandoverResult {
 // PreviousL2Holder returns the node believed to answer the layer 2 address
 // ip of in.Service before in.Node takes it over: remembered, when it is
 // set and not in.Node (the last winner other than this node that this
-// node's own decisions named), else the node that wins the election for ip
-// without in.Node (the runner-up of Decide's election on the same input):
-// by rendezvous hashing, the winner before in.Node became a candidate (its
-// speaker joined or came back, it got a local endpoint). It returns "" when
-// there is no such node, when ip lies in no pool, or when the Service has
-// no serving endpoint. With Input.L2Winners (balanced election) the
-// runner-up is the plain election's, a guess: Handover accepts a release
-// from any node.
-func PreviousL2Holder(in Input, ip netip.Addr, remembered string) string {
+// node's own decisions named). Else, when guess is set (this speaker just
+// started and cannot know who answered while it was away), the node that
+// wins the election for ip without in.Node (the runner-up of Decide's
+// election on the same input): by rendezvous hashing, the winner before
+// in.Node's speaker came back. Otherwise "": an address this running
+// speaker never saw won by another node (a new Service, endpoints that
+// just appeared) was answered by nobody, and waiting would only delay it.
+// It returns "" as well when there is no such node, when ip lies in no
+// pool, or when the Service has no serving endpoint. With Input.L2Winners
+// (balanced election) the runner-up is the plain election's, a guess:
+// Handover accepts a release from any node.
+func PreviousL2Holder(in Input, ip netip.Addr, remembered string, guess bool) string {
 	if remembered != "" && remembered != in.Node {
 		return remembered
+	}
+	if !guess {
+		return ""
 	}
 	ip = ip.Unmap().WithZone("")
 	pool, ok := in.Config.PoolFor(ip)

@@ -101,34 +101,39 @@ func TestPreviousL2Holder(t *testing.T) {
 
 	// A restarted winner remembers nothing: the node that wins without it,
 	// i.e. the node that answered while it was down.
-	if got := PreviousL2Holder(in, ip(addr), ""); got != second {
+	if got := PreviousL2Holder(in, ip(addr), "", true); got != second {
 		t.Errorf("runner-up: got %q, want %q (ranking %v)", got, second, ranked)
 	}
 	// What this node's own decisions last named wins over the guess.
-	if got := PreviousL2Holder(in, ip(addr), ranked[2]); got != ranked[2] {
+	if got := PreviousL2Holder(in, ip(addr), ranked[2], false); got != ranked[2] {
 		t.Errorf("remembered: got %q, want %q", got, ranked[2])
 	}
+	// A running speaker that remembers no other winner does not guess (a
+	// new Service, endpoints that just appeared: nobody answered).
+	if got := PreviousL2Holder(in, ip(addr), "", false); got != "" {
+		t.Errorf("no guess: got %q", got)
+	}
 	// Remembering itself is no information.
-	if got := PreviousL2Holder(in, ip(addr), winner); got != second {
+	if got := PreviousL2Holder(in, ip(addr), winner, true); got != second {
 		t.Errorf("remembered self: got %q, want %q", got, second)
 	}
 	// Local Service with its only endpoint on the winner: no other candidate.
 	loc := c.input(t, winner, local(svc("ns/a", addr)), ready(winner))
-	if got := PreviousL2Holder(loc, ip(addr), ""); got != "" {
+	if got := PreviousL2Holder(loc, ip(addr), "", true); got != "" {
 		t.Errorf("no other candidate: got %q", got)
 	}
 	// Not in a pool, no endpoint.
-	if got := PreviousL2Holder(in, ip("203.0.113.1"), ""); got != "" {
+	if got := PreviousL2Holder(in, ip("203.0.113.1"), "", true); got != "" {
 		t.Errorf("outside every pool: got %q", got)
 	}
 	noEps := c.input(t, winner, svc("ns/a", addr), nil)
-	if got := PreviousL2Holder(noEps, ip(addr), ""); got != "" {
+	if got := PreviousL2Holder(noEps, ip(addr), "", true); got != "" {
 		t.Errorf("no endpoint: got %q", got)
 	}
 	// A non-live node is no candidate (it could not have answered).
 	c.live = map[string]bool{"n1": true, "n2": true, "n3": true, second: false}
 	in = c.input(t, winner, svc("ns/a", addr), ready("n1", "n2", "n3"))
-	if got := PreviousL2Holder(in, ip(addr), ""); got != ranked[2] {
+	if got := PreviousL2Holder(in, ip(addr), "", true); got != ranked[2] {
 		t.Errorf("runner-up not live: got %q, want %q", got, ranked[2])
 	}
 }

@@ -53,6 +53,10 @@ type handoverState struct {
 	// each address (announce.PreviousL2Holder's remembered), reconcile
 	// worker only.
 	last map[netip.Addr]string
+	// settled: a full pass over every Service ran with memberlist joined
+	// (reconcile worker only). Before it, this speaker has just started and
+	// guesses the previous holders (announce.PreviousL2Holder's guess).
+	settled bool
 }
 
 type handoverTimer struct {
@@ -256,7 +260,7 @@ func (s *Controller) handOver(log *slog.Logger, st *serviceState, in *announce.I
 		since, waiting := st.waiting[t.IP]
 		r := announce.Handover(announce.HandoverInput{
 			Node:     s.opts.NodeName,
-			Previous: announce.PreviousL2Holder(*in, t.IP, h.last[t.IP]),
+			Previous: announce.PreviousL2Holder(*in, t.IP, h.last[t.IP], !h.settled),
 			Live:     in.Live,
 			Released: h.releasesOf(t.IP),
 			Since:    since,
@@ -264,6 +268,9 @@ func (s *Controller) handOver(log *slog.Logger, st *serviceState, in *announce.I
 			Timeout:  h.timeout,
 		})
 		if !r.Answer {
+			// Later decisions of this wait (after the start-up pass, which
+			// ends guessing) wait for the same node.
+			h.last[t.IP] = r.WaitFor
 			if !waiting {
 				if st.waiting == nil {
 					st.waiting = map[netip.Addr]time.Time{}

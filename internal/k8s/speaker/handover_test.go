@@ -204,6 +204,20 @@ func TestHandOverGlue(t *testing.T) {
 		t.Errorf("waits for an address not won: %v", st2.waiting)
 	}
 
+	// The start-up pass is over: a wait that began with a guess keeps
+	// waiting for the guessed node...
+	s.handover.settled = true
+	st3 := &serviceState{}
+	if got, _ = s.handOver(log, st3, &in, &d, targets, true); len(got) != 0 {
+		t.Fatalf("settled, n2 remembered from the last wait: answered %v", got)
+	}
+	// ...while an address nobody was seen to hold (a new Service) is
+	// answered at once.
+	delete(s.handover.last, ip)
+	if got, _ = s.handOver(log, &serviceState{}, &in, &d, targets, true); len(got) != 1 {
+		t.Fatalf("settled, no previous holder known: answered %v, want at once", got)
+	}
+
 	// The previous holder crashed: at once.
 	dead := f.input("n1", map[string]bool{"n1": true, "n2": false})
 	dd := announce.Decide(dead)
