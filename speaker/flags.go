@@ -33,6 +33,7 @@ type options struct {
 	bgpMaxReceivedPrefixes       uint
 	gratuitousCount              int
 	gratuitousInterval           time.Duration
+	l2HandoverTimeout            time.Duration
 	excludeL2Config              string
 	logLevel                     string
 	// pprof is --pprof: serve net/http/pprof under /debug/pprof/ on the
@@ -92,6 +93,8 @@ func (o *options) register(fs *flag.FlagSet, getenv func(string) string) {
 		"Received-prefix limit per BGP session and address family: a session whose peer sends more is closed (Cease, RFC 4486) with a prefixLimitExceeded event on its BGPPeer (0: no limit).")
 	fs.IntVar(&o.gratuitousCount, "gratuitous-count", 0, "Gratuitous ARP/NA packets per takeover burst (0: default, <0: none).")
 	fs.DurationVar(&o.gratuitousInterval, "gratuitous-interval", 0, "Pause between gratuitous packets of a burst (0: default).")
+	fs.DurationVar(&o.l2HandoverTimeout, "l2-handover-timeout", 0,
+		"Off by default (0) until measured in the lab; 1s is the recommended bound. Longest wait of a layer 2 address this node won for the release of the live speaker that answers it (hand-over, so that two nodes never answer one address); a failed or departed holder is not waited for; MetalLB speakers never release, so taking over from them costs this wait (0: no hand-over, answer at once).")
 	fs.StringVar(&o.excludeL2Config, "exclude-l2-config", "/etc/metallb/excludel2.yaml", "YAML file with announcedInterfacesToExclude regexes (missing: defaults).")
 	fs.StringVar(&o.logLevel, "log-level", "info", "Log level: all, debug, info, warn, error, none.")
 	fs.BoolVar(&o.pprof, "pprof", false, "Serve Go's profiles (net/http/pprof) under /debug/pprof/ on the metrics port, behind the same authentication and authorization as /metrics with --metrics-secure (GET on the non-resource URL /debug/pprof/*). For memory and CPU investigations.")
@@ -117,10 +120,23 @@ func (o *options) complete(readFile func(string) ([]byte, error)) error {
 	if o.l2Election != l2ElectionPerAddress && o.l2Election != l2ElectionMetalLB {
 		errs = append(errs, fmt.Errorf("--l2-election %q: must be %s or %s", o.l2Election, l2ElectionPerAddress, l2ElectionMetalLB))
 	}
+	if o.l2HandoverTimeout < 0 {
+		errs = append(errs, fmt.Errorf("--l2-handover-timeout %s: must not be negative (0 disables the hand-over)", o.l2HandoverTimeout))
+	}
 	if o.mlBindPort < 0 || o.mlBindPort > 65535 {
 		errs = append(errs, fmt.Errorf("--ml-bindport %d: must be 0..65535", o.mlBindPort))
 	}
 	return errors.Join(errs...)
+}
+
+// handoverTimeout is speaker.Options.HandoverTimeout for
+// --l2-handover-timeout (0 there disables the hand-over, which the option
+// spells negative).
+func (o *options) handoverTimeout() time.Duration {
+	if o.l2HandoverTimeout == 0 {
+		return -1
+	}
+	return o.l2HandoverTimeout
 }
 
 // memberlistSecretFile is <--ml-secret-key-path>/secretkey, or "" without

@@ -91,8 +91,12 @@ func run(args []string) error {
 	sopts := speaker.Options{
 		NodeName: o.nodeName, Namespace: o.namespace, PodName: o.podName,
 		Logger: log, Registerer: reg,
-		Announce: o.announceOptions(),
+		Announce:        o.announceOptions(),
+		HandoverTimeout: o.handoverTimeout(),
 	}
+	// spk is set before runAll starts memberlist and the announcer, whose
+	// callbacks (releases received, conflicts, interface changes) call it.
+	var spk *speaker.Controller
 
 	// Memberlist.
 	var ml *members.List
@@ -118,6 +122,8 @@ func run(args []string) error {
 			Secret: secret, SecretFile: o.memberlistSecretFile(), PreviousSecret: previous,
 			Timings: o.mlTimings.Timings(), Registerer: reg,
 			KeyDerivation: members.KeyDerivation(o.mlKeyDerivation),
+			// Layer 2 hand-over: another speaker stopped answering these.
+			OnReleased: func(node string, ips []netip.Addr) { spk.L2Released(node, ips) },
 		}, log.With(logging.KeySubsystem, "memberlist"))
 		if err != nil {
 			return err
@@ -132,9 +138,6 @@ func run(args []string) error {
 
 	// Layer 2.
 	var l2 *layer2.Announcer
-	// spk is set before runAll starts the announcer, whose responders
-	// report conflicts and whose scans report interface changes.
-	var spk *speaker.Controller
 	if o.enableL2 {
 		exclude, err := excludeL2(o.excludeL2Config, os.ReadFile)
 		if err != nil {
@@ -145,6 +148,12 @@ func run(args []string) error {
 			OnConflict: func(ip netip.Addr, mac net.HardwareAddr, iface string) { spk.L2Conflict(ip, mac, iface) },
 			// Decisions check the elected node's interfaces (noMatchingInterface).
 			OnInterfaces: func(*announce.NodeInterfaces) { spk.L2InterfacesChanged() },
+			// Layer 2 hand-over: tell the takers (none without memberlist).
+			OnReleased: func(ips []netip.Addr) {
+				if ml != nil {
+					ml.Released(ips)
+				}
+			},
 		})
 		if err != nil {
 			return fmt.Errorf("layer 2 announcer: %w", err)

@@ -279,8 +279,9 @@ func (a *Announcer) Run(ctx context.Context) error {
 			}
 		case <-a.wake:
 			a.mu.Lock()
-			a.reconcile(a.tbl.takeDirty())
+			rel := a.reconcile(a.tbl.takeDirty())
 			a.mu.Unlock()
+			a.report(rel)
 		}
 	}
 }
@@ -296,6 +297,8 @@ func (a *Announcer) scan(ctx context.Context, h *netlink.Handle, ns netns.NsHand
 		return false
 	}
 	defer a.scans.Add(1) // after the unlock below: the scan's effects are visible
+	var rel released
+	defer func() { a.report(rel) }() // after the unlock, like onInterfaces
 	var changed *announce.NodeInterfaces
 	defer func() { // after the unlock, so the callback may call back in
 		if changed != nil && a.opts.onInterfaces != nil {
@@ -347,7 +350,7 @@ func (a *Announcer) scan(ctx context.Context, h *netlink.Handle, ns netns.NsHand
 	}
 	ips := a.tbl.takeDirty()
 	ips = append(ips, a.tbl.all()...)
-	a.reconcile(ips)
+	rel = a.reconcile(ips)
 	return pending
 }
 
@@ -447,10 +450,32 @@ func (a *Announcer) closeLink(l *link) {
 	}
 }
 
+// released are the IPs a reconcile found withdrawn (no owner left), with
+// the done channels of the bursts it stopped for them.
+type released struct {
+	ips    []netip.Addr
+	bursts []chan struct{}
+}
+
+// report waits for the stopped bursts of rel to end, then calls
+// Options.OnReleased with rel's IPs (if any). Call it without a.mu.
+func (a *Announcer) report(rel released) {
+	if len(rel.ips) == 0 || a.opts.onReleased == nil {
+		return
+	}
+	for _, done := range rel.bursts {
+		<-done // cancelled: ends after the packet being sent, if any
+	}
+	a.opts.onReleased(rel.ips)
+}
+
 // reconcile brings the active set of every link in line with the table for
 // the given IPs: it starts answering (and a gratuitous burst) where an IP
-// became announced and stops where it was withdrawn. Callers hold a.mu.
-func (a *Announcer) reconcile(ips []netip.Addr) {
+// became announced and stops where it was withdrawn. It returns the IPs
+// that no owner announces any more (see Options.OnReleased). Callers hold
+// a.mu.
+func (a *Announcer) reconcile(ips []netip.Addr) released {
+	var rel released
 	done := map[netip.Addr]bool{}
 	for _, ip := range ips {
 		if done[ip] {
@@ -461,19 +486,26 @@ func (a *Announcer) reconcile(ips []netip.Addr) {
 		for _, l := range a.links {
 			_, onIface := a.tbl.lookup(ip, l.info.Name)
 			want := onIface && ((ip.Is4() && l.arp != nil) || (ip.Is6() && l.ndp != nil))
-			_, active := l.active[ip]
+			st, active := l.active[ip]
 			switch {
 			case want && !active:
 				a.activate(l, ip)
 			case !want && active:
+				if st.done != nil {
+					rel.bursts = append(rel.bursts, st.done)
+				}
 				a.deactivate(l, ip)
 			}
 			announced = announced || want
 		}
 		if ok, _ := a.tbl.lookup(ip, ""); !ok && !announced {
 			a.m.forget(ip)
+			// Only a table change marks an IP not in the table dirty: a
+			// withdrawal.
+			rel.ips = append(rel.ips, ip)
 		}
 	}
+	return rel
 }
 
 // activate starts answering ip on l and sends the gratuitous burst.

@@ -79,6 +79,15 @@ type Options struct {
 	// with the new value, which the callee must not modify. It runs on
 	// Run's goroutine and must not block.
 	OnInterfaces func(*announce.NodeInterfaces)
+	// OnReleased, when set, is called with the IPs this node stopped
+	// answering because they were withdrawn (no owner announces them any
+	// more; SetOwner), once the responders no longer answer them and every
+	// gratuitous burst for them has ended, so that no packet claiming them
+	// leaves this node afterwards. The speaker tells the other speakers (a
+	// layer 2 hand-over release, see docs/l2-failover.md). It runs on Run's
+	// goroutine, after the change is applied, and must not block; it is not
+	// called for the withdrawals of Run's own shutdown.
+	OnReleased func(ips []netip.Addr)
 }
 
 // resolved is Options after defaults and regex compilation.
@@ -92,6 +101,7 @@ type resolved struct {
 	conflictInterval time.Duration
 	onConflict       func(netip.Addr, net.HardwareAddr, string)
 	onInterfaces     func(*announce.NodeInterfaces)
+	onReleased       func([]netip.Addr)
 }
 
 func (o Options) resolve() (resolved, error) {
@@ -104,6 +114,7 @@ func (o Options) resolve() (resolved, error) {
 		conflictInterval: o.ConflictInterval,
 		onConflict:       o.OnConflict,
 		onInterfaces:     o.OnInterfaces,
+		onReleased:       o.OnReleased,
 	}
 	if r.count == 0 {
 		r.count = DefaultGratuitousCount

@@ -58,6 +58,11 @@ type Config struct {
 	Timings Timings
 	// Registerer receives the package's metrics; nil registers none.
 	Registerer prometheus.Registerer
+	// OnReleased, when set, receives each layer 2 hand-over release another
+	// member sent (see [List.Released]): its node name and the addresses it
+	// no longer answers. It runs on memberlist's packet handler and must
+	// not block.
+	OnReleased func(node string, ips []netip.Addr)
 }
 
 // Timings are the memberlist protocol timings plus this package's own join

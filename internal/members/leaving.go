@@ -128,6 +128,9 @@ func (d *delegate) NotifyMsg(msg []byte) {
 	if l.notifyHook != nil {
 		l.notifyHook(msg)
 	}
+	if l.handleRelease(msg) {
+		return
+	}
 	if b, ok := bytes.CutPrefix(msg, []byte(leavingAckPrefix)); ok {
 		l.mu.Lock()
 		acks := l.leavingAcks

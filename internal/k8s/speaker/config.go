@@ -72,6 +72,9 @@ func (s *Controller) reconcileConfig(ctx context.Context, all bool) error {
 	var allErr error
 	if snap != nil && (all || outcome == configload.Changed) {
 		allErr = s.reconcileAll(ctx, snap, view)
+		if allErr == nil && view.joined {
+			s.handover.settled = true // start-up guesses of previous holders end
+		}
 		s.reannounceAfterRejoin(rejoins, view)
 	}
 	return errors.Join(repErr, peerErr, allErr)

@@ -29,6 +29,9 @@ type fakeL2 struct {
 	calls  int
 	// reannounced: the owned IPs at each Reannounce call.
 	reannounced [][]string
+	// onReleased, when set, receives the IPs no owner holds any more after
+	// a SetOwner (layer2.Options.OnReleased), outside the lock.
+	onReleased func([]netip.Addr)
 }
 
 // Reannounce records which IPs were owned when it was called (the real
@@ -54,17 +57,47 @@ func (f *fakeL2) reannounces() [][]string {
 
 func (f *fakeL2) SetOwner(owner string, targets []announce.L2Target) error {
 	f.mu.Lock()
-	defer f.mu.Unlock()
 	f.calls++
 	if f.owners == nil {
 		f.owners = map[string][]announce.L2Target{}
 	}
+	before := f.heldLocked()
 	if len(targets) == 0 {
 		delete(f.owners, owner)
 	} else {
 		f.owners[owner] = slices.Clone(targets)
 	}
+	after := f.heldLocked()
+	onReleased := f.onReleased
+	f.mu.Unlock()
+	var released []netip.Addr
+	for ip := range before {
+		if !after[ip] {
+			released = append(released, ip)
+		}
+	}
+	if len(released) > 0 && onReleased != nil {
+		onReleased(released)
+	}
 	return nil
+}
+
+// heldLocked returns every IP some owner holds. f.mu is held.
+func (f *fakeL2) heldLocked() map[netip.Addr]bool {
+	out := map[netip.Addr]bool{}
+	for _, ts := range f.owners {
+		for _, t := range ts {
+			out[t.IP] = true
+		}
+	}
+	return out
+}
+
+// setOnReleased sets onReleased.
+func (f *fakeL2) setOnReleased(fn func([]netip.Addr)) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.onReleased = fn
 }
 
 // Interfaces returns where ip is answered: the eligible interfaces of its

@@ -55,13 +55,13 @@ func newAnnouncedMetric(reg prometheus.Registerer, node string) (*announcedMetri
 	return m, nil
 }
 
-// MetricDescs describes the speaker glue's metrics (metallb_speaker_announced
-// and herald_layer2_announcer_changes_total) as the speaker registers them:
+// MetricDescs describes the speaker glue's metrics (metallb_speaker_announced,
+// herald_layer2_announcer_changes_total and herald_layer2_handovers_total) as the speaker registers them:
 // names and variable labels for documentation and dashboard checks. The
 // descriptors belong to no running speaker.
 func MetricDescs() []*prometheus.Desc {
 	m, _ := newAnnouncedMetric(nil, "")
-	return describe(m.vec, m.changes)
+	return describe(m.vec, m.changes, newHandoverCounter())
 }
 
 // describe collects the descriptors of cs.

@@ -132,6 +132,14 @@ type Options struct {
 	DiscoveryResync time.Duration
 	// Announce are the decision options (--ignore-exclude-lb, --lb-class).
 	Announce announce.Options
+	// HandoverTimeout bounds how long a layer 2 address this node won waits
+	// for the release of the live node that answered it before
+	// (--l2-handover-timeout; see announce.Handover): 0 selects
+	// announce.DefaultHandoverTimeout, a negative value answers at once
+	// (no hand-over). Wire Controller.L2Released to the memberlist's
+	// received releases, and the layer 2 announcer's released addresses to
+	// members.List.Released.
+	HandoverTimeout time.Duration
 }
 
 func (o *Options) validate() error {

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -53,6 +54,9 @@ type serviceState struct {
 	// notAnnounced: why each (protocol, IP) is not announced, as last
 	// reported (metric, logs, announceFailed events).
 	notAnnounced map[announcement]notAnnounced
+	// waiting: the layer 2 addresses this node won and waits to answer
+	// (hand-over), with when the wait started.
+	waiting map[netip.Addr]time.Time
 }
 
 // notAnnounced is the reason a (protocol, IP) of a Service is not announced
@@ -130,6 +134,7 @@ func (s *Controller) reconcileService(ctx context.Context, snap *config.Snapshot
 
 	var svc corev1.Service
 	var d announce.Decision
+	var input *announce.Input // nil for a deleted Service
 	found := true
 	if err := s.client.Get(ctx, nsName, &svc); apierrors.IsNotFound(err) {
 		found = false
@@ -161,6 +166,7 @@ func (s *Controller) reconcileService(ctx context.Context, snap *config.Snapshot
 		}
 		st.ips = in.Service.IPs
 		d = announce.Decide(in)
+		input = &in
 	}
 	s.logDecision(log, &d)
 
@@ -168,6 +174,7 @@ func (s *Controller) reconcileService(ctx context.Context, snap *config.Snapshot
 	// election and is not gated).
 	var targets []announce.L2Target
 	var gate notAnnounced
+	var held map[announcement]notAnnounced
 	if s.opts.L2 != nil {
 		targets = d.L2Targets()
 		switch {
@@ -183,6 +190,9 @@ func (s *Controller) reconcileService(ctx context.Context, snap *config.Snapshot
 			log.Debug("not announcing", "protocol", protoL2, "reason", gate.reason, "detail", gate.detail)
 			targets = nil
 		}
+		// Addresses a live previous holder still answers wait for its
+		// release (handover.go).
+		targets, held = s.handOver(log, st, input, &d, targets, view.joined)
 		if !st.l2Applied || !equalTargets(st.l2, targets) {
 			if err := s.opts.L2.SetOwner(key, targets); err != nil {
 				st.l2Applied = false
@@ -239,7 +249,11 @@ func (s *Controller) reconcileService(ctx context.Context, snap *config.Snapshot
 		}
 	}
 	st.protocols = protocols
-	s.reportNotAnnounced(log, st, s.notAnnouncedOf(&d, gate), func(format string, args ...any) {
+	na := s.notAnnouncedOf(&d, gate)
+	for a, n := range held {
+		na[a] = n
+	}
+	s.reportNotAnnounced(log, st, na, func(format string, args ...any) {
 		if found {
 			s.event(&svc, corev1.EventTypeWarning, reasonAnnounceFailed, format, args...)
 		}
@@ -273,6 +287,7 @@ func (s *Controller) reconcileService(ctx context.Context, snap *config.Snapshot
 	}
 	s.status.want(key, l2Want, bgpWant, existing, s.statusListed)
 	if !found {
+		s.forgetHandover(st)
 		delete(s.services, key)
 	}
 	return res, nil
@@ -403,7 +418,7 @@ func (s *Controller) reportNotAnnounced(log *slog.Logger, st *serviceState, now 
 		case announce.ReasonNoMatchingInterface.String():
 			log.Warn("announce failed", attrs...)
 			failed("%s", announce.AnnounceFailedMessage(a.ip, s.opts.NodeName, a.protocol, n.detail))
-		case announce.ReasonNotOwner.String(), reasonMemberlistNotJoined, reasonInterfacesNotListed:
+		case announce.ReasonNotOwner.String(), reasonMemberlistNotJoined, reasonInterfacesNotListed, reasonHandoverPending:
 			log.Debug("not announcing", attrs...)
 		default:
 			log.Info("not announcing", attrs...)

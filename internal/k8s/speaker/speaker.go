@@ -91,6 +91,9 @@ type Controller struct {
 	// once, never reset (a later rejection keeps the last one in force).
 	configured atomic.Bool
 
+	// handover: the layer 2 hand-over (handover.go).
+	handover *handoverState
+
 	// sessionChecks counts completed warnSessionsDown passes (the tests
 	// wait on it to know that further checks found nothing to report).
 	sessionChecks atomic.Uint64
@@ -162,6 +165,9 @@ func Setup(mgr manager.Manager, opts Options) (*Controller, error) {
 	if s.notAnn, err = newNotAnnouncedMetric(opts.Registerer, opts.NodeName); err != nil {
 		return nil, fmt.Errorf("register herald_speaker_not_announced: %w", err)
 	}
+	if s.handover, err = newHandoverState(opts.HandoverTimeout, opts.NodeName, opts.Registerer); err != nil {
+		return nil, fmt.Errorf("register herald_layer2_handovers_total: %w", err)
+	}
 	if opts.Registerer != nil {
 		s.cfgMetric = configload.NewMetrics(opts.Registerer)
 	}
@@ -201,6 +207,9 @@ func Setup(mgr manager.Manager, opts Options) (*Controller, error) {
 	}
 	if err := mgr.Add(manager.RunnableFunc(s.runTriggers)); err != nil {
 		return nil, fmt.Errorf("add speaker triggers: %w", err)
+	}
+	if err := mgr.Add(manager.RunnableFunc(s.runHandover)); err != nil {
+		return nil, fmt.Errorf("add layer 2 hand-over: %w", err)
 	}
 	return s, nil
 }
@@ -264,6 +273,7 @@ func (s *Controller) setupController(mgr manager.Manager) error {
 	if s.opts.Members != nil {
 		b = b.Watches(&corev1.Pod{}, toKey(keyPods), builder.WithPredicates(predicate.Funcs{UpdateFunc: podChanged}))
 	}
+	b = s.watchHandover(b)
 	return b.Complete(s)
 }
 

@@ -1,0 +1,340 @@
+package speaker
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	"github.com/herald-lb/herald/internal/announce"
+)
+
+// Layer 2 hand-over (see announce.Handover and docs/l2-failover.md,
+// "Hand-over"): a layer 2 address this node wins is answered only once the
+// live node that answered it before has released it (L2Released), or after
+// Options.HandoverTimeout. This file is the speaker's side of it: the
+// received releases, the waits, the re-decisions they trigger, and the
+// herald_layer2_handovers_total counter.
+
+// reasonHandoverPending: this node won the address and waits for the
+// previous holder's release (logs, herald_speaker_not_announced).
+const reasonHandoverPending = "handoverPending"
+
+// handoverState is the speaker's hand-over state. The fields under mu are
+// written by memberlist's packet handler (L2Released) and timers; last is
+// touched only by the reconcile worker.
+type handoverState struct {
+	timeout time.Duration // <= 0: hand-over off
+	now     func() time.Time
+	events  chan event.TypedGenericEvent[netip.Addr]
+	poke    chan struct{}
+	counter *prometheus.CounterVec
+
+	mu sync.Mutex
+	// released: ip -> node -> when its release was received.
+	released map[netip.Addr]map[string]time.Time
+	// pending: addresses whose Services are to be decided again.
+	pending map[netip.Addr]bool
+	// timers: the deadline timer of each address waited for.
+	timers map[netip.Addr]handoverTimer
+
+	// last: the last winner other than this node that a decision named for
+	// each address (announce.PreviousL2Holder's remembered), reconcile
+	// worker only.
+	last map[netip.Addr]string
+	// settled: a full pass over every Service ran with memberlist joined
+	// (reconcile worker only). Before it, this speaker has just started and
+	// guesses the previous holders (announce.PreviousL2Holder's guess).
+	settled bool
+}
+
+type handoverTimer struct {
+	at    time.Time
+	timer *time.Timer
+}
+
+func newHandoverState(timeout time.Duration, node string, reg prometheus.Registerer) (*handoverState, error) {
+	switch {
+	case timeout == 0:
+		timeout = announce.DefaultHandoverTimeout
+	case timeout < 0:
+		timeout = 0
+	}
+	h := &handoverState{
+		timeout:  timeout,
+		now:      time.Now,
+		events:   make(chan event.TypedGenericEvent[netip.Addr], 64),
+		poke:     make(chan struct{}, 1),
+		released: map[netip.Addr]map[string]time.Time{},
+		pending:  map[netip.Addr]bool{},
+		timers:   map[netip.Addr]handoverTimer{},
+		last:     map[netip.Addr]string{},
+		counter:  newHandoverCounter(),
+	}
+	for _, r := range []announce.HandoverReason{announce.HandoverReleased, announce.HandoverTimedOut,
+		announce.HandoverPreviousNotLive, announce.HandoverNoPreviousHolder} {
+		h.counter.WithLabelValues(node, r.String())
+	}
+	if reg != nil {
+		if err := reg.Register(h.counter); err != nil {
+			return nil, err
+		}
+	}
+	return h, nil
+}
+
+func newHandoverCounter() *prometheus.CounterVec {
+	return prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "herald",
+		Subsystem: "layer2",
+		Name:      "handovers_total",
+		Help:      "Layer 2 addresses this node took over, by how the wait for the previous holder ended (released: its release arrived; timedOut: none within --l2-handover-timeout, e.g. a MetalLB speaker; previousNotLive: it had failed or left, no wait; noPreviousHolder: no other node could have answered; disabled: hand-over off).",
+	}, []string{"node", "outcome"})
+}
+
+// L2Released records that the speaker on node no longer answers ips in
+// layer 2 (a hand-over release received over memberlist; wire it to
+// members.Config.OnReleased), and decides the Services holding them again,
+// so that a taker waiting for node answers at once. It never blocks and may
+// be called from any goroutine.
+func (s *Controller) L2Released(node string, ips []netip.Addr) {
+	h := s.handover
+	now := h.now()
+	h.mu.Lock()
+	for ip, by := range h.released {
+		for n, at := range by {
+			if now.Sub(at) > announce.HandoverReleaseMemory {
+				delete(by, n)
+			}
+		}
+		if len(by) == 0 {
+			delete(h.released, ip)
+		}
+	}
+	for _, ip := range ips {
+		ip = ip.Unmap().WithZone("")
+		if h.released[ip] == nil {
+			h.released[ip] = map[string]time.Time{}
+		}
+		h.released[ip][node] = now
+		h.pending[ip] = true
+	}
+	h.mu.Unlock()
+	s.log.Debug("layer 2 addresses released by another speaker", "node", node, "ips", ips)
+	h.wake()
+}
+
+func (h *handoverState) wake() {
+	select {
+	case h.poke <- struct{}{}:
+	default:
+	}
+}
+
+// redecideAt makes the Services holding ip be decided again at at (the end
+// of a wait); one timer per address.
+func (h *handoverState) redecideAt(ip netip.Addr, at time.Time) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if t, ok := h.timers[ip]; ok {
+		if t.at.Equal(at) {
+			return
+		}
+		t.timer.Stop()
+	}
+	h.timers[ip] = handoverTimer{at: at, timer: time.AfterFunc(at.Sub(h.now()), func() {
+		h.mu.Lock()
+		h.pending[ip] = true
+		h.mu.Unlock()
+		h.wake()
+	})}
+}
+
+// done ends the wait for ip (answered, or no longer wanted): its timer is
+// stopped and, when consume is set, its releases are used up (a later
+// takeover of ip waits for a new one).
+func (h *handoverState) done(ip netip.Addr, consume bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if t, ok := h.timers[ip]; ok {
+		t.timer.Stop()
+		delete(h.timers, ip)
+	}
+	if consume {
+		delete(h.released, ip)
+	}
+}
+
+func (h *handoverState) releasesOf(ip netip.Addr) map[string]time.Time {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	out := make(map[string]time.Time, len(h.released[ip]))
+	for n, at := range h.released[ip] {
+		out[n] = at
+	}
+	return out
+}
+
+// runHandover turns the pending addresses into re-decisions of the
+// Services holding them, until ctx ends.
+func (s *Controller) runHandover(ctx context.Context) error {
+	h := s.handover
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-h.poke:
+		}
+		h.mu.Lock()
+		ips := make([]netip.Addr, 0, len(h.pending))
+		for ip := range h.pending {
+			ips = append(ips, ip)
+		}
+		clear(h.pending)
+		h.mu.Unlock()
+		for _, ip := range ips {
+			select {
+			case h.events <- event.TypedGenericEvent[netip.Addr]{Object: ip}:
+			case <-ctx.Done():
+				return nil
+			}
+		}
+	}
+}
+
+// watchHandover adds the source of the hand-over re-decisions to b: each
+// address queues the Services holding it.
+func (s *Controller) watchHandover(b *builder.TypedBuilder[reconcile.Request]) *builder.TypedBuilder[reconcile.Request] {
+	return b.WatchesRawSource(source.TypedChannel(s.handover.events,
+		handler.TypedEnqueueRequestsFromMapFunc(func(ctx context.Context, ip netip.Addr) []reconcile.Request {
+			var list corev1.ServiceList
+			if err := s.client.List(ctx, &list, client.MatchingFields{indexServiceIP: ip.String()}); err != nil {
+				s.log.Debug("hand-over: list Services of an address", "ip", ip, "error", err)
+				return nil
+			}
+			reqs := make([]reconcile.Request, 0, len(list.Items))
+			for i := range list.Items {
+				reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
+			}
+			return reqs
+		})))
+}
+
+// handOver filters targets, the layer 2 addresses the decision d of one
+// Service (input in; nil for a deleted Service) lets this node answer,
+// down to those it may answer now (announce.Handover), and returns why
+// each other one waits. st is the Service's state (its waits and applied
+// targets); joined is memberlist's start-up gate (winners are remembered
+// only from decisions on a complete member list).
+func (s *Controller) handOver(log *slog.Logger, st *serviceState, in *announce.Input, d *announce.Decision, targets []announce.L2Target, joined bool) ([]announce.L2Target, map[announcement]notAnnounced) {
+	h := s.handover
+	if joined {
+		for _, ipd := range d.IPs {
+			if w := ipd.L2.Winner; w != "" && w != s.opts.NodeName {
+				h.last[ipd.IP] = w
+			}
+		}
+	}
+	wanted := map[netip.Addr]bool{}
+	var out []announce.L2Target
+	var held map[announcement]notAnnounced
+	now := h.now()
+	for _, t := range targets {
+		wanted[t.IP] = true
+		if in == nil || s.answering(st, t.IP) {
+			out = append(out, t)
+			delete(st.waiting, t.IP)
+			continue
+		}
+		since, waiting := st.waiting[t.IP]
+		r := announce.Handover(announce.HandoverInput{
+			Node:     s.opts.NodeName,
+			Previous: announce.PreviousL2Holder(*in, t.IP, h.last[t.IP], !h.settled),
+			Live:     in.Live,
+			Released: h.releasesOf(t.IP),
+			Since:    since,
+			Now:      now,
+			Timeout:  h.timeout,
+		})
+		if !r.Answer {
+			// Later decisions of this wait (after the start-up pass, which
+			// ends guessing) wait for the same node.
+			h.last[t.IP] = r.WaitFor
+			if !waiting {
+				if st.waiting == nil {
+					st.waiting = map[netip.Addr]time.Time{}
+				}
+				st.waiting[t.IP] = now
+				log.Debug("layer 2 hand-over: waiting for the previous holder to stop answering", "ip", t.IP,
+					"previous", r.WaitFor, "timeout", h.timeout)
+			}
+			h.redecideAt(t.IP, r.Deadline)
+			if held == nil {
+				held = map[announcement]notAnnounced{}
+			}
+			held[announcement{protoL2, t.IP.String()}] = notAnnounced{reason: reasonHandoverPending, winner: s.opts.NodeName,
+				detail: fmt.Sprintf("node %s won %s; waiting for node %s, which answers it, to release it (at most %s)",
+					s.opts.NodeName, t.IP, r.WaitFor, h.timeout)}
+			continue
+		}
+		out = append(out, t)
+		delete(st.waiting, t.IP)
+		delete(h.last, t.IP)
+		h.done(t.IP, true)
+		h.counter.WithLabelValues(s.opts.NodeName, r.Reason.String()).Inc()
+		attrs := []any{"ip", t.IP, "outcome", r.Reason.String()}
+		if waiting {
+			attrs = append(attrs, "waited", now.Sub(since))
+		}
+		if r.Reason == announce.HandoverTimedOut {
+			log.Info("layer 2 hand-over: the previous holder sent no release in time, taking over anyway", append(attrs, "previous", r.WaitFor)...)
+		} else {
+			log.Debug("layer 2 hand-over: taking over", attrs...)
+		}
+	}
+	for ip := range st.waiting {
+		if !wanted[ip] {
+			delete(st.waiting, ip)
+			h.done(ip, false)
+		}
+	}
+	return out, held
+}
+
+// answering reports whether this node answers ip already: the Service of
+// st has it applied, or the announcer has another owner for it.
+func (s *Controller) answering(st *serviceState, ip netip.Addr) bool {
+	if st.l2Applied {
+		for _, t := range st.l2 {
+			if t.IP == ip {
+				return true
+			}
+		}
+	}
+	if o, ok := s.opts.L2.(l2Owners); ok {
+		return len(o.Owners(ip)) > 0
+	}
+	return false
+}
+
+// forgetHandover drops what the hand-over remembers of the addresses of a
+// deleted Service.
+func (s *Controller) forgetHandover(st *serviceState) {
+	for _, ip := range st.ips {
+		delete(s.handover.last, ip)
+	}
+	for ip := range st.waiting {
+		s.handover.done(ip, false)
+	}
+}

@@ -1,0 +1,275 @@
+package speaker
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"slices"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/herald-lb/herald/api/v1beta1"
+	"github.com/herald-lb/herald/internal/announce"
+	"github.com/herald-lb/herald/internal/config"
+	"github.com/herald-lb/herald/internal/poll"
+)
+
+// handoverWait is the hand-over timeout of the tests that must see the
+// release end the wait: longer than every poll of the test, so that
+// answering within a poll proves the release (not the timeout) let the
+// taker answer.
+const handoverWait = 10 * time.Minute
+
+func withHandoverTimeout(d time.Duration) func(*Options) {
+	return func(o *Options) { o.HandoverTimeout = d }
+}
+
+// decidedOrWaiting is a poll condition: s announces ip for key, or reports
+// it as waiting for the hand-over. Both mean s has decided ip with its
+// current view.
+func decidedOrWaiting(s *testSpeaker, key string, ip netip.Addr) func() error {
+	return func() error {
+		if slices.Contains(s.l2.announced(key), ip.String()) {
+			return nil
+		}
+		if v, _ := gauge(s.reg, "herald_speaker_not_announced", map[string]string{"protocol": protoL2, "reason": reasonHandoverPending}); v >= 1 {
+			return nil
+		}
+		return fmt.Errorf("%s neither announces %s nor waits for a hand-over", s.name, ip)
+	}
+}
+
+// TestHandBackWaitsForRelease is the hand-back of issues #11 and #13: a
+// speaker (n1) comes back and wins an address that another live speaker
+// (n2) answers, before n2 has processed n1's return (the two speakers see
+// the membership change at different moments). n1 must not answer while
+// n2 still does (the e2e runs measured two answerers for up to 0.25 s):
+// it answers once n2 has withdrawn the address and released it, and the
+// timeout does not come into it. A crashed holder is not waited for.
+func TestHandBackWaitsForRelease(t *testing.T) {
+	f := newL2Fixture(t, "n1", "n2")
+	ip := ipWonBy(t, "n1", "n1", "n2")
+	key := f.service("web", ip, "n2")
+
+	// n2 alone: it answers.
+	view2 := &liveness{live: map[string]bool{"n2": true}}
+	s2 := startSpeakerProbedWith(t, f, "n2", view2, withHandoverTimeout(handoverWait))
+	poll.Until(t, 30*time.Second, "n2 answers while n1 is down", func() error {
+		if got := s2.l2.announced(key); !slices.Equal(got, []string{ip.String()}) {
+			return fmt.Errorf("n2 announces %v", got)
+		}
+		return nil
+	})
+
+	// n1 starts and joins: it sees n2 live and wins ip. n2 has not
+	// processed n1's join yet, so it still answers.
+	view1 := &liveness{live: map[string]bool{"n1": true, "n2": true}}
+	s1 := startSpeakerProbedWith(t, f, "n1", view1, withHandoverTimeout(handoverWait))
+	s2.l2.setOnReleased(func(ips []netip.Addr) { s1.spk.L2Released("n2", ips) })
+	poll.Until(t, 30*time.Second, "n1 decided "+ip.String(), decidedOrWaiting(s1, key, ip))
+	if got := s1.l2.announced(key); len(got) != 0 {
+		t.Fatalf("n1 answers %v while n2, live, still answers %v: two answerers", got, s2.l2.announced(key))
+	}
+
+	// n2 processes the join: it withdraws and releases, and n1 answers.
+	view2.set("n1", true)
+	poll.Until(t, 30*time.Second, "n1 answers after n2's release", func() error {
+		if got := s1.l2.announced(key); !slices.Equal(got, []string{ip.String()}) {
+			return fmt.Errorf("n1 announces %v (n2: %v)", got, s2.l2.announced(key))
+		}
+		return nil
+	})
+	if got := s2.l2.announced(key); len(got) != 0 {
+		t.Errorf("n2 still announces %v after its release", got)
+	}
+	if v, _ := gauge(s1.reg, "herald_layer2_handovers_total", map[string]string{"outcome": "released"}); v != 1 {
+		t.Errorf("n1 herald_layer2_handovers_total{outcome=released} = %v, want 1", v)
+	}
+
+	// n1 crashes (no release): n2 takes over at once, not after the
+	// timeout: failover is not slowed by the hand-over.
+	view2.set("n1", false)
+	poll.Until(t, 30*time.Second, "n2 takes over from the crashed n1", func() error {
+		if got := s2.l2.announced(key); !slices.Equal(got, []string{ip.String()}) {
+			return fmt.Errorf("n2 announces %v", got)
+		}
+		return nil
+	})
+	if v, _ := gauge(s2.reg, "herald_layer2_handovers_total", map[string]string{"outcome": "previousNotLive"}); v != 1 {
+		t.Errorf("n2 herald_layer2_handovers_total{outcome=previousNotLive} = %v, want 1", v)
+	}
+}
+
+// TestHandoverTimeout: a previous holder that never releases (a MetalLB
+// speaker during a migration, an older Herald, a lost message) delays the
+// taker by the timeout only.
+func TestHandoverTimeout(t *testing.T) {
+	f := newL2Fixture(t, "n1", "n2")
+	ip := ipWonBy(t, "n1", "n1", "n2")
+	key := f.service("web", ip, "n2")
+	view1 := &liveness{live: map[string]bool{"n1": true, "n2": true}}
+	s1 := startSpeakerProbedWith(t, f, "n1", view1, withHandoverTimeout(300*time.Millisecond))
+	poll.Until(t, 30*time.Second, "n1 answers after the timeout", func() error {
+		if got := s1.l2.announced(key); !slices.Equal(got, []string{ip.String()}) {
+			return fmt.Errorf("n1 announces %v", got)
+		}
+		return nil
+	})
+	if v, _ := gauge(s1.reg, "herald_layer2_handovers_total", map[string]string{"outcome": "timedOut"}); v != 1 {
+		t.Errorf("herald_layer2_handovers_total{outcome=timedOut} = %v, want 1", v)
+	}
+	if v, ok := gauge(s1.reg, "herald_speaker_not_announced", map[string]string{"protocol": protoL2, "reason": reasonHandoverPending}); ok && v != 0 {
+		t.Errorf("still %v address(es) reported waiting after the takeover", v)
+	}
+}
+
+// TestHandoverDisabled: a negative timeout takes over at once.
+func TestHandoverDisabled(t *testing.T) {
+	f := newL2Fixture(t, "n1", "n2")
+	ip := ipWonBy(t, "n1", "n1", "n2")
+	key := f.service("web", ip, "n2")
+	view1 := &liveness{live: map[string]bool{"n1": true, "n2": true}}
+	s1 := startSpeakerProbedWith(t, f, "n1", view1, withHandoverTimeout(-1))
+	poll.Until(t, 30*time.Second, "n1 answers", func() error {
+		if got := s1.l2.announced(key); !slices.Equal(got, []string{ip.String()}) {
+			return errors.New("not yet")
+		}
+		return nil
+	})
+	if v, _ := gauge(s1.reg, "herald_layer2_handovers_total", map[string]string{"outcome": "disabled"}); v != 1 {
+		t.Errorf("herald_layer2_handovers_total{outcome=disabled} = %v, want 1", v)
+	}
+}
+
+// startSpeakerProbedWith starts the speaker of node in f's namespace with
+// its own memberlist view.
+func startSpeakerProbedWith(t *testing.T, f *l2Fixture, node string, view *liveness, tune ...func(*Options)) *testSpeaker {
+	t.Helper()
+	m := view.member(node)
+	s := startSpeakerProbed(t, f.env, f.ns, node, m, 7946, "0", tune...)
+	s.members = m
+	return s
+}
+
+// TestHandOverGlue drives handOver and L2Released without an API server:
+// a won address a live previous holder answers waits, a release ends the
+// wait and is used up, a dead holder is not waited for, and an address no
+// longer won stops waiting.
+func TestHandOverGlue(t *testing.T) {
+	f := newPureFixture(t)
+	s := f.controller("n1", time.Minute)
+	st := &serviceState{}
+	ip := f.ip
+	in := f.input("n1", map[string]bool{"n1": true, "n2": true})
+	d := announce.Decide(in)
+	targets := d.L2Targets()
+	if len(targets) != 1 {
+		t.Fatalf("n1 does not win %s: %+v", ip, d)
+	}
+	log := slog.New(slog.DiscardHandler)
+
+	got, held := s.handOver(log, st, &in, &d, targets, true)
+	if len(got) != 0 || held[announcement{protoL2, ip.String()}].reason != reasonHandoverPending {
+		t.Fatalf("live previous holder n2: answered %v, held %v; want a wait", got, held)
+	}
+	since := st.waiting[ip]
+	// Decided again (another event): still waiting, same start.
+	if got, _ = s.handOver(log, st, &in, &d, targets, true); len(got) != 0 || !st.waiting[ip].Equal(since) {
+		t.Fatalf("second decision: answered %v, wait since %v (was %v)", got, st.waiting[ip], since)
+	}
+	// n2 releases it: answered.
+	s.L2Released("n2", []netip.Addr{ip})
+	if got, _ = s.handOver(log, st, &in, &d, targets, true); len(got) != 1 {
+		t.Fatalf("after the release: answered %v", got)
+	}
+	if _, ok := st.waiting[ip]; ok {
+		t.Error("still waiting after answering")
+	}
+	if n := len(s.handover.releasesOf(ip)); n != 0 {
+		t.Errorf("%d release(s) left after the takeover used them", n)
+	}
+
+	// A new takeover (another Service state, nothing applied) waits for a
+	// new release: the old one was used up.
+	st2 := &serviceState{}
+	if got, _ = s.handOver(log, st2, &in, &d, targets, true); len(got) != 0 {
+		t.Fatalf("a used release let a later takeover answer: %v", got)
+	}
+	// Not won any more: the wait ends.
+	if _, _ = s.handOver(log, st2, &in, &d, nil, true); len(st2.waiting) != 0 {
+		t.Errorf("waits for an address not won: %v", st2.waiting)
+	}
+
+	// The start-up pass is over: a wait that began with a guess keeps
+	// waiting for the guessed node...
+	s.handover.settled = true
+	st3 := &serviceState{}
+	if got, _ = s.handOver(log, st3, &in, &d, targets, true); len(got) != 0 {
+		t.Fatalf("settled, n2 remembered from the last wait: answered %v", got)
+	}
+	// ...while an address nobody was seen to hold (a new Service) is
+	// answered at once.
+	delete(s.handover.last, ip)
+	if got, _ = s.handOver(log, &serviceState{}, &in, &d, targets, true); len(got) != 1 {
+		t.Fatalf("settled, no previous holder known: answered %v, want at once", got)
+	}
+
+	// The previous holder crashed: at once.
+	dead := f.input("n1", map[string]bool{"n1": true, "n2": false})
+	dd := announce.Decide(dead)
+	if got, _ = s.handOver(log, &serviceState{}, &dead, &dd, dd.L2Targets(), true); len(got) != 1 {
+		t.Fatalf("dead previous holder: answered %v, want at once", got)
+	}
+	// Already answering it (applied for this Service): no wait.
+	applied := &serviceState{l2: targets, l2Applied: true}
+	if got, _ = s.handOver(log, applied, &in, &d, targets, true); len(got) != 1 {
+		t.Fatalf("already answering: answered %v", got)
+	}
+}
+
+// pureFixture builds decision inputs for a two-node cluster with one layer
+// 2 pool and a Service whose address n1 wins, without an API server.
+type pureFixture struct {
+	t    *testing.T
+	snap *config.Snapshot
+	ip   netip.Addr
+}
+
+func newPureFixture(t *testing.T) *pureFixture {
+	t.Helper()
+	res := config.Resources{
+		Pools: []v1beta1.IPAddressPool{{ObjectMeta: metav1.ObjectMeta{Name: "pool", Namespace: "herald-system"},
+			Spec: v1beta1.IPAddressPoolSpec{Addresses: []string{"198.51.100.0/28"}}}},
+		L2Advertisements: []v1beta1.L2Advertisement{{ObjectMeta: metav1.ObjectMeta{Name: "l2", Namespace: "herald-system"}}},
+	}
+	for _, n := range []string{"n1", "n2"} {
+		res.Nodes = append(res.Nodes, corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n}})
+	}
+	snap, err := config.Build(res, config.Options{Namespace: "herald-system", NodeName: "n1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &pureFixture{t: t, snap: snap, ip: ipWonBy(t, "n1", "n1", "n2")}
+}
+
+func (f *pureFixture) input(node string, live map[string]bool) announce.Input {
+	return announce.Input{
+		Config: f.snap, Node: node, Live: live,
+		Nodes: []announce.Node{{Name: "n1"}, {Name: "n2"}},
+		Service: announce.Service{Key: "ns/web", LoadBalancer: true, ExternalTrafficPolicy: announce.TrafficPolicyCluster,
+			IPs: []netip.Addr{f.ip}},
+		Endpoints: []announce.Endpoint{{NodeName: "n2", Ready: true}},
+	}
+}
+
+func (f *pureFixture) controller(node string, timeout time.Duration) *Controller {
+	h, err := newHandoverState(timeout, node, nil)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return &Controller{opts: Options{NodeName: node, L2: &fakeL2{}}, log: slog.New(slog.DiscardHandler), handover: h}
+}
