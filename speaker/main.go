@@ -92,6 +92,8 @@ func run(args []string) error {
 		NodeName: o.nodeName, Namespace: o.namespace, PodName: o.podName,
 		Logger: log, Registerer: reg,
 		Announce: o.announceOptions(),
+		// --l2-election=balanced.
+		BalancedL2: o.balancedL2(),
 	}
 
 	// Memberlist.
