@@ -77,7 +77,8 @@ func startSpeakerWith(t *testing.T, env *testenv.Env, ns, node string, members M
 
 // startSpeakerProbed is startSpeakerWith with the manager's health probe
 // server (/healthz, /readyz) on healthAddr ("0": none).
-func startSpeakerProbed(t *testing.T, env *testenv.Env, ns, node string, members Members, memberPort int, healthAddr string) *testSpeaker {
+// mods may change the options before Setup (after the fakes exist).
+func startSpeakerProbed(t *testing.T, env *testenv.Env, ns, node string, members Members, memberPort int, healthAddr string, mods ...func(*testSpeaker, *Options)) *testSpeaker {
 	t.Helper()
 	s := &testSpeaker{name: node, l2: &fakeL2{}, bgp: &bgp.Fake{}, rec: &fakeRecorder{},
 		logs: newCountingHandler(), reg: prometheus.NewRegistry(),
@@ -97,11 +98,15 @@ func startSpeakerProbed(t *testing.T, env *testenv.Env, ns, node string, members
 	// As speaker/main.go: the process's own checks, then Setup's.
 	must(t, mgr.AddHealthzCheck("ping", healthz.Ping))
 	must(t, mgr.AddReadyzCheck("ping", healthz.Ping))
-	if s.spk, err = Setup(mgr, Options{
+	opts := Options{
 		NodeName: node, Namespace: ns, PodName: "speaker-" + node,
 		Logger: slog.New(s.logs), Registerer: s.reg, Recorder: s.rec,
 		L2: s.l2, BGP: s.bgp, PeerStates: s.states, BFD: s.bfd, BFDChanges: s.bfdCh, SessionWarnAfter: 300 * time.Millisecond, SessionStateInterval: testSessionStateInterval, Members: members, MemberPort: memberPort, MemberSelector: speakerPods.AsSelector(),
-	}); err != nil {
+	}
+	for _, mod := range mods {
+		mod(s, &opts)
+	}
+	if s.spk, err = Setup(mgr, opts); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
