@@ -53,7 +53,14 @@ const (
 	// address, as MetalLB's speakers do: for a group that mixes MetalLB and
 	// Herald speakers (the migration window).
 	l2ElectionMetalLB = "metallb"
+	// l2ElectionBalanced elects every layer 2 address at once with bounded
+	// loads (announce.ElectBalancedServices): no node above
+	// max(⌈m/n⌉+1, ⌊1.25·m/n⌋) of m addresses on n equal nodes.
+	l2ElectionBalanced = "balanced"
 )
+
+// balancedL2 reports --l2-election=balanced (speaker.Options.BalancedL2).
+func (o *options) balancedL2() bool { return o.l2Election == l2ElectionBalanced }
 
 // announceOptions are the speaker-wide decision settings. MetalLB's layer 2
 // election (per Service, on its first address) is on with
@@ -84,7 +91,7 @@ func (o *options) register(fs *flag.FlagSet, getenv func(string) string) {
 	fs.StringVar(&o.mlKeyDerivation, "ml-key-derivation", string(members.KeyDerivationHerald),
 		"Memberlist gossip key from the secret: herald (SHA-256, as MetalLB v0.16 and later) or metallb (the weak derivation of MetalLB v0.15 and older, so such speakers and Herald's form one group; for the migration window only; implies --l2-election=metallb).")
 	fs.StringVar(&o.l2Election, "l2-election", l2ElectionPerAddress,
-		"Layer 2 election: per-address (each address on its own) or metallb (every address of a Service on the node its first address elects, as MetalLB's speakers do; for a group mixed with MetalLB speakers, the migration window only).")
+		"Layer 2 election: per-address (each address on its own), balanced (every address at once, no node above max(⌈m/n⌉+1, ⌊1.25·m/n⌋) of m addresses on n equal nodes; set it on every speaker) or metallb (every address of a Service on the node its first address elects, as MetalLB's speakers do; for a group mixed with MetalLB speakers, the migration window only).")
 	fs.StringVar(&o.lbClass, "lb-class", "", "loadBalancerClass handled by this speaker (empty: Services without a class).")
 	fs.BoolVar(&o.ignoreExcludeLB, "ignore-exclude-lb", false, "Ignore the node.kubernetes.io/exclude-from-external-load-balancers label.")
 	fs.BoolVar(&o.enableL2, "enable-l2", true, "Announce in layer 2 (ARP/NDP).")
@@ -117,8 +124,14 @@ func (o *options) complete(readFile func(string) ([]byte, error)) error {
 			o.namespace = strings.TrimSpace(string(b))
 		}
 	}
-	if o.l2Election != l2ElectionPerAddress && o.l2Election != l2ElectionMetalLB {
-		errs = append(errs, fmt.Errorf("--l2-election %q: must be %s or %s", o.l2Election, l2ElectionPerAddress, l2ElectionMetalLB))
+	switch o.l2Election {
+	case l2ElectionPerAddress, l2ElectionMetalLB:
+	case l2ElectionBalanced:
+		if members.KeyDerivation(o.mlKeyDerivation) == members.KeyDerivationMetalLB {
+			errs = append(errs, fmt.Errorf("--l2-election %s: not with --ml-key-derivation=metallb, which implies --l2-election=metallb (a group mixed with MetalLB speakers must elect as they do)", l2ElectionBalanced))
+		}
+	default:
+		errs = append(errs, fmt.Errorf("--l2-election %q: must be %s, %s or %s", o.l2Election, l2ElectionPerAddress, l2ElectionBalanced, l2ElectionMetalLB))
 	}
 	if o.l2HandoverTimeout < 0 {
 		errs = append(errs, fmt.Errorf("--l2-handover-timeout %s: must not be negative (0 disables the hand-over)", o.l2HandoverTimeout))

@@ -167,3 +167,36 @@ func TestL2ElectionRefused(t *testing.T) {
 		t.Fatalf("unknown --l2-election accepted: %v", err)
 	}
 }
+
+// TestBalancedElectionFlag: --l2-election=balanced turns on the balanced
+// layer 2 election and nothing else; it is refused with
+// --ml-key-derivation=metallb (which implies MetalLB's election).
+func TestBalancedElectionFlag(t *testing.T) {
+	for _, tt := range []struct {
+		args     []string
+		balanced bool
+		refused  bool
+	}{
+		{nil, false, false},
+		{[]string{"--l2-election", "balanced"}, true, false},
+		{[]string{"--l2-election", "metallb"}, false, false},
+		{[]string{"--l2-election", "balanced", "--ml-key-derivation", "metallb"}, true, true},
+	} {
+		var o options
+		fset := flag.NewFlagSet("t", flag.ContinueOnError)
+		o.register(fset, func(string) string { return "" })
+		if err := fset.Parse(append([]string{"--node-name", "n", "--namespace", "ns"}, tt.args...)); err != nil {
+			t.Fatal(err)
+		}
+		err := o.complete(func(string) ([]byte, error) { return nil, fs.ErrNotExist })
+		if (err != nil) != tt.refused || (err != nil && !strings.Contains(err.Error(), "--l2-election balanced")) {
+			t.Errorf("%v: complete() = %v, refused want %v", tt.args, err, tt.refused)
+		}
+		if o.balancedL2() != tt.balanced {
+			t.Errorf("%v: balanced %v, want %v", tt.args, o.balancedL2(), tt.balanced)
+		}
+		if !tt.refused && tt.balanced && o.announceOptions().ElectByServiceFirstIP {
+			t.Errorf("%v: balanced with ElectByServiceFirstIP", tt.args)
+		}
+	}
+}

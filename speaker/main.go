@@ -93,6 +93,8 @@ func run(args []string) error {
 		Logger: log, Registerer: reg,
 		Announce:        o.announceOptions(),
 		HandoverTimeout: o.handoverTimeout(),
+		// --l2-election=balanced.
+		BalancedL2: o.balancedL2(),
 	}
 	// spk is set before runAll starts memberlist and the announcer, whose
 	// callbacks (releases received, conflicts, interface changes) call it.

@@ -34,6 +34,70 @@ func main() {
 			row(m, n, *trials, *failures)
 		}
 	}
+	fmt.Printf("\nCoupling: addresses of other Services whose winner changes when one Service (one address) is added, or one of the m is removed (%d removals per set, evenly spaced), nothing else changing; average over the sets / worst. The plain election moves none.\n\n", *failures)
+	fmt.Println("| addresses | nodes | balanced moved by an added address avg / worst | balanced moved by a removed address avg / worst |")
+	fmt.Println("|---:|---:|---:|---:|")
+	for _, m := range []int{5, 50, 1000} {
+		for _, n := range []int{3, 10, 100} {
+			churnRow(m, n, *trials, *failures)
+		}
+	}
+}
+
+// churnRow prints how many other addresses move when one address is added
+// or removed (the balanced election's coupling; the plain one moves none).
+func churnRow(m, n, trials, removals int) {
+	var add, addWorst, del, delWorst, dels int
+	for t := range trials {
+		nodes := make([]string, n)
+		for i := range nodes {
+			nodes[i] = fmt.Sprintf("worker-%d-%03d", t, i)
+		}
+		ips := addresses(m + 1)
+		ballots := func(ips []netip.Addr) []announce.Ballot {
+			bs := make([]announce.Ballot, len(ips))
+			for i, ip := range ips {
+				bs[i].IP = ip
+				for _, nd := range nodes {
+					bs[i].Candidates = append(bs[i].Candidates, announce.Candidate{Node: nd, Serves: 1})
+				}
+			}
+			return bs
+		}
+		elect := func(ips []netip.Addr) map[netip.Addr]string {
+			out, err := announce.ElectBalanced(ballots(ips))
+			if err != nil {
+				fmt.Fprintln(os.Stderr, err)
+				os.Exit(1)
+			}
+			return out
+		}
+		base := elect(ips[:m])
+		a := others(base, elect(ips))
+		add += a
+		addWorst = max(addWorst, a)
+		step := max(1, m/removals)
+		for i := 0; i < m && i/step < removals; i += step {
+			rest := slices.Delete(slices.Clone(ips[:m]), i, i+1)
+			d := others(base, elect(rest))
+			del += d
+			delWorst = max(delWorst, d)
+			dels++
+		}
+	}
+	fmt.Printf("| %d | %d | %.1f / %d | %.1f / %d |\n", m, n, float64(add)/float64(trials), addWorst, float64(del)/float64(dels), delWorst)
+}
+
+// others counts the addresses elected in both before and after whose
+// winner changed.
+func others(before, after map[netip.Addr]string) int {
+	c := 0
+	for ip, w := range before {
+		if nw, ok := after[ip]; ok && nw != w {
+			c++
+		}
+	}
+	return c
 }
 
 // result is one trial of a row.

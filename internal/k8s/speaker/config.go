@@ -113,10 +113,19 @@ func (s *Controller) report(ctx context.Context, err error, infra bool) error {
 // reconcileAll re-decides every Service in the cache and every Service this
 // node has status objects or applied state for.
 func (s *Controller) reconcileAll(ctx context.Context, snap *config.Snapshot, view *clusterView) error {
+	if s.balanced != nil {
+		// Every Service is decided below: what was pending is covered.
+		s.balanced.takePending()
+	}
 	var svcs corev1.ServiceList
 	// Only the keys are read: no copy of every Service per pass.
 	if err := s.client.List(ctx, &svcs, client.UnsafeDisableDeepCopy); err != nil {
 		return fmt.Errorf("list Services: %w", err)
+	}
+	if s.balanced != nil {
+		if _, err := s.recomputeBalanced(ctx, snap, view, svcs.Items); err != nil {
+			return err
+		}
 	}
 	// This node's status objects are listed once, at start-up (to adopt or
 	// delete what an earlier speaker left); after that only this process

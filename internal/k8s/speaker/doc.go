@@ -26,6 +26,16 @@
 // Service and every Service holding one of its IPs (a shared IP is elected
 // once for all its Services, so all of them are re-decided together).
 //
+// With Options.BalancedL2 (--l2-election=balanced, balanced.go) those
+// events queue nothing at once: the Services are recorded as pending and
+// the special key "l2balance" is queued after Options.BalanceDelay, so a
+// burst costs one pass. The pass recomputes the balanced winners over every
+// Service (announce.ElectBalancedServices) and decides the pending Services
+// and those holding an address whose winner changed
+// (announce.BalancedElection.Redecide), with the winners as
+// Input.L2Winners; the others are not touched. "all" recomputes first and
+// decides every Service, without the delay.
+//
 // For each Service the reconciler gathers announce.Input from the cache
 // (the Service, its EndpointSlices through a field index, every Node, the
 // Services sharing its IPs, the live speakers), calls announce.Decide, and

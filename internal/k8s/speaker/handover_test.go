@@ -24,8 +24,8 @@ import (
 // taker answer.
 const handoverWait = 10 * time.Minute
 
-func withHandoverTimeout(d time.Duration) func(*Options) {
-	return func(o *Options) { o.HandoverTimeout = d }
+func withHandoverTimeout(d time.Duration) func(*testSpeaker, *Options) {
+	return func(_ *testSpeaker, o *Options) { o.HandoverTimeout = d }
 }
 
 // decidedOrWaiting is a poll condition: s announces ip for key, or reports
@@ -147,7 +147,7 @@ func TestHandoverDisabled(t *testing.T) {
 
 // startSpeakerProbedWith starts the speaker of node in f's namespace with
 // its own memberlist view.
-func startSpeakerProbedWith(t *testing.T, f *l2Fixture, node string, view *liveness, tune ...func(*Options)) *testSpeaker {
+func startSpeakerProbedWith(t *testing.T, f *l2Fixture, node string, view *liveness, tune ...func(*testSpeaker, *Options)) *testSpeaker {
 	t.Helper()
 	m := view.member(node)
 	s := startSpeakerProbed(t, f.env, f.ns, node, m, 7946, "0", tune...)

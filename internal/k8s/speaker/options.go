@@ -140,6 +140,18 @@ type Options struct {
 	// received releases, and the layer 2 announcer's released addresses to
 	// members.List.Released.
 	HandoverTimeout time.Duration
+	// BalancedL2 runs the balanced layer 2 election
+	// (--l2-election=balanced, announce.ElectBalancedServices): the winners
+	// of every layer 2 address are computed at once over every Service,
+	// recomputed after Service and EndpointSlice events (debounced by
+	// BalanceDelay) and at once after node, liveness and configuration
+	// changes. Every speaker of the group must set it alike. Not with
+	// Announce.ElectByServiceFirstIP.
+	BalancedL2 bool
+	// BalanceDelay is how long a Service or EndpointSlice event waits for
+	// others before the balanced winners are recomputed; 0 selects
+	// DefaultBalanceDelay. Only with BalancedL2.
+	BalanceDelay time.Duration
 }
 
 func (o *Options) validate() error {
@@ -152,6 +164,9 @@ func (o *Options) validate() error {
 	}
 	if o.Logger == nil {
 		errs = append(errs, errors.New("speaker options: Logger is required"))
+	}
+	if o.BalancedL2 && o.Announce.ElectByServiceFirstIP {
+		errs = append(errs, errors.New("speaker options: BalancedL2 and Announce.ElectByServiceFirstIP exclude each other"))
 	}
 	if o.Members != nil && o.MemberSelector == nil {
 		errs = append(errs, errors.New("speaker options: MemberSelector is required with Members"))

@@ -152,6 +152,8 @@ func (s *Controller) reconcileService(ctx context.Context, snap *config.Snapshot
 			// Decide checks that the layer 2 winner has one of the
 			// advertisements' interfaces (noMatchingInterface).
 			Interfaces: view.ifaces,
+			// The balanced election's winners (nil: the plain election).
+			L2Winners: s.l2Winners(),
 		}
 		var err error
 		if in.Endpoints, err = s.endpoints(ctx, svc.Namespace, svc.Name); err != nil {

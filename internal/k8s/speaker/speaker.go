@@ -93,6 +93,9 @@ type Controller struct {
 
 	// handover: the layer 2 hand-over (handover.go).
 	handover *handoverState
+	// balanced: the balanced layer 2 election's state (Options.BalancedL2);
+	// nil with the plain election.
+	balanced *balancedState
 
 	// sessionChecks counts completed warnSessionsDown passes (the tests
 	// wait on it to know that further checks found nothing to report).
@@ -178,6 +181,9 @@ func Setup(mgr manager.Manager, opts Options) (*Controller, error) {
 	if err := mgr.AddReadyzCheck(ReadyCheckName, s.Ready); err != nil {
 		return nil, fmt.Errorf("add readiness check: %w", err)
 	}
+	if opts.BalancedL2 {
+		s.balanced = newBalancedState(opts.BalanceDelay)
+	}
 	if err := setupIndexes(mgr); err != nil {
 		return nil, err
 	}
@@ -248,9 +254,9 @@ func (s *Controller) setupController(mgr manager.Manager) error {
 	b := builder.ControllerManagedBy(mgr).
 		Named("speaker").
 		WithOptions(controller.Options{MaxConcurrentReconciles: 1}).
-		Watches(&corev1.Service{}, handler.EnqueueRequestsFromMapFunc(s.mapService),
+		Watches(&corev1.Service{}, s.eventHandler(s.mapService),
 			builder.WithPredicates(predicate.Funcs{UpdateFunc: serviceChanged})).
-		Watches(&discoveryv1.EndpointSlice{}, handler.EnqueueRequestsFromMapFunc(s.mapSlice),
+		Watches(&discoveryv1.EndpointSlice{}, s.eventHandler(s.mapSlice),
 			builder.WithPredicates(predicate.Funcs{UpdateFunc: sliceChanged})).
 		Watches(&corev1.Node{}, toKey(keyAll),
 			builder.WithPredicates(predicate.Funcs{UpdateFunc: nodeChanged})).
@@ -355,6 +361,8 @@ func (s *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reco
 			return reconcile.Result{}, s.reconcileConfig(ctx, true)
 		case keyPods:
 			return reconcile.Result{RequeueAfter: s.opts.DiscoveryResync}, s.syncPods(ctx)
+		case keyBalance:
+			return s.reconcileBalanced(ctx)
 		}
 		return reconcile.Result{}, nil
 	}

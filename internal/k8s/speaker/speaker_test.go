@@ -77,7 +77,8 @@ func startSpeakerWith(t *testing.T, env *testenv.Env, ns, node string, members M
 
 // startSpeakerProbed is startSpeakerWith with the manager's health probe
 // server (/healthz, /readyz) on healthAddr ("0": none).
-func startSpeakerProbed(t *testing.T, env *testenv.Env, ns, node string, members Members, memberPort int, healthAddr string, tune ...func(*Options)) *testSpeaker {
+// mods may change the options before Setup (after the fakes exist).
+func startSpeakerProbed(t *testing.T, env *testenv.Env, ns, node string, members Members, memberPort int, healthAddr string, mods ...func(*testSpeaker, *Options)) *testSpeaker {
 	t.Helper()
 	s := &testSpeaker{name: node, l2: &fakeL2{}, bgp: &bgp.Fake{}, rec: &fakeRecorder{},
 		logs: newCountingHandler(), reg: prometheus.NewRegistry(),
@@ -102,8 +103,8 @@ func startSpeakerProbed(t *testing.T, env *testenv.Env, ns, node string, members
 		Logger: slog.New(s.logs), Registerer: s.reg, Recorder: s.rec,
 		L2: s.l2, BGP: s.bgp, PeerStates: s.states, BFD: s.bfd, BFDChanges: s.bfdCh, SessionWarnAfter: 300 * time.Millisecond, SessionStateInterval: testSessionStateInterval, Members: members, MemberPort: memberPort, MemberSelector: speakerPods.AsSelector(),
 	}
-	for _, f := range tune {
-		f(&opts)
+	for _, mod := range mods {
+		mod(s, &opts)
 	}
 	if s.spk, err = Setup(mgr, opts); err != nil {
 		t.Fatal(err)
