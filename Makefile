@@ -219,6 +219,17 @@ bench-speaker-mem: deps test-assets metallb-assets build
 bench-failover: deps test-assets build
 	HERALD_LAB_BIN_DIR=$(BIN) go run ./e2e/cmd/bench-failover --trials 20 --record docs/performance.md
 
+# bench-scale measures layer 2 on many lab nodes (10, 50, 100; a node is a
+# network namespace, one API server for all speakers): memberlist
+# convergence, SIGKILL failover, the speakers' API requests at rest and in a
+# 1,000-Service burst, CPU and RSS per speaker, false failovers under full CPU
+# load at 100 nodes; records docs/performance.md ("Layer 2 scale").
+# SCALE_ARGS adds flags, e.g. SCALE_ARGS='--speaker-args "--ml-probe-interval=100ms"'.
+SCALE_ARGS ?=
+.PHONY: bench-scale
+bench-scale: deps test-assets build
+	HERALD_LAB_BIN_DIR=$(BIN) go run ./e2e/cmd/bench-scale --sizes 10,50,100 --record docs/performance.md $(SCALE_ARGS)
+
 # bench-chaos runs the chaos scenarios in the lab (speaker restarts, controller
 # rollout, memberlist key rotation, a peer sending 200k prefixes, ...):
 # what each transition loses, target 0, and records the table in

@@ -54,8 +54,11 @@ var (
 	BackendPort = 80
 )
 
-// MaxNodes bounds Config.Nodes (node addresses are 198.51.100.11 ...).
-const MaxNodes = 40
+// MaxNodes bounds Config.Nodes: node addresses are 198.51.100.11-.99 and
+// .101-.111 (see [NodeAddr]), between the router (.1), the client (.100)
+// and the layer 2 Service range (.200-.250). The switch is one Linux bridge
+// (up to 1024 ports).
+const MaxNodes = 100
 
 // Config describes one lab.
 type Config struct {
@@ -176,11 +179,23 @@ func (c *Config) normalize() error {
 // NodeName returns the Kubernetes name of node i (1-based): "n1", "n2", ...
 func NodeName(i int) string { return fmt.Sprintf("n%d", i) }
 
-// NodeAddr returns node i's IPv4 address, 198.51.100.(10+i).
-func NodeAddr(i int) netip.Addr { return netip.AddrFrom4([4]byte{198, 51, 100, byte(10 + i)}) }
+// nodeHost is the last part of node i's addresses (1-based, up to
+// [MaxNodes]): 10+i, skipping the client's 100 (node 90 is 101, node 100 is
+// 111).
+func nodeHost(i int) int {
+	if 10+i < int(ClientAddr.As4()[3]) {
+		return 10 + i
+	}
+	return 11 + i
+}
 
-// NodeAddrV6 returns node i's IPv6 address, 2001:db8:100::<10+i written in decimal digits>
-// (node 1 is 2001:db8:100::11).
+// NodeAddr returns node i's IPv4 address: 198.51.100.(10+i) for nodes 1-89,
+// 198.51.100.(11+i) from node 90 on (the client has .100).
+func NodeAddr(i int) netip.Addr { return netip.AddrFrom4([4]byte{198, 51, 100, byte(nodeHost(i))}) }
+
+// NodeAddrV6 returns node i's IPv6 address, 2001:db8:100::<the last octet of
+// NodeAddr(i) written in decimal digits> (node 1 is 2001:db8:100::11, node
+// 100 is 2001:db8:100::111).
 func NodeAddrV6(i int) netip.Addr {
-	return netip.MustParseAddr(fmt.Sprintf("2001:db8:100::%d", 10+i))
+	return netip.MustParseAddr(fmt.Sprintf("2001:db8:100::%d", nodeHost(i)))
 }

@@ -582,6 +582,49 @@ func (h *Herald) AddSpeaker(ctx context.Context, node string) error {
 	return h.StartSpeaker(ctx, node)
 }
 
+// AddSpeakers is AddSpeaker for every node in nodes, concurrency at a
+// time (0 or 1: one after the other). It returns the errors of all that
+// failed; the others keep running.
+func (h *Herald) AddSpeakers(ctx context.Context, nodes []string, concurrency int) error {
+	return h.eachNode(ctx, nodes, concurrency, h.AddSpeaker)
+}
+
+// startSpeakers is StartSpeaker for every node in nodes, concurrency at a
+// time.
+func (h *Herald) startSpeakers(ctx context.Context, nodes []string, concurrency int) error {
+	return h.eachNode(ctx, nodes, concurrency, h.StartSpeaker)
+}
+
+func (h *Herald) eachNode(ctx context.Context, nodes []string, concurrency int, fn func(context.Context, string) error) error {
+	if concurrency <= 1 {
+		for _, n := range nodes {
+			if err := fn(ctx, n); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	var (
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		errs []error
+	)
+	sem := make(chan struct{}, concurrency)
+	for _, n := range nodes {
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			if err := fn(ctx, n); err != nil {
+				mu.Lock()
+				errs = append(errs, err)
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
 // RemoveSpeaker stops node's speaker as StopSpeaker does and deletes its
 // Pod (the node leaves the DaemonSet).
 func (h *Herald) RemoveSpeaker(ctx context.Context, node string) error {

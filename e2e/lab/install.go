@@ -90,6 +90,14 @@ type InstallOptions struct {
 	BinDir string
 	// Timeout bounds each wait for readiness; 0 means 90 s.
 	Timeout time.Duration
+	// SpeakerArgs are appended to the speaker container's args in the
+	// installed DaemonSet before its Pods are created (what `kubectl edit`
+	// of the DaemonSet would do), e.g. memberlist timings
+	// "--ml-probe-interval=100ms".
+	SpeakerArgs []string
+	// StartConcurrency is how many speakers InstallHerald starts at once
+	// (each waits for its /readyz); 0 or 1 starts them one after the other.
+	StartConcurrency int
 	// Namespace is the namespace the manifests put Herald in; empty means
 	// HeraldNamespace. "metallb-system" with Manifests
 	// "manifests/herald-metallb-system.yaml" is the in-place migration
@@ -173,6 +181,9 @@ func (l *Lab) InstallHerald(ctx context.Context, opts InstallOptions) (*Herald, 
 	if err := h.findWorkloads(ctx); err != nil {
 		return h, fmt.Errorf("install herald: %w", err)
 	}
+	if err := h.appendSpeakerArgs(ctx, opts.SpeakerArgs); err != nil {
+		return h, fmt.Errorf("install herald: %w", err)
+	}
 	if err := h.StartController(ctx); err != nil {
 		return h, err
 	}
@@ -200,10 +211,12 @@ func (l *Lab) InstallHerald(ctx context.Context, opts InstallOptions) (*Herald, 
 	if err := h.pointServices(ctx, run); err != nil {
 		return h, fmt.Errorf("install herald: %w", err)
 	}
+	var nodes []string
 	for _, p := range run {
-		if err := h.StartSpeaker(ctx, p.Spec.NodeName); err != nil {
-			return h, err
-		}
+		nodes = append(nodes, p.Spec.NodeName)
+	}
+	if err := h.startSpeakers(ctx, nodes, opts.StartConcurrency); err != nil {
+		return h, err
 	}
 	if len(opts.Samples) > 0 {
 		if err := h.Apply(ctx, opts.Samples...); err != nil {
@@ -214,6 +227,33 @@ func (l *Lab) InstallHerald(ctx context.Context, opts InstallOptions) (*Herald, 
 		}
 	}
 	return h, nil
+}
+
+// appendSpeakerArgs appends args to the speaker container's args in the
+// speaker DaemonSet's template (nothing when args is empty).
+func (h *Herald) appendSpeakerArgs(ctx context.Context, args []string) error {
+	if len(args) == 0 {
+		return nil
+	}
+	dsc := h.lab.Client().AppsV1().DaemonSets(h.Namespace())
+	ds, err := dsc.Get(ctx, h.spkDS, metav1.GetOptions{})
+	if err != nil {
+		return fmt.Errorf("speaker args: %w", err)
+	}
+	found := false
+	for i, c := range ds.Spec.Template.Spec.Containers {
+		if c.Name == speakerContainer {
+			ds.Spec.Template.Spec.Containers[i].Args = append(c.Args, args...)
+			found = true
+		}
+	}
+	if !found {
+		return fmt.Errorf("speaker args: daemonset %s has no container %q", h.spkDS, speakerContainer)
+	}
+	if _, err := dsc.Update(ctx, ds, metav1.UpdateOptions{}); err != nil {
+		return fmt.Errorf("speaker args: %w", err)
+	}
+	return nil
 }
 
 // applyManifests applies opts.Manifests (a kustomize directory or a YAML

@@ -29,12 +29,20 @@ func TestRangePrefixes(t *testing.T) {
 	}
 }
 
-// The nodes' local routes must never cover an address of the segment's
-// own hosts: the node would then answer itself instead of reaching them.
-func TestServiceLocalPrefixesAvoidLabHosts(t *testing.T) {
-	hosts := []netip.Addr{APIServerAddr, RouterAddr, RouterAddrV6, ClientAddr, ClientAddrV6}
+// Every lab host, up to MaxNodes nodes, has its own addresses on the
+// segment, and the nodes' local routes never cover one of them: the node
+// would then answer itself instead of reaching them.
+func TestLabHostsDistinct(t *testing.T) {
+	hosts := []netip.Addr{APIServerAddr, RouterAddr, RouterAddrV6, ClientAddr, ClientAddrV6, netip.MustParseAddr("2001:db8:100::254")}
 	for i := 1; i <= MaxNodes; i++ {
 		hosts = append(hosts, NodeAddr(i), NodeAddrV6(i))
+	}
+	seen := map[netip.Addr]bool{}
+	for _, h := range hosts {
+		if seen[h] || !Segment.Contains(h) && !SegmentV6.Contains(h) {
+			t.Errorf("lab host %s: duplicate or off the segment", h)
+		}
+		seen[h] = true
 	}
 	for _, p := range ServiceLocalPrefixes() {
 		for _, h := range hosts {
@@ -65,6 +73,7 @@ func TestConfigNormalize(t *testing.T) {
 	}{
 		{Config{Prefix: "hl-1a2b", StateDir: "/tmp/x"}, true},
 		{Config{Prefix: PersistentPrefix, StateDir: "/tmp/x", Nodes: MaxNodes}, true},
+		{Config{Prefix: "hl-1a2b", StateDir: "/tmp/x", Nodes: 100}, true}, // bench-scale's largest lab
 		{Config{Prefix: "", StateDir: "/tmp/x"}, false},
 		{Config{Prefix: "Upper", StateDir: "/tmp/x"}, false},
 		{Config{Prefix: "a-very-long-prefix-over-20", StateDir: "/tmp/x"}, false},

@@ -20,7 +20,6 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/netip"
 	"os"
 	"os/signal"
@@ -30,8 +29,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/vishvananda/netlink"
-	"github.com/vishvananda/netns"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -114,7 +111,7 @@ func run(ctx context.Context, log *slog.Logger, trials int, modes []string, node
 		return err
 	}
 	log.Info("service ready", "ip", ip)
-	b := &bench{l: l, h: h, ip: ip, log: log}
+	b := &bench{h: h, ip: ip}
 	var results []result
 	for _, m := range modes {
 		r := result{mode: m}
@@ -180,107 +177,14 @@ func setup(ctx context.Context, h *lab.Herald) (netip.Addr, error) {
 }
 
 type bench struct {
-	l   *lab.Lab
-	h   *lab.Herald
-	ip  netip.Addr
-	log *slog.Logger
+	h  *lab.Herald
+	ip netip.Addr
 }
 
-// settle waits until the client's ARP is answered by one node and its HTTP
-// request lands there (so its neighbour cache holds that node), and
-// returns the node.
-func (b *bench) settle(ctx context.Context) (string, error) {
-	deadline := time.Now().Add(60 * time.Second)
-	var last error
-	for time.Now().Before(deadline) {
-		who, err := b.l.ARPAnswerers(ctx, b.ip, 1)
-		if err == nil && len(who) == 1 {
-			r, gerr := b.l.Get(ctx, b.l.ClientNamespace(), b.ip, 80)
-			if gerr == nil && r.Node == who[0] {
-				mac, _ := b.l.Neighbor(ctx, b.l.ClientNamespace(), b.ip)
-				if b.l.NodeByMAC(mac) == who[0] {
-					return who[0], nil
-				}
-			}
-			last = fmt.Errorf("answered by %v, http %v %v", who, r.Node, gerr)
-		} else {
-			last = fmt.Errorf("answered by %v: %v", who, err)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-	return "", fmt.Errorf("no stable announcer of %s: %v", b.ip, last)
-}
-
-// trial measures one failover of mode and restores the lab.
+// trial measures one failover of mode and restores the lab (lab.L2Failover).
 func (b *bench) trial(ctx context.Context, mode string) (time.Duration, error) {
-	winner, err := b.settle(ctx)
-	if err != nil {
-		return 0, err
-	}
-	wn, _ := b.l.Node(winner)
-	// Linux ignores a new link-layer address within locktime (1 s) of the
-	// last update (neigh/default/locktime); let it pass.
-	time.Sleep(1100 * time.Millisecond)
-	nsh, err := netns.GetFromName(b.l.ClientNamespace())
-	if err != nil {
-		return 0, err
-	}
-	defer nsh.Close()
-	updates := make(chan netlink.NeighUpdate, 64)
-	done := make(chan struct{})
-	defer close(done)
-	if err := netlink.NeighSubscribeAt(nsh, updates, done); err != nil {
-		return 0, fmt.Errorf("subscribe to the client's neighbour table: %w", err)
-	}
-	actErr := make(chan error, 1)
-	t0 := time.Now()
-	switch mode {
-	case "stop":
-		go func() { actErr <- b.h.StopSpeaker(winner) }()
-	case "kill":
-		go func() { actErr <- b.h.KillSpeaker(winner) }()
-	case "cut":
-		go func() { actErr <- b.h.CutLink(ctx, winner) }()
-	}
-	var took time.Duration
-	timeout := time.After(15 * time.Second)
-wait:
-	for {
-		select {
-		case u := <-updates:
-			if u.Type != syscall.RTM_NEWNEIGH || !u.IP.Equal(net.IP(b.ip.AsSlice())) || len(u.HardwareAddr) == 0 {
-				continue
-			}
-			if n := b.l.NodeByMAC(u.HardwareAddr); n != "" && n != winner {
-				took = time.Since(t0)
-				break wait
-			}
-		case <-timeout:
-			err = fmt.Errorf("%s of %s (%s): the client's neighbour cache did not move within 15s", mode, winner, wn.MAC)
-			break wait
-		}
-	}
-	if aerr := <-actErr; aerr != nil {
-		err = errors.Join(err, aerr)
-	}
-	if rerr := b.restore(ctx, mode, winner); rerr != nil {
-		err = errors.Join(err, fmt.Errorf("restore: %w", rerr))
-	}
+	_, took, err := b.h.L2Failover(ctx, b.ip, lab.FailoverMode(mode))
 	return took, err
-}
-
-// restore brings the failed node back: speaker restarted, link up.
-func (b *bench) restore(ctx context.Context, mode, node string) error {
-	if mode == "cut" {
-		if err := b.h.RestoreLink(ctx, node); err != nil {
-			return err
-		}
-		// Rejoin at once rather than after --ml-rejoin-interval.
-		if err := b.h.StopSpeaker(node); err != nil {
-			return err
-		}
-	}
-	return b.h.StartSpeaker(ctx, node)
 }
 
 func percentile(s []time.Duration, p float64) time.Duration {

@@ -3,7 +3,7 @@
 //
 // Usage:
 //
-//	herald-lab up [--nodes 3] [--herald=true] [--install kubectl|helm] [--bin-dir DIR]
+//	herald-lab up [--nodes 3] [--speaker-args "--ml-probe-interval=100ms ..."] [--herald=true] [--install kubectl|helm] [--bin-dir DIR]
 //	                             build the lab (cleaning leftovers first), install Herald from
 //	                             its manifests (kubectl apply) or its chart (helm install, release
 //	                             "herald") with the samples and demo Services, print a summary
@@ -30,6 +30,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -93,7 +94,8 @@ func dispatch(ctx context.Context, log *slog.Logger, cmd string, args []string) 
 	prefix := fs.String("prefix", lab.PersistentPrefix, "network namespace prefix")
 	switch cmd {
 	case "up":
-		nodes := fs.Int("nodes", 3, "number of nodes")
+		nodes := fs.Int("nodes", 3, fmt.Sprintf("number of nodes, 1-%d (speakers start 16 at a time)", lab.MaxNodes))
+		speakerArgs := fs.String("speaker-args", "", "space-separated args appended to the speaker DaemonSet's, e.g. memberlist timings \"--ml-probe-interval=100ms\"")
 		herald := fs.Bool("herald", true, "install and run Herald, its samples and demo Services")
 		binDir := fs.String("bin-dir", "", "prebuilt controller, speaker (and helm) binaries (default: $"+lab.BinDirEnv+", else go build them)")
 		install := fs.String("install", string(lab.InstallKubectl), "how Herald gets into the API server: kubectl (apply manifests/base) or helm (install charts/herald)")
@@ -116,6 +118,8 @@ func dispatch(ctx context.Context, log *slog.Logger, cmd string, args []string) 
 			}
 		}
 		opts.Samples = lab.DemoSamples
+		opts.SpeakerArgs = strings.Fields(*speakerArgs)
+		opts.StartConcurrency = 16
 		start := time.Now()
 		l, err := lab.Up(ctx, lab.Config{Prefix: *prefix, Nodes: *nodes, StateDir: *stateDir, LoopbackProxy: true})
 		if err != nil {
