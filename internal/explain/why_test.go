@@ -447,7 +447,6 @@ func TestWhyRequestedIPs(t *testing.T) {
 	}
 }
 
-
 // TestWhyNoMatchingInterface: the plugin cannot see node interfaces, so
 // the elected node's speaker's own report decides: its newest
 // announceFailed (noMatchingInterface) for the address, newer than any
