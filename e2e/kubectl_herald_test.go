@@ -114,6 +114,7 @@ func TestKubectlHerald(t *testing.T) {
 	}
 
 	t.Run("BGP", func(t *testing.T) { testPluginBGP(t, e, dir) })
+	t.Run("EveryReason", func(t *testing.T) { testPluginReasons(t, e, dir) })
 
 	out, code := runPlugin(t, e, dir, "pools")
 	if code != 1 || !strings.Contains(out, "plugin-other/no-matching-pool") || !strings.Contains(out, "plugin/pool-full") {

@@ -450,7 +450,7 @@ func (e l2Env) testNoInterface(t *testing.T) {
 }
 
 // labelNode sets (value != "") or removes a label of a Node.
-func (e l2Env) labelNode(t *testing.T, node, key, value string) {
+func (e *env) labelNode(t *testing.T, node, key, value string) {
 	t.Helper()
 	ctx := testCtx(t, time.Minute)
 	arg := key + "=" + value
