@@ -57,18 +57,18 @@ func ElectBalancedServices(base Input, services []SharedService) (BalancedElecti
 	return BalancedElection{Winners: w, Holders: holders}, nil
 }
 
-// WinnerChanges returns the addresses whose winner differs between old and
-// new: elected in one and not the other, or to different nodes; in address
+// WinnerChanges returns the addresses whose winner differs between before and
+// after: elected in one and not the other, or to different nodes; in address
 // order. nil maps are empty.
-func WinnerChanges(old, new map[netip.Addr]string) []netip.Addr {
+func WinnerChanges(before, after map[netip.Addr]string) []netip.Addr {
 	var out []netip.Addr
-	for ip, w := range old {
-		if nw, ok := new[ip]; !ok || nw != w {
+	for ip, w := range before {
+		if nw, ok := after[ip]; !ok || nw != w {
 			out = append(out, ip)
 		}
 	}
-	for ip := range new {
-		if _, ok := old[ip]; !ok {
+	for ip := range after {
+		if _, ok := before[ip]; !ok {
 			out = append(out, ip)
 		}
 	}

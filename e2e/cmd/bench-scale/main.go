@@ -69,7 +69,6 @@ type options struct {
 	speakerArgs []string
 	record      string
 	binDir      string
-	keep        bool
 }
 
 func main() {

@@ -230,7 +230,7 @@ func TestProjectLeavesOtherObjects(t *testing.T) {
 func BenchmarkCachedServiceMemory(b *testing.B) {
 	const n = 10_000
 	now := metav1.Now()
-	fields := func(s string) *metav1.FieldsV1 { return &metav1.FieldsV1{Raw: []byte(s)} }
+	fields := func(s string) *metav1.FieldsV1 { return metav1.NewFieldsV1(s) }
 	raw := make([][]byte, n)
 	for i := range n {
 		name := fmt.Sprintf("svc-%05d", i)
