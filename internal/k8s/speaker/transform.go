@@ -102,6 +102,11 @@ func transformEndpointSlice(obj any) (any, error) {
 				Conditions: discoveryv1.EndpointConditions{Ready: sharedBool(ep.Conditions.Ready), Serving: sharedBool(ep.Conditions.Serving)},
 				NodeName:   nodeNames.intern(ep.NodeName),
 			}
+			// The target identifies a Pod once across slices
+			// (announce.Endpoint.Target: weighted ECMP counts Pods).
+			if r := ep.TargetRef; r != nil {
+				out.Endpoints[i].TargetRef = &corev1.ObjectReference{Kind: r.Kind, Namespace: r.Namespace, Name: r.Name, UID: r.UID}
+			}
 		}
 	}
 	return out, nil

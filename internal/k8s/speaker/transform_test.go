@@ -178,7 +178,10 @@ func TestTransformEndpointSliceKeepsDecisionInputs(t *testing.T) {
 				}
 			}
 			for _, ep := range slim.Endpoints {
-				if ep.Addresses != nil || ep.TargetRef != nil || ep.Zone != nil || ep.Hints != nil || ep.Hostname != nil || ep.Conditions.Terminating != nil {
+				if r := ep.TargetRef; r != nil && (r.APIVersion != "" || r.ResourceVersion != "" || r.FieldPath != "") {
+					t.Errorf("transformed endpoint's targetRef keeps fields nothing reads: %+v", r)
+				}
+				if ep.Addresses != nil || ep.Zone != nil || ep.Hints != nil || ep.Hostname != nil || ep.Conditions.Terminating != nil {
 					t.Errorf("transformed endpoint keeps fields nothing reads: %+v", ep)
 				}
 			}
