@@ -334,11 +334,11 @@ func (e *env) testRestartMidBurst(t *testing.T) {
 	create(12, n)
 	// Kill it while it works through the second wave: once some of those
 	// have an address too.
-	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); {
-		if len(e.snapshot(t, ns)) >= 16 {
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
+	// (If that does not come, the kill still tests a restart.)
+	if _, err := poll.Wait(ctx, 30*time.Second, "16 Services with an address", func() bool {
+		return len(e.snapshot(t, ns)) >= 16
+	}, poll.Every(10*time.Millisecond)); err != nil {
+		t.Logf("%v; killing the controller anyway", err)
 	}
 	if err := e.h.KillController(); err != nil {
 		t.Fatal(err)
