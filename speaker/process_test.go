@@ -103,7 +103,7 @@ func TestProcess(t *testing.T) {
 	poll.Until(t, 60*time.Second, "Valid ConfigurationState and ServiceBGPStatus from the process", func() error {
 		select {
 		case err := <-exited:
-			return poll.Stop(fmt.Errorf("speaker exited early: %v", err))
+			return poll.Stop(fmt.Errorf("speaker exited early: %w", err))
 		default:
 		}
 		var cs v1beta1.ConfigurationState
@@ -116,7 +116,10 @@ func TestProcess(t *testing.T) {
 			bgpStatus.Items[0].Status.ServiceName == "web" {
 			return nil
 		}
-		return fmt.Errorf("%v %+v %+v", err, cs.Status, bgpStatus.Items)
+		if err != nil {
+			return err
+		}
+		return fmt.Errorf("status %+v, ServiceBGPStatus %+v", cs.Status, bgpStatus.Items)
 	}, poll.Every(100*time.Millisecond))
 
 	must(t, cmd.Process.Signal(syscall.SIGTERM))
