@@ -19,6 +19,7 @@ import (
 	"github.com/herald-lb/herald/api/v1beta1"
 	"github.com/herald-lb/herald/api/v1beta2"
 	"github.com/herald-lb/herald/e2e/lab"
+	"github.com/herald-lb/herald/internal/poll"
 )
 
 // frrBFDPeer is one entry of FRR's "show bfd peers json".
@@ -103,7 +104,7 @@ func (e *bgpEnv) testBFD(t *testing.T) {
 	}
 
 	n1 := lab.NodeAddr(1).String()
-	err := bgpWait(ctx, time.Minute, func() error {
+	_, err := poll.Wait(ctx, time.Minute, "", func() error {
 		ps, err := frrBFDPeers(ctx, e.l)
 		if err != nil {
 			return err
@@ -118,7 +119,7 @@ func (e *bgpEnv) testBFD(t *testing.T) {
 			}
 		}
 		return nil
-	})
+	}, bgpEvery)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,7 +137,7 @@ func (e *bgpEnv) testBFD(t *testing.T) {
 		}
 	})
 	var bfdDown time.Duration
-	err = bgpWait(ctx, time.Minute, func() error {
+	_, err = poll.Wait(ctx, time.Minute, "", func() error {
 		if bfdDown == 0 {
 			ps, err := frrBFDPeers(ctx, e.l)
 			if err != nil {
@@ -148,7 +149,7 @@ func (e *bgpEnv) testBFD(t *testing.T) {
 			bfdDown = time.Since(cut)
 		}
 		return nil
-	})
+	}, bgpEvery)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -156,12 +157,12 @@ func (e *bgpEnv) testBFD(t *testing.T) {
 		t.Fatal(err)
 	}
 	withdrawn := time.Since(cut)
-	err = bgpWait(ctx, time.Minute, func() error {
+	_, err = poll.Wait(ctx, time.Minute, "", func() error {
 		if s := readFrom(t, log, logStart); !strings.Contains(s, "BFD session down: BGP session reset") || !strings.Contains(s, `"msg":"BGP session reset"`) {
 			return fmt.Errorf("speaker n1 has not logged BFD down and the BGP reset")
 		}
 		return nil
-	})
+	}, bgpEvery)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -176,7 +177,7 @@ func (e *bgpEnv) testBFD(t *testing.T) {
 		t.Fatal(err)
 	}
 	back := time.Since(restore)
-	err = bgpWait(ctx, time.Minute, func() error {
+	_, err = poll.Wait(ctx, time.Minute, "", func() error {
 		if s := readFrom(t, log, logStart); !strings.Contains(s, "BFD session up again") {
 			return fmt.Errorf("speaker n1 has not logged BFD up again")
 		}
@@ -188,12 +189,12 @@ func (e *bgpEnv) testBFD(t *testing.T) {
 			return fmt.Errorf("FRR BFD peer %s: %+v, want up", n1, ps[n1])
 		}
 		return nil
-	})
+	}, bgpEvery)
 	if err != nil {
 		t.Fatal(err)
 	}
 	// The events of n1's speaker reach the API server once its link is back.
-	err = bgpWait(ctx, time.Minute, func() error {
+	_, err = poll.Wait(ctx, time.Minute, "", func() error {
 		var evs corev1.EventList
 		if err := e.c.List(ctx, &evs, client.InNamespace(lab.HeraldNamespace)); err != nil {
 			return err
@@ -208,7 +209,7 @@ func (e *bgpEnv) testBFD(t *testing.T) {
 			return fmt.Errorf("BGPPeer ebgp4 events from n1: %v, want bfdSessionDown and bfdSessionUp", seen)
 		}
 		return nil
-	})
+	}, bgpEvery)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -234,7 +235,7 @@ func (e *bgpEnv) testBFD(t *testing.T) {
 	if err := e.c.Update(ctx, &prof); err != nil {
 		t.Fatal(err)
 	}
-	err = bgpWait(ctx, time.Minute, func() error {
+	_, err = poll.Wait(ctx, time.Minute, "", func() error {
 		ps, err := frrBFDPeers(ctx, e.l)
 		if err != nil {
 			return err
@@ -245,7 +246,7 @@ func (e *bgpEnv) testBFD(t *testing.T) {
 			}
 		}
 		return nil
-	})
+	}, bgpEvery)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -353,7 +354,7 @@ func (e *bgpEnv) testBFDMultihop(t *testing.T) {
 		}
 		return nil
 	}
-	if err := bgpWait(ctx, 2*time.Minute, func() error { return up(ctx) }); err != nil {
+	if _, err := poll.Wait(ctx, 2*time.Minute, "", func() error { return up(ctx) }, bgpEvery); err != nil {
 		t.Fatal(err)
 	}
 	log := filepath.Join(e.l.StateDir(), e.h.SpeakerProcessName("n1")+".log")
@@ -370,7 +371,7 @@ func (e *bgpEnv) testBFDMultihop(t *testing.T) {
 		}
 	})
 	var bfdDown time.Duration
-	err := bgpWait(ctx, time.Minute, func() error {
+	_, err := poll.Wait(ctx, time.Minute, "", func() error {
 		if bfdDown == 0 {
 			ps, err := frrBFDPeers(ctx, e.l)
 			if err != nil {
@@ -388,7 +389,7 @@ func (e *bgpEnv) testBFDMultihop(t *testing.T) {
 			}
 		}
 		return fmt.Errorf("speaker n1 has not logged BFD down for %s", bfdMHRouter)
-	})
+	}, bgpEvery)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -396,10 +397,10 @@ func (e *bgpEnv) testBFDMultihop(t *testing.T) {
 	restore := time.Now()
 	ip(rtr, routeToNode...)
 	restored = true
-	if err := bgpWait(ctx, 2*time.Minute, func() error { return up(ctx) }); err != nil {
+	if _, err := poll.Wait(ctx, 2*time.Minute, "", func() error { return up(ctx) }, bgpEvery); err != nil {
 		t.Fatal(err)
 	}
-	err = bgpWait(ctx, time.Minute, func() error {
+	_, err = poll.Wait(ctx, time.Minute, "", func() error {
 		s := readFrom(t, log, logStart)
 		for _, line := range strings.Split(s, "\n") {
 			if strings.Contains(line, "BFD session up again") && strings.Contains(line, bfdMHRouter.String()) {
@@ -407,7 +408,7 @@ func (e *bgpEnv) testBFDMultihop(t *testing.T) {
 			}
 		}
 		return fmt.Errorf("speaker n1 has not logged BFD up again for %s", bfdMHRouter)
-	})
+	}, bgpEvery)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -189,7 +189,7 @@ func (e *bgpEnv) testSessions(t *testing.T) {
 	defer cancel()
 	e.failDump(t)
 	for fam, want := range map[string][]string{"ipv4Unicast": bgpV4Peers(1, 2, 3), "ipv6Unicast": bgpV6Peers(1, 2, 3)} {
-		err := bgpWait(ctx, time.Minute, func() error {
+		_, err := poll.Wait(ctx, time.Minute, "", func() error {
 			got, err := bgpEstablished(ctx, e.l, fam)
 			if err != nil {
 				return err
@@ -200,7 +200,7 @@ func (e *bgpEnv) testSessions(t *testing.T) {
 				}
 			}
 			return nil
-		})
+		}, bgpEvery)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -244,7 +244,7 @@ func (e *bgpEnv) testAttributes(t *testing.T) {
 				t.Errorf("%s from %s: large communities %+v, want 64512:1:100", a, p.Peer.PeerID, p.LargeCommunity)
 			}
 		}
-		err = bgpWait(ctx, 30*time.Second, func() error {
+		_, err = poll.Wait(ctx, 30*time.Second, "", func() error {
 			body, err := e.l.Curl(ctx, a, lab.BackendPort)
 			if err != nil {
 				return err
@@ -257,7 +257,7 @@ func (e *bgpEnv) testAttributes(t *testing.T) {
 				return fmt.Errorf("curl %s answered by %q, want an announcing node", a, r.Node)
 			}
 			return nil
-		})
+		}, bgpEvery)
 		if err != nil {
 			t.Errorf("client curl through the router: %v", err)
 		}
@@ -402,7 +402,7 @@ func (e *bgpEnv) testPeerNodeSelectors(t *testing.T) {
 		relabel(ctx, "ebgp")
 	})
 	n3 := lab.NodeAddr(3).String()
-	err := bgpWait(ctx, 30*time.Second, func() error {
+	_, err := poll.Wait(ctx, 30*time.Second, "", func() error {
 		for _, fam := range []string{"ipv4Unicast", "ipv6Unicast"} {
 			got, err := bgpEstablished(ctx, e.l, fam)
 			if err != nil {
@@ -416,7 +416,7 @@ func (e *bgpEnv) testPeerNodeSelectors(t *testing.T) {
 			}
 		}
 		return nil
-	})
+	}, bgpEvery)
 	if err != nil {
 		t.Error(err)
 	}
@@ -564,7 +564,7 @@ func (e *bgpEnv) testMD5(t *testing.T) {
 	peer := e.applyPeer(ctx, t, "md5", lab.RouterAddr, lab.NodeASN, lab.RouterASN, "md5", func(s *v1beta2.BGPPeerSpec) {
 		s.Password = bgpMD5Password
 	})
-	err := bgpWait(ctx, time.Minute, func() error {
+	_, err := poll.Wait(ctx, time.Minute, "", func() error {
 		got, err := bgpEstablished(ctx, e.l, "ipv4Unicast")
 		if err != nil {
 			return err
@@ -573,7 +573,7 @@ func (e *bgpEnv) testMD5(t *testing.T) {
 			return fmt.Errorf("n5 not Established with the right password (established: %v)", got)
 		}
 		return nil
-	})
+	}, bgpEvery)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -584,7 +584,7 @@ func (e *bgpEnv) testMD5(t *testing.T) {
 	if err := e.c.Update(ctx, peer); err != nil {
 		t.Fatal(err)
 	}
-	err = bgpWait(ctx, 30*time.Second, func() error {
+	_, err = poll.Wait(ctx, 30*time.Second, "", func() error {
 		got, err := bgpEstablished(ctx, e.l, "ipv4Unicast")
 		if err != nil {
 			return err
@@ -593,7 +593,7 @@ func (e *bgpEnv) testMD5(t *testing.T) {
 			return fmt.Errorf("n5 still Established after its password changed")
 		}
 		return nil
-	})
+	}, bgpEvery)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -671,7 +671,7 @@ func (e *bgpEnv) testGracefulRestart(t *testing.T) {
 	err = e.h.StartSpeaker(ctx, "n1")
 	restarted = err == nil
 	if err == nil {
-		err = bgpWait(ctx, time.Minute, func() error {
+		_, err = poll.Wait(ctx, time.Minute, "", func() error {
 			ps, err := bgpFRRPrefix(ctx, e.l, v4)
 			if err != nil {
 				return err
@@ -682,7 +682,7 @@ func (e *bgpEnv) testGracefulRestart(t *testing.T) {
 				}
 			}
 			return fmt.Errorf("n1's IPv4 path not refreshed (paths from %v)", bgpPathPeers(ps))
-		})
+		}, bgpEvery)
 	}
 	close(stop)
 	for msg := range gone {
@@ -936,7 +936,7 @@ func bgpWaitPrefix(ctx context.Context, l *lab.Lab, prefix netip.Prefix, peers [
 	want := slices.Clone(peers)
 	slices.Sort(want)
 	var paths []bgpFRRPath
-	err := bgpWait(ctx, timeout, func() error {
+	_, err := poll.Wait(ctx, timeout, "", func() error {
 		var err error
 		if paths, err = bgpFRRPrefix(ctx, l, prefix); err != nil {
 			return err
@@ -945,29 +945,14 @@ func bgpWaitPrefix(ctx context.Context, l *lab.Lab, prefix netip.Prefix, peers [
 			return fmt.Errorf("FRR has %s from %v, want from %v", prefix, got, want)
 		}
 		return nil
-	})
+	}, bgpEvery)
 	return paths, err
 }
 
-// bgpWait calls fn every 100 ms until it returns nil or timeout passes;
-// then it returns fn's last error.
-func bgpWait(ctx context.Context, timeout time.Duration, fn func() error) error {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	tick := time.NewTicker(100 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		err := fn()
-		if err == nil {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("after %s: %w", timeout, err)
-		case <-tick.C:
-		}
-	}
-}
+// bgpEvery is the interval of the BGP tests' waits: each check runs vtysh
+// or a request, so they check every 100 ms (poll.Every), not at the growing
+// 1 ms to 50 ms of internal/poll.
+var bgpEvery = poll.Every(100 * time.Millisecond)
 
 // bgpHostPrefix returns the host prefix (/32 or /128) of a.
 func bgpHostPrefix(a netip.Addr) netip.Prefix { return netip.PrefixFrom(a, a.BitLen()) }
@@ -1052,7 +1037,7 @@ func bgpCreateService(ctx context.Context, t testing.TB, l *lab.Lab, s bgpSvcSpe
 		}
 	})
 	var addrs []netip.Addr
-	err := bgpWait(ctx, 30*time.Second, func() error {
+	_, err := poll.Wait(ctx, 30*time.Second, "", func() error {
 		got, err := c.Get(ctx, s.Name, metav1.GetOptions{})
 		if err != nil {
 			return err
@@ -1070,7 +1055,7 @@ func bgpCreateService(ctx context.Context, t testing.TB, l *lab.Lab, s bgpSvcSpe
 				s.Namespace, s.Name, addrs, got.Status.Conditions, want)
 		}
 		return nil
-	})
+	}, bgpEvery)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/herald-lb/herald/api/v1beta1"
 	"github.com/herald-lb/herald/api/v1beta2"
 	"github.com/herald-lb/herald/e2e/lab"
+	"github.com/herald-lb/herald/internal/poll"
 )
 
 // The links TestBGPPeerVariants adds between n1 and the router, besides
@@ -269,7 +270,7 @@ func variantFrom(paths []bgpFRRPath, peer string) []bgpFRRPath {
 // variantWait waits up to a minute until get returns at least one path.
 func variantWait(ctx context.Context, get func() ([]bgpFRRPath, error)) ([]bgpFRRPath, error) {
 	var paths []bgpFRRPath
-	err := bgpWait(ctx, time.Minute, func() error {
+	_, err := poll.Wait(ctx, time.Minute, "", func() error {
 		var err error
 		if paths, err = get(); err != nil {
 			return err
@@ -278,6 +279,6 @@ func variantWait(ctx context.Context, get func() ([]bgpFRRPath, error)) ([]bgpFR
 			return fmt.Errorf("no path yet")
 		}
 		return nil
-	})
+	}, bgpEvery)
 	return paths, err
 }

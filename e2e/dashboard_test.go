@@ -19,6 +19,7 @@ import (
 
 	"github.com/herald-lb/herald/e2e/lab"
 	"github.com/herald-lb/herald/internal/announce"
+	"github.com/herald-lb/herald/internal/poll"
 )
 
 // dashNS is the namespace of the dashboard test's Services.
@@ -180,13 +181,13 @@ func TestDashboardQueries(t *testing.T) {
 		return s[0].Metric["node"], nil
 	}
 	var owner string
-	if err := bgpWait(ctx, time.Minute, func() (err error) { owner, err = announcer(); return err }); err != nil {
+	if _, err := poll.Wait(ctx, time.Minute, "", func() (err error) { owner, err = announcer(); return err }, bgpEvery); err != nil {
 		t.Fatal(err)
 	}
 
 	// The chart's alerts on the healthy lab: every rule evaluates without
 	// error and none is pending or firing once memberlist has converged.
-	err = bgpWait(ctx, time.Minute, func() error {
+	_, err = poll.Wait(ctx, time.Minute, "", func() error {
 		rs, err := prom.Rules(ctx)
 		if err != nil {
 			return err
@@ -204,19 +205,19 @@ func TestDashboardQueries(t *testing.T) {
 			err = fmt.Errorf("memberlist members %v, want %d on every speaker", s, len(nodes))
 		}
 		return err
-	})
+	}, bgpEvery)
 	if err != nil {
 		t.Fatalf("chart alerts on the healthy lab: %v", err)
 	}
 	// Polled: a memberlist member count that dips for a moment on a
 	// loaded machine makes an alert pending until it recovers; an
 	// expression that is wrong on a healthy cluster stays active.
-	err = bgpWait(ctx, 30*time.Second, func() error {
+	_, err = poll.Wait(ctx, 30*time.Second, "", func() error {
 		if active := activeAlerts(ctx, t, prom); len(active) > 0 {
 			return fmt.Errorf("alerts active on the healthy lab: %v", active)
 		}
 		return nil
-	})
+	}, bgpEvery)
 	if err != nil {
 		t.Error(err)
 	}
@@ -228,12 +229,12 @@ func TestDashboardQueries(t *testing.T) {
 		t.Fatal(err)
 	}
 	var next string
-	err = bgpWait(ctx, time.Minute, func() (err error) {
+	_, err = poll.Wait(ctx, time.Minute, "", func() (err error) {
 		if next, err = announcer(); err == nil && next == owner {
 			err = fmt.Errorf("%s still announced by %s", l2IP, owner)
 		}
 		return err
-	})
+	}, bgpEvery)
 	if err != nil {
 		t.Fatalf("no layer 2 failover after excluding %s: %v", owner, err)
 	}
@@ -265,13 +266,13 @@ func TestDashboardQueries(t *testing.T) {
 			continue
 		}
 		expr := fmt.Sprintf("count by (%s) (%s)", strings.TrimSpace(label), metric)
-		err := bgpWait(ctx, 30*time.Second, func() error {
+		_, err := poll.Wait(ctx, 30*time.Second, "", func() error {
 			s, err := query(expr)
 			if err == nil && len(s) == 0 {
 				err = fmt.Errorf("no values")
 			}
 			return err
-		})
+		}, bgpEvery)
 		if err != nil {
 			t.Errorf("variable %s (%s): %v", v.Name, expr, err)
 		}
@@ -283,7 +284,7 @@ func TestDashboardQueries(t *testing.T) {
 		}
 		event, needsEvent := dashEventPanels[p.Title]
 		var got [][]lab.Sample
-		err := bgpWait(ctx, 45*time.Second, func() error {
+		_, err := poll.Wait(ctx, 45*time.Second, "", func() error {
 			got = nil
 			positive := false
 			for _, tg := range p.Targets {
@@ -315,7 +316,7 @@ func TestDashboardQueries(t *testing.T) {
 				return fmt.Errorf("no value above 0 after %s", event)
 			}
 			return nil
-		})
+		}, bgpEvery)
 		if err != nil {
 			t.Errorf("panel %q: %v (last results %v)", p.Title, err, got)
 		}
@@ -327,14 +328,14 @@ func TestDashboardQueries(t *testing.T) {
 	// HeraldLayer2AddressConflict (for: 0m) for the address; the failover
 	// leaves one announcer, so HeraldLayer2MultipleAnnouncers stays quiet,
 	// and nothing else is active.
-	err = bgpWait(ctx, time.Minute, func() error {
+	_, err = poll.Wait(ctx, time.Minute, "", func() error {
 		active := activeAlerts(ctx, t, prom)
 		want := fmt.Sprintf("HeraldLayer2AddressConflict{ip=%s} firing", l2IP)
 		if len(active) != 1 || active[0] != want {
 			return fmt.Errorf("active alerts %v, want [%s]", active, want)
 		}
 		return nil
-	})
+	}, bgpEvery)
 	if err != nil {
 		t.Errorf("chart alerts after a failover and a conflict: %v", err)
 	}

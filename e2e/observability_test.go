@@ -17,6 +17,7 @@ import (
 	"github.com/herald-lb/herald/api/v1beta1"
 	"github.com/herald-lb/herald/api/v1beta2"
 	"github.com/herald-lb/herald/e2e/lab"
+	"github.com/herald-lb/herald/internal/poll"
 )
 
 // obsNS is the namespace of the observability test's Services.
@@ -101,7 +102,7 @@ func TestObservability(t *testing.T) {
 				t.Logf("prometheus targets: %+v (%v); log %s", ts, err, prom.Process().Log)
 			}
 		})
-		err = bgpWait(ctx, time.Minute, func() error {
+		_, err = poll.Wait(ctx, time.Minute, "", func() error {
 			ts, err := prom.Targets(ctx)
 			if err != nil {
 				return err
@@ -115,7 +116,7 @@ func TestObservability(t *testing.T) {
 				}
 			}
 			return nil
-		})
+		}, bgpEvery)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -161,13 +162,13 @@ func TestObservability(t *testing.T) {
 		}
 		for _, ch := range checks {
 			var last []lab.Sample
-			err := bgpWait(ctx, 30*time.Second, func() error {
+			_, err := poll.Wait(ctx, 30*time.Second, "", func() error {
 				var err error
 				if last, err = prom.Query(ctx, ch.expr); err != nil {
 					return err
 				}
 				return ch.want(last)
-			})
+			}, bgpEvery)
 			if err != nil {
 				t.Errorf("PromQL %s: %v (last result %v)", ch.expr, err, last)
 			}
@@ -205,7 +206,7 @@ func TestObservability(t *testing.T) {
 		// Proves the speakers report who announces: one ServiceBGPStatus per
 		// announcing node for the BGP Service (listing the peer) and exactly
 		// one ServiceL2Status (the elected node) for the layer 2 Service.
-		err := bgpWait(ctx, 30*time.Second, func() error {
+		_, err := poll.Wait(ctx, 30*time.Second, "", func() error {
 			var bl v1beta1.ServiceBGPStatusList
 			if err := c.List(ctx, &bl, client.InNamespace(lab.HeraldNamespace)); err != nil {
 				return err
@@ -240,7 +241,7 @@ func TestObservability(t *testing.T) {
 				return fmt.Errorf("ServiceL2Status for l2-web on %v, want exactly one node", l2Nodes)
 			}
 			return nil
-		})
+		}, bgpEvery)
 		if err != nil {
 			t.Error(err)
 		}
@@ -260,7 +261,7 @@ func TestObservability(t *testing.T) {
 			{lab.HeraldNamespace, "BGPPeer", "router", "sessionEstablished"},
 		}
 		for _, w := range want {
-			err := bgpWait(ctx, 30*time.Second, func() error {
+			_, err := poll.Wait(ctx, 30*time.Second, "", func() error {
 				sel := fields.Set{"involvedObject.kind": w.kind, "involvedObject.name": w.name, "reason": w.reason}
 				evs, err := l.Client().CoreV1().Events(w.ns).List(ctx, metav1.ListOptions{FieldSelector: sel.String()})
 				if err != nil {
@@ -270,7 +271,7 @@ func TestObservability(t *testing.T) {
 					return fmt.Errorf("no %s event on %s %s/%s", w.reason, w.kind, w.ns, w.name)
 				}
 				return nil
-			})
+			}, bgpEvery)
 			if err != nil {
 				all, _ := l.Client().CoreV1().Events(w.ns).List(ctx, metav1.ListOptions{})
 				t.Errorf("%v; events in %s: %s", err, w.ns, describeEvents(all.Items))

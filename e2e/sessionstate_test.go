@@ -12,6 +12,7 @@ import (
 	"github.com/herald-lb/herald/api/v1alpha1"
 	"github.com/herald-lb/herald/api/v1beta2"
 	"github.com/herald-lb/herald/e2e/lab"
+	"github.com/herald-lb/herald/internal/poll"
 )
 
 // sessionStates returns the BGPSessionState objects of BGPPeer peer by
@@ -32,7 +33,7 @@ func (e *bgpEnv) sessionStates(ctx context.Context, peer string) (map[string]v1a
 // nodes (and on no other node) satisfies ok.
 func (e *bgpEnv) waitSessionStates(ctx context.Context, t *testing.T, peer string, nodes []string, what string, ok func(v1alpha1.BGPSessionStateStatus) error) {
 	t.Helper()
-	err := bgpWait(ctx, time.Minute, func() error {
+	_, err := poll.Wait(ctx, time.Minute, "", func() error {
 		got, err := e.sessionStates(ctx, peer)
 		if err != nil {
 			return err
@@ -50,7 +51,7 @@ func (e *bgpEnv) waitSessionStates(ctx context.Context, t *testing.T, peer strin
 			}
 		}
 		return nil
-	})
+	}, bgpEvery)
 	if err != nil {
 		t.Fatalf("%s: %v", what, err)
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/herald-lb/herald/api/v1beta1"
 	"github.com/herald-lb/herald/e2e/lab"
 	"github.com/herald-lb/herald/internal/annotations"
+	"github.com/herald-lb/herald/internal/poll"
 )
 
 // testWeightedECMP proves weighted ECMP by local endpoints (issue #14 §3,
@@ -75,19 +76,19 @@ func (e *bgpEnv) testWeightedECMP(t *testing.T) {
 			return nil
 		}
 	}
-	if err := bgpWait(ctx, time.Minute, wantBW(1, 3)); err != nil {
+	if _, err := poll.Wait(ctx, time.Minute, "", wantBW(1, 3), bgpEvery); err != nil {
 		t.Fatal(err)
 	}
 	// zebra installs the route a moment after bgpd has the paths.
 	var weights map[string]int
-	if err := bgpWait(ctx, 30*time.Second, func() error {
+	if _, err := poll.Wait(ctx, 30*time.Second, "", func() error {
 		var err error
 		weights, err = wecmpKernelWeights(ctx, e.l, prefix)
 		if err != nil {
 			return err
 		}
 		return wecmpRatio(weights, 3)
-	}); err != nil {
+	}, bgpEvery); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("kernel next-hop weights %v", weights)
@@ -122,7 +123,7 @@ func (e *bgpEnv) testWeightedECMP(t *testing.T) {
 		}
 	}()
 	setCounts(map[string]int{"n1": 3, "n2": 1})
-	err := bgpWait(ctx, time.Minute, wantBW(3, 1))
+	_, err := poll.Wait(ctx, time.Minute, "", wantBW(3, 1), bgpEvery)
 	close(stop)
 	wg.Wait()
 	if err != nil {
@@ -131,14 +132,14 @@ func (e *bgpEnv) testWeightedECMP(t *testing.T) {
 	if len(gone) > 0 {
 		t.Errorf("while the weights changed, FRR did not hold the prefix from both nodes: %v", gone)
 	}
-	if err := bgpWait(ctx, 30*time.Second, func() error {
+	if _, err := poll.Wait(ctx, 30*time.Second, "", func() error {
 		var err error
 		weights, err = wecmpKernelWeights(ctx, e.l, prefix)
 		if err != nil {
 			return err
 		}
 		return wecmpRatio(weights, 1.0/3)
-	}); err != nil {
+	}, bgpEvery); err != nil {
 		t.Fatal(err)
 	}
 }

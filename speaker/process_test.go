@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/herald-lb/herald/api/v1beta1"
+	"github.com/herald-lb/herald/internal/poll"
 	"github.com/herald-lb/herald/internal/testenv"
 )
 
@@ -98,8 +100,12 @@ func TestProcess(t *testing.T) {
 		}
 	})
 
-	deadline := time.Now().Add(60 * time.Second)
-	for {
+	poll.Until(t, 60*time.Second, "Valid ConfigurationState and ServiceBGPStatus from the process", func() error {
+		select {
+		case err := <-exited:
+			return poll.Stop(fmt.Errorf("speaker exited early: %w", err))
+		default:
+		}
 		var cs v1beta1.ConfigurationState
 		var bgpStatus v1beta1.ServiceBGPStatusList
 		err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "speaker-n1"}, &cs)
@@ -108,17 +114,13 @@ func TestProcess(t *testing.T) {
 		}
 		if err == nil && cs.Status.Result == v1beta1.ConfigurationResultValid && len(bgpStatus.Items) == 1 &&
 			bgpStatus.Items[0].Status.ServiceName == "web" {
-			break
+			return nil
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no Valid ConfigurationState and ServiceBGPStatus from the process: %v %+v %+v", err, cs.Status, bgpStatus.Items)
+		if err != nil {
+			return err
 		}
-		select {
-		case err := <-exited:
-			t.Fatalf("speaker exited early: %v", err)
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
+		return fmt.Errorf("status %+v, ServiceBGPStatus %+v", cs.Status, bgpStatus.Items)
+	}, poll.Every(100*time.Millisecond))
 
 	must(t, cmd.Process.Signal(syscall.SIGTERM))
 	select {

@@ -20,6 +20,8 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"k8s.io/utils/ptr"
+
+	"github.com/herald-lb/herald/internal/poll"
 )
 
 // Kubeconfig file names in StateDir.
@@ -115,12 +117,12 @@ func (l *Lab) waitAPIServer(ctx context.Context) error {
 	}
 	defer hc.CloseIdleConnections()
 	hc.Timeout = 2 * time.Second
-	return poll(ctx, 90*time.Second, func() error {
+	_, err = poll.Wait(ctx, 90*time.Second, "", func() error {
 		for _, n := range []string{"etcd", "kube-apiserver"} {
 			if p := l.Process(n); p != nil && p.Done() != nil {
 				select {
 				case <-p.Done():
-					return permanent(fmt.Errorf("%s exited (%v), see %s", n, p.Err(), p.Log))
+					return poll.Stop(fmt.Errorf("%s exited (%v), see %s", n, p.Err(), p.Log))
 				default:
 				}
 			}
@@ -135,7 +137,8 @@ func (l *Lab) waitAPIServer(ctx context.Context) error {
 			return fmt.Errorf("api server not ready: %s: %s", resp.Status, body)
 		}
 		return nil
-	})
+	}, labEvery)
+	return err
 }
 
 func (l *Lab) writeKubeconfig(path, server string) error {

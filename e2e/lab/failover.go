@@ -11,6 +11,8 @@ import (
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
+
+	"github.com/herald-lb/herald/internal/poll"
 )
 
 // FailoverMode is how L2Failover fails the announcing node.
@@ -31,7 +33,7 @@ const (
 func (h *Herald) SettleL2(ctx context.Context, ip netip.Addr) (string, error) {
 	l := h.lab
 	var node string
-	err := poll(ctx, 60*time.Second, func() error {
+	_, err := poll.Wait(ctx, 60*time.Second, "", func() error {
 		who, err := l.ARPAnswerers(ctx, ip, 1)
 		if err != nil || len(who) != 1 {
 			return fmt.Errorf("answered by %v: %v", who, err)
@@ -45,7 +47,7 @@ func (h *Herald) SettleL2(ctx context.Context, ip netip.Addr) (string, error) {
 			}
 		}
 		return fmt.Errorf("answered by %v, http %v %v", who, r.Node, gerr)
-	})
+	}, labEvery)
 	if err != nil {
 		return "", fmt.Errorf("no stable announcer of %s: %w", ip, err)
 	}

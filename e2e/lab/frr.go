@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/herald-lb/herald/internal/poll"
 )
 
 // FRR paths: one instance per lab, with its own path space ("-N <name>").
@@ -147,15 +149,16 @@ func (l *Lab) startFRRInstance(ctx context.Context, ns, frrConf string) error {
 			return fmt.Errorf("frr: %w", err)
 		}
 	}
-	return poll(ctx, 15*time.Second, func() error {
+	_, err = poll.Wait(ctx, 15*time.Second, "", func() error {
 		for _, d := range daemons {
 			if p := l.Process("frr-" + d + suffix); p != nil && !p.Alive() {
-				return permanent(fmt.Errorf("frr: %s in %s exited, see %s", d, ns, p.Log))
+				return poll.Stop(fmt.Errorf("frr: %s in %s exited, see %s", d, ns, p.Log))
 			}
 		}
 		_, err := run(ctx, "", frrVtysh, "-N", ns, "-c", "show bgp summary json")
 		return err
-	})
+	}, labEvery)
+	return err
 }
 
 // Vtysh runs vtysh commands against the router ("-c" each, in order), e.g.

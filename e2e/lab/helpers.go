@@ -14,6 +14,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/herald-lb/herald/internal/poll"
 )
 
 // proxyPortFile records the loopback proxy's port in StateDir.
@@ -58,11 +60,11 @@ func (l *Lab) startBackends(ctx context.Context, helper string) error {
 	for _, n := range l.Nodes {
 		addr := net.JoinHostPort(n.IPv4.String(), strconv.Itoa(BackendPort))
 		dial := l.DialContext(n.Namespace)
-		err := poll(ctx, 10*time.Second, func() error {
+		_, err := poll.Wait(ctx, 10*time.Second, "", func() error {
 			if p := l.Process(BackendProcessName(n.Name)); p != nil && p.Done() != nil {
 				select {
 				case <-p.Done():
-					return permanent(fmt.Errorf("backend %s exited, see %s", n.Name, p.Log))
+					return poll.Stop(fmt.Errorf("backend %s exited, see %s", n.Name, p.Log))
 				default:
 				}
 			}
@@ -71,7 +73,7 @@ func (l *Lab) startBackends(ctx context.Context, helper string) error {
 				return err
 			}
 			return c.Close()
-		})
+		}, labEvery)
 		if err != nil {
 			return fmt.Errorf("backend %s: %w", n.Name, err)
 		}
@@ -95,10 +97,10 @@ func (l *Lab) startProxy(ctx context.Context, helper string) error {
 		return err
 	}
 	var port int
-	err = poll(ctx, 10*time.Second, func() error {
+	_, err = poll.Wait(ctx, 10*time.Second, "", func() error {
 		select {
 		case <-p.Done():
-			return permanent(fmt.Errorf("proxy exited, see %s", p.Log))
+			return poll.Stop(fmt.Errorf("proxy exited, see %s", p.Log))
 		default:
 		}
 		b, err := os.ReadFile(portFile)
@@ -107,7 +109,7 @@ func (l *Lab) startProxy(ctx context.Context, helper string) error {
 		}
 		port, err = strconv.Atoi(strings.TrimSpace(string(b)))
 		return err
-	})
+	}, labEvery)
 	if err != nil {
 		return fmt.Errorf("loopback proxy: %w", err)
 	}

@@ -29,6 +29,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/herald-lb/herald/api/v1beta1"
+	"github.com/herald-lb/herald/internal/poll"
 )
 
 // Names of Herald's objects in its manifests (see manifests/base), which
@@ -198,9 +199,9 @@ func (h *Herald) WaitControllerReady(ctx context.Context) error {
 		ObjectMeta: metav1.ObjectMeta{Name: "lab-readiness-probe", Namespace: h.Namespace()},
 		Spec:       v1beta1.IPAddressPoolSpec{Addresses: []string{"not-an-address"}},
 	}
-	err := poll(ctx, h.opts.Timeout, func() error {
+	_, err := poll.Wait(ctx, h.opts.Timeout, "", func() error {
 		if p := h.Controller(); p == nil || !p.Alive() {
-			return permanent(fmt.Errorf("the controller process is not running (log %s)",
+			return poll.Stop(fmt.Errorf("the controller process is not running (log %s)",
 				filepath.Join(h.lab.StateDir(), h.ControllerProcessName()+".log")))
 		}
 		err := h.client.Create(ctx, bad.DeepCopy(), client.DryRunAll)
@@ -211,7 +212,7 @@ func (h *Herald) WaitControllerReady(ctx context.Context) error {
 			return fmt.Errorf("webhook not answering yet: %w", err)
 		}
 		return nil
-	})
+	}, labEvery)
 	if err != nil {
 		return fmt.Errorf("controller not ready: %w", err)
 	}
@@ -222,7 +223,7 @@ func (h *Herald) WaitControllerReady(ctx context.Context) error {
 // "speaker-<node>") reports Valid, and returns its error summary when it
 // reports Invalid for longer than the timeout.
 func (h *Herald) WaitConfigValid(ctx context.Context, name string) error {
-	err := poll(ctx, h.opts.Timeout, func() error {
+	_, err := poll.Wait(ctx, h.opts.Timeout, "", func() error {
 		var cs v1beta1.ConfigurationState
 		if err := h.client.Get(ctx, client.ObjectKey{Namespace: h.Namespace(), Name: name}, &cs); err != nil {
 			return fmt.Errorf("ConfigurationState %s: %w", name, err)
@@ -231,7 +232,7 @@ func (h *Herald) WaitConfigValid(ctx context.Context, name string) error {
 			return fmt.Errorf("ConfigurationState %s: result %q: %s", name, cs.Status.Result, cs.Status.ErrorSummary)
 		}
 		return nil
-	})
+	}, labEvery)
 	if err != nil {
 		return fmt.Errorf("configuration not valid: %w", err)
 	}
@@ -261,9 +262,9 @@ func (h *Herald) WaitSpeakerReady(ctx context.Context, node string) error {
 		return fmt.Errorf("speaker %s: no such lab node", node)
 	}
 	url := fmt.Sprintf("http://127.0.0.1:%d/readyz", healthPort)
-	err := poll(ctx, h.opts.Timeout, func() error {
+	_, err := poll.Wait(ctx, h.opts.Timeout, "", func() error {
 		if p := h.Speaker(node); p == nil || !p.Alive() {
-			return permanent(fmt.Errorf("the speaker process on %s is not running (log %s)",
+			return poll.Stop(fmt.Errorf("the speaker process on %s is not running (log %s)",
 				node, filepath.Join(h.lab.StateDir(), h.SpeakerProcessName(node)+".log")))
 		}
 		out, err := h.lab.Exec(ctx, n.Namespace, "curl", "-sS", "-o", "/dev/null", "-w", "%{http_code}", "--max-time", "2", url)
@@ -271,7 +272,7 @@ func (h *Herald) WaitSpeakerReady(ctx context.Context, node string) error {
 			return fmt.Errorf("readyz: %q %v", strings.TrimSpace(out), err)
 		}
 		return nil
-	})
+	}, labEvery)
 	if err != nil {
 		return fmt.Errorf("speaker %s not ready: %w", node, err)
 	}
@@ -407,7 +408,7 @@ func (h *Herald) ServiceIPs(ctx context.Context, namespace, name string) ([]neti
 // addresses (n > 0) and returns them.
 func (h *Herald) WaitServiceIPs(ctx context.Context, namespace, name string, n int) ([]netip.Addr, error) {
 	var ips []netip.Addr
-	err := poll(ctx, h.opts.Timeout, func() error {
+	_, err := poll.Wait(ctx, h.opts.Timeout, "", func() error {
 		var err error
 		ips, err = h.ServiceIPs(ctx, namespace, name)
 		if err != nil {
@@ -417,7 +418,7 @@ func (h *Herald) WaitServiceIPs(ctx context.Context, namespace, name string, n i
 			return fmt.Errorf("service %s/%s has %d of %d addresses %v", namespace, name, len(ips), n, ips)
 		}
 		return nil
-	})
+	}, labEvery)
 	return ips, err
 }
 

@@ -12,6 +12,8 @@ import (
 
 	"golang.org/x/sync/errgroup"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/herald-lb/herald/internal/poll"
 )
 
 // Lab is a running lab. Its methods are safe for concurrent use.
@@ -277,3 +279,8 @@ func Cleanup(stateDir, prefix string) error {
 	}
 	return errors.Join(errs...)
 }
+
+// labEvery is the interval of the lab's waits: each check costs a process
+// (vtysh, kubectl) or a request, so they check every 100 ms, not at the
+// growing 1 ms to 50 ms of internal/poll.
+var labEvery = poll.Every(100 * time.Millisecond)

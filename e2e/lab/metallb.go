@@ -30,6 +30,7 @@ import (
 
 	"github.com/herald-lb/herald/api/v1beta1"
 	"github.com/herald-lb/herald/internal/k8s/scheme"
+	"github.com/herald-lb/herald/internal/poll"
 )
 
 // Names of MetalLB's objects in its native manifests.
@@ -199,9 +200,9 @@ func (m *MetalLB) StartController(ctx context.Context) error {
 	if _, err := m.lab.StartPod(ctx, pod, MetalLBController, filepath.Join(m.binDir, "controller")); err != nil {
 		return fmt.Errorf("start metallb controller: %w", err)
 	}
-	err := poll(ctx, 90*time.Second, func() error {
+	_, err := poll.Wait(ctx, 90*time.Second, "", func() error {
 		if p := m.lab.Process(m.ControllerProcessName()); p == nil || !p.Alive() {
-			return permanent(fmt.Errorf("the metallb controller is not running (log %s)", m.logPath(m.ControllerProcessName())))
+			return poll.Stop(fmt.Errorf("the metallb controller is not running (log %s)", m.logPath(m.ControllerProcessName())))
 		}
 		s, err := m.lab.Client().CoreV1().Secrets(MetalLBNamespace).Get(ctx, MetalLBWebhookCertSecret, metav1.GetOptions{})
 		if err != nil {
@@ -211,7 +212,7 @@ func (m *MetalLB) StartController(ctx context.Context) error {
 			return errors.New("webhook certificate not written yet")
 		}
 		return nil
-	})
+	}, labEvery)
 	if err != nil {
 		return fmt.Errorf("metallb controller: %w", err)
 	}
@@ -222,9 +223,9 @@ func (m *MetalLB) StartController(ctx context.Context) error {
 		ObjectMeta: metav1.ObjectMeta{Name: "lab-readiness-probe", Namespace: MetalLBNamespace},
 		Spec:       v1beta1.IPAddressPoolSpec{Addresses: []string{"not-an-address"}},
 	}
-	err = poll(ctx, 90*time.Second, func() error {
+	_, err = poll.Wait(ctx, 90*time.Second, "", func() error {
 		if p := m.lab.Process(m.ControllerProcessName()); p == nil || !p.Alive() {
-			return permanent(fmt.Errorf("the metallb controller is not running (log %s)", m.logPath(m.ControllerProcessName())))
+			return poll.Stop(fmt.Errorf("the metallb controller is not running (log %s)", m.logPath(m.ControllerProcessName())))
 		}
 		// The rotator may write the certificate again (CA first): keep the
 		// Pod's copy current until the webhook answers.
@@ -237,7 +238,7 @@ func (m *MetalLB) StartController(ctx context.Context) error {
 			return fmt.Errorf("webhook not answering yet: %w", err)
 		}
 		return nil
-	})
+	}, labEvery)
 	if err != nil {
 		return fmt.Errorf("metallb controller not ready: %w", err)
 	}
@@ -287,16 +288,16 @@ func (m *MetalLB) StartSpeaker(ctx context.Context, node string) error {
 		return fmt.Errorf("start metallb speaker %s: %w", node, err)
 	}
 	url := fmt.Sprintf("http://127.0.0.1:%d/readyz", healthPort)
-	err := poll(ctx, 90*time.Second, func() error {
+	_, err := poll.Wait(ctx, 90*time.Second, "", func() error {
 		if p := m.lab.Process(m.SpeakerProcessName(node)); p == nil || !p.Alive() {
-			return permanent(fmt.Errorf("the metallb speaker on %s is not running (log %s)", node, m.logPath(m.SpeakerProcessName(node))))
+			return poll.Stop(fmt.Errorf("the metallb speaker on %s is not running (log %s)", node, m.logPath(m.SpeakerProcessName(node))))
 		}
 		out, err := m.lab.Exec(ctx, n.Namespace, "curl", "-sS", "-o", "/dev/null", "-w", "%{http_code}", "--max-time", "2", url)
 		if err != nil || strings.TrimSpace(out) != "200" {
 			return fmt.Errorf("readyz: %q %v", strings.TrimSpace(out), err)
 		}
 		return nil
-	})
+	}, labEvery)
 	if err != nil {
 		return fmt.Errorf("metallb speaker %s not ready: %w", node, err)
 	}

@@ -21,6 +21,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+
+	"github.com/herald-lb/herald/internal/poll"
 )
 
 // Apply runs `kubectl apply --server-side -f <file>` for each file (or
@@ -268,7 +270,7 @@ func (l *Lab) volumeFiles(ctx context.Context, pod *corev1.Pod, v corev1.Volume)
 		return files, nil
 	case v.Secret != nil:
 		optional := ptr.Deref(v.Secret.Optional, false)
-		err := poll(ctx, 10*time.Minute, func() error {
+		_, err := poll.Wait(ctx, 10*time.Minute, "", func() error {
 			s, err := l.Client().CoreV1().Secrets(pod.Namespace).Get(ctx, v.Secret.SecretName, metav1.GetOptions{})
 			if apierrors.IsNotFound(err) && optional {
 				return nil
@@ -278,11 +280,11 @@ func (l *Lab) volumeFiles(ctx context.Context, pod *corev1.Pod, v corev1.Volume)
 			}
 			pick(s.Data, v.Secret.Items)
 			return nil
-		})
+		}, labEvery)
 		return files, err
 	case v.ConfigMap != nil:
 		optional := ptr.Deref(v.ConfigMap.Optional, false)
-		err := poll(ctx, 10*time.Minute, func() error {
+		_, err := poll.Wait(ctx, 10*time.Minute, "", func() error {
 			cm, err := l.Client().CoreV1().ConfigMaps(pod.Namespace).Get(ctx, v.ConfigMap.Name, metav1.GetOptions{})
 			if apierrors.IsNotFound(err) && optional {
 				return nil
@@ -299,7 +301,7 @@ func (l *Lab) volumeFiles(ctx context.Context, pod *corev1.Pod, v corev1.Volume)
 			}
 			pick(data, v.ConfigMap.Items)
 			return nil
-		})
+		}, labEvery)
 		return files, err
 	}
 	return nil, fmt.Errorf("volume type not supported by the lab (emptyDir, secret, configMap and projected ServiceAccount tokens are)")

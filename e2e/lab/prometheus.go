@@ -36,6 +36,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+
+	"github.com/herald-lb/herald/internal/poll"
 )
 
 // Names and defaults of the lab's Prometheus.
@@ -252,13 +254,13 @@ func (l *Lab) StartPrometheus(ctx context.Context, cfg PrometheusConfig) (*Prome
 		Transport: &http.Transport{DialContext: l.DialContext(cfg.Namespace)},
 		Timeout:   10 * time.Second,
 	}}
-	err = poll(ctx, 30*time.Second, func() error {
+	_, err = poll.Wait(ctx, 30*time.Second, "", func() error {
 		if !proc.Alive() {
-			return permanent(fmt.Errorf("prometheus exited, see %s", proc.Log))
+			return poll.Stop(fmt.Errorf("prometheus exited, see %s", proc.Log))
 		}
 		_, err := p.get(ctx, "/-/ready", nil)
 		return err
-	})
+	}, labEvery)
 	if err != nil {
 		return nil, fmt.Errorf("start prometheus: %w", err)
 	}

@@ -16,6 +16,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/herald-lb/herald/internal/poll"
 )
 
 // ScrapeSpeakers scrapes the metrics of the speakers on nodes from the
@@ -92,7 +94,7 @@ func MetricSum(exposition []byte, metric string) (float64, bool) {
 // they see.
 func (h *Herald) WaitMembers(ctx context.Context, token string, nodes []string, want int, timeout time.Duration) (map[string]time.Time, error) {
 	seen := map[string]time.Time{}
-	err := poll(ctx, timeout, func() error {
+	_, err := poll.Wait(ctx, timeout, "", func() error {
 		var todo []string
 		for _, n := range nodes {
 			if _, ok := seen[n]; !ok {
@@ -117,7 +119,7 @@ func (h *Herald) WaitMembers(ctx context.Context, token string, nodes []string, 
 			return fmt.Errorf("%d of %d speakers do not see %d members: %s", k, len(nodes), want, strings.Join(short, ", "))
 		}
 		return nil
-	})
+	}, labEvery)
 	return seen, err
 }
 

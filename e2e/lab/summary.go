@@ -21,6 +21,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
+
+	"github.com/herald-lb/herald/internal/poll"
 )
 
 // Summary describes the running lab for humans: namespaces, addresses,
@@ -244,11 +246,11 @@ func (h *Herald) ServicesSummary(ctx context.Context, demos []DemoService, settl
 			onSegment := Segment.Contains(ip) || SegmentV6.Contains(ip)
 			if d.svc.Spec.Ports[0].Protocol == corev1.ProtocolTCP {
 				var reply BackendReply
-				err := poll(ctx, settle, func() error {
+				_, err := poll.Wait(ctx, settle, "", func() error {
 					var err error
 					reply, err = l.Get(ctx, l.ClientNamespace(), ip, port)
 					return err
-				})
+				}, labEvery)
 				if err != nil {
 					add("      client curl http://%s/: FAILED: %v", netip.AddrPortFrom(ip, uint16(port)), err)
 					failed++
@@ -271,13 +273,13 @@ func (h *Herald) ServicesSummary(ctx context.Context, demos []DemoService, settl
 				}
 			}
 			var hops []string
-			_ = poll(ctx, settle, func() error {
+			_, _ = poll.Wait(ctx, settle, "", func() error {
 				hops = h.routeHops(ctx, ip)
 				if len(hops) == 0 && !onSegment {
 					return errors.New("no route yet")
 				}
 				return nil
-			})
+			}, labEvery)
 			switch {
 			case len(hops) > 0:
 				add("      FRR route: %s via %s", netip.PrefixFrom(ip, ip.BitLen()), strings.Join(hops, ", "))

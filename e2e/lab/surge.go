@@ -8,6 +8,8 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+
+	"github.com/herald-lb/herald/internal/poll"
 )
 
 // Surge ports: a second controller replica runs in the control namespace
@@ -56,16 +58,16 @@ func (h *Herald) StartSurgeController(ctx context.Context, node string) (*Proces
 		return nil, fmt.Errorf("surge controller: %w", err)
 	}
 	url := fmt.Sprintf("http://127.0.0.1:%d/readyz", surgeHealthPort)
-	err = poll(ctx, h.opts.Timeout, func() error {
+	_, err = poll.Wait(ctx, h.opts.Timeout, "", func() error {
 		if !p.Alive() {
-			return permanent(fmt.Errorf("the surge controller exited (log %s)", p.Log))
+			return poll.Stop(fmt.Errorf("the surge controller exited (log %s)", p.Log))
 		}
 		out, err := h.lab.Exec(ctx, h.lab.ControlNamespace(), "curl", "-sS", "-o", "/dev/null", "-w", "%{http_code}", "--max-time", "2", url)
 		if err != nil || strings.TrimSpace(out) != "200" {
 			return fmt.Errorf("readyz: %q %v", strings.TrimSpace(out), err)
 		}
 		return nil
-	})
+	}, labEvery)
 	if err != nil {
 		return p, fmt.Errorf("surge controller not ready: %w", err)
 	}

@@ -66,3 +66,43 @@ func TestWaitStopsWithContext(t *testing.T) {
 		t.Errorf("Wait after cancel = %v, want an error naming what, wrapping the last error", err)
 	}
 }
+
+func TestStopEndsTheWait(t *testing.T) {
+	exited := errors.New("process exited")
+	n := 0
+	_, err := Wait(context.Background(), time.Hour, "process", func() error {
+		n++
+		return fmt.Errorf("checking: %w", Stop(exited))
+	})
+	if n != 1 || err == nil || err.Error() != "process exited" || !errors.Is(err, exited) {
+		t.Errorf("Wait = %v after %d checks, want the stopped error itself after 1", err, n)
+	}
+	r := &recorder{TB: t}
+	Until(r, time.Hour, "process", func() error { return Stop(exited) })
+	if r.failed != "process exited" {
+		t.Errorf("Until failed with %q, want the stopped error", r.failed)
+	}
+}
+
+func TestEveryChecksAtAFixedInterval(t *testing.T) {
+	// Counted, not timed: with Every(1h) a second check would come after an
+	// hour, so a wait that ends by its context checks twice (at the start
+	// and once more when the context ends); with the growing interval (1 ms,
+	// 2 ms, ...) it checks many times meanwhile.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	n := 0
+	done := make(chan error)
+	go func() {
+		_, err := Wait(ctx, time.Hour, "", func() error { n++; return errors.New("not yet") }, Every(time.Hour))
+		done <- err
+	}()
+	time.AfterFunc(20*time.Millisecond, cancel)
+	err := <-done
+	if n != 2 {
+		t.Errorf("Every(1h): %d checks, want 2 (the first, the last when the context ended)", n)
+	}
+	if err == nil || err.Error() != "after 1h0m0s: not yet" {
+		t.Errorf("Wait with what empty = %v, want %q", err, "after 1h0m0s: not yet")
+	}
+}

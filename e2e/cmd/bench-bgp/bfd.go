@@ -23,6 +23,7 @@ import (
 	"github.com/herald-lb/herald/api/v1beta1"
 	"github.com/herald-lb/herald/api/v1beta2"
 	"github.com/herald-lb/herald/e2e/lab"
+	"github.com/herald-lb/herald/internal/poll"
 )
 
 // BFD intervals of the failover measurement (the BFDProfile and FRR's
@@ -78,9 +79,9 @@ func measureFailover(ctx context.Context, l *lab.Lab, h *lab.Herald, c client.Cl
 	}()
 	round := func(withBFD bool) (time.Duration, error) {
 		// Ready: session Established (and BFD Up), the /32 in the kernel.
-		if err := poll(ctx, 3*time.Minute, 100*time.Millisecond, func() (bool, error) {
+		if _, err := poll.Wait(ctx, 3*time.Minute, "", reached(func() (bool, error) {
 			return failoverReady(ctx, l, addr, withBFD)
-		}); err != nil {
+		}), poll.Every(100*time.Millisecond)); err != nil {
 			return 0, fmt.Errorf("failover: before the cut: %w\n%s", err, h.Logs(30))
 		}
 		routes.reset(addr)

@@ -53,6 +53,7 @@ import (
 	"github.com/herald-lb/herald/api/v1beta1"
 	"github.com/herald-lb/herald/api/v1beta2"
 	"github.com/herald-lb/herald/e2e/lab"
+	"github.com/herald-lb/herald/internal/poll"
 )
 
 const (
@@ -240,10 +241,10 @@ func run(services, bulk, workers int, bulkSetup time.Duration, stateDir string, 
 		// Let the speaker digest the Services before the session exists:
 		// it logs "announcing" once per Service it decided to announce.
 		fmt.Fprintf(os.Stderr, "waiting for the speaker to decide on all %d Services ...\n", bulk)
-		if err := poll(ctx, 30*time.Minute, time.Second, func() (bool, error) {
+		if _, err := poll.Wait(ctx, 30*time.Minute, "", reached(func() (bool, error) {
 			n, err := countDecided(spk.Log)
 			return n >= bulk, err
-		}); err != nil {
+		}), poll.Every(time.Second)); err != nil {
 			return fmt.Errorf("speaker backlog: %w", err)
 		}
 		digest = time.Since(setup)
@@ -254,7 +255,7 @@ func run(services, bulk, workers int, bulkSetup time.Duration, stateDir string, 
 			return fmt.Errorf("create peer v6: %w", err)
 		}
 		var est time.Time
-		err = poll(ctx, 5*time.Minute, 20*time.Millisecond, func() (bool, error) {
+		_, err = poll.Wait(ctx, 5*time.Minute, "", reached(func() (bool, error) {
 			s, err := l.BGPSummary(ctx)
 			if err != nil {
 				return false, err
@@ -264,7 +265,7 @@ func run(services, bulk, workers int, bulkSetup time.Duration, stateDir string, 
 				est = time.Now()
 			}
 			return ok && p.PfxRcd >= bulk, nil
-		})
+		}), poll.Every(20*time.Millisecond))
 		if err != nil {
 			return fmt.Errorf("bulk: %w\n%s", err, h.Logs(30))
 		}
@@ -420,7 +421,7 @@ func createSlice(ctx context.Context, cs kubernetes.Interface, name string, at d
 // waitAllocated waits until n Services of the namespace prefixed "bulk-"
 // have their address.
 func waitAllocated(ctx context.Context, cs kubernetes.Interface, n int) error {
-	return poll(ctx, 10*time.Minute, time.Second, func() (bool, error) {
+	_, err := poll.Wait(ctx, 10*time.Minute, "", reached(func() (bool, error) {
 		list, err := cs.CoreV1().Services(benchNS).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return false, err
@@ -432,33 +433,30 @@ func waitAllocated(ctx context.Context, cs kubernetes.Interface, n int) error {
 			}
 		}
 		return got >= n, nil
-	})
+	}), poll.Every(time.Second))
+	return err
 }
 
 func waitEstablished(ctx context.Context, l *lab.Lab, fam, addr string) error {
-	return poll(ctx, time.Minute, 100*time.Millisecond, func() (bool, error) {
+	_, err := poll.Wait(ctx, time.Minute, "", reached(func() (bool, error) {
 		s, err := l.BGPSummary(ctx)
 		if err != nil {
 			return false, err
 		}
 		return s[fam].Peers[addr].State == "Established", nil
-	})
+	}), poll.Every(100*time.Millisecond))
+	return err
 }
 
-// poll calls fn every interval until it reports done, fails, or timeout.
-func poll(ctx context.Context, timeout, interval time.Duration, fn func() (bool, error)) error {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	for {
+// reached turns fn, which reports whether the awaited state is reached,
+// into a poll condition whose error (for the timeout) is fn's last error.
+func reached(fn func() (bool, error)) func() error {
+	return func() error {
 		ok, err := fn()
 		if err == nil && ok {
 			return nil
 		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("after %s: not reached (last error %v)", timeout, err)
-		case <-time.After(interval):
-		}
+		return fmt.Errorf("not reached (last error %v)", err)
 	}
 }
 
