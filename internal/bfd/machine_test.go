@@ -35,6 +35,14 @@ func TestReceiveTransitions(t *testing.T) {
 		{StateDown, StateInit, 0, StateDown, DiagNone, false},
 		// Another session's discriminator: discarded.
 		{StateUp, StateDown, 8, StateUp, DiagNone, false},
+		// §6.8.6: Down (or AdminDown) with Your Discriminator zero is
+		// valid: what a peer sends once its detection time expired and it
+		// reset bfd.RemoteDiscr (§6.8.1). FRR 8.4's bfdd drops such a
+		// packet while its session is Up; Herald applies it.
+		{StateUp, StateDown, 0, StateDown, DiagNeighborSignaledSessionDown, true},
+		{StateUp, StateAdminDown, 0, StateDown, DiagNeighborSignaledSessionDown, true},
+		{StateInit, StateDown, 0, StateInit, DiagNone, false},
+		{StateDown, StateDown, 0, StateInit, DiagNone, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.local.String()+"+"+tt.remote.String(), func(t *testing.T) {
@@ -63,10 +71,13 @@ func TestReceiveTransitions(t *testing.T) {
 // pair runs two machines against each other on a virtual clock: packets
 // are delivered at once unless the link is cut.
 type pair struct {
-	t      *testing.T
-	now    time.Time
-	a, b   *Machine
-	cut    bool
+	t    *testing.T
+	now  time.Time
+	a, b *Machine
+	cut  bool
+	// deaf, when set, loses every packet sent to it (a one-way break).
+	deaf   *Machine
+	sent   map[*Machine][]ControlPacket
 	events []event
 	lastRx map[*Machine]time.Time
 }
@@ -97,7 +108,13 @@ func (p *pair) handle(m *Machine, out Output) {
 		return
 	}
 	for _, pkt := range out.Send {
+		if p.sent != nil {
+			p.sent[m] = append(p.sent[m], pkt)
+		}
 		o := p.other(m)
+		if o == p.deaf {
+			continue
+		}
 		p.lastRx[o] = p.now
 		p.handle(o, o.Receive(pkt, p.now))
 	}
@@ -191,6 +208,42 @@ func TestHandshakePollAndDetection(t *testing.T) {
 	p.run(p.now.Add(5 * time.Second))
 	if p.a.State() != StateUp || p.b.State() != StateUp {
 		t.Fatalf("after mend %v %v; events %+v", p.a.State(), p.b.State(), p.events)
+	}
+}
+
+// TestOneWayBreakTellsThePeer: when only one direction fails (b's packets
+// no longer reach a), a detects it by its timer and tells b at once with a
+// Down packet whose Your Discriminator is zero (bfd.RemoteDiscr reset,
+// RFC 5880 §6.8.1) and Diag 1; b goes Down on that packet (Diag 3), in the
+// same instant, not one detection time later. (FRR 8.4's bfdd drops that
+// packet and waits for its own timer: docs/bgp.md, BFD.)
+func TestOneWayBreakTellsThePeer(t *testing.T) {
+	p := newPair(t, Params{}, Params{})
+	p.run(t0.Add(5 * time.Second))
+	if p.a.State() != StateUp || p.b.State() != StateUp {
+		t.Fatalf("states %v %v, want Up Up", p.a.State(), p.b.State())
+	}
+	p.events, p.sent, p.deaf = nil, map[*Machine][]ControlPacket{}, p.a
+	p.run(p.now.Add(3 * time.Second))
+	if len(p.events) < 2 {
+		t.Fatalf("events after the one-way break: %+v", p.events)
+	}
+	aDown, bDown := p.events[0], p.events[1]
+	if want := (Transition{From: StateUp, To: StateDown, Diag: DiagControlDetectionTimeExpired, Cause: CauseDetectionTimer}); aDown.who != p.a || aDown.tr != want {
+		t.Fatalf("first event %+v (a: %v), want a %+v", aDown.tr, aDown.who == p.a, want)
+	}
+	if want := (Transition{From: StateUp, To: StateDown, Diag: DiagNeighborSignaledSessionDown, Cause: CauseReceived}); bDown.who != p.b || bDown.tr != want || !bDown.at.Equal(aDown.at) {
+		t.Fatalf("second event %+v at %v (b: %v), want b %+v at %v", bDown.tr, bDown.at, bDown.who == p.b, want, aDown.at)
+	}
+	var told *ControlPacket
+	for i, pkt := range p.sent[p.a] {
+		if pkt.State == StateDown {
+			told = &p.sent[p.a][i]
+			break
+		}
+	}
+	if told == nil || told.YourDiscriminator != 0 || told.Diag != DiagControlDetectionTimeExpired || told.MyDiscriminator != p.a.LocalDiscriminator() {
+		t.Fatalf("a's first Down packet %+v, want Your Discriminator 0, Diag 1, My Discriminator %d", told, p.a.LocalDiscriminator())
 	}
 }
 
