@@ -7,10 +7,9 @@ import (
 // BFDProfileSpec holds the Bidirectional Forwarding Detection (RFC 5880)
 // parameters a BGPPeer can refer to.
 //
-// Herald's embedded gobgp backend does not implement BFD: the object is
-// accepted (its ranges are validated, and Herald's configuration reports a
-// warning) so MetalLB YAML applies, but a BGPPeer referring to a profile is
-// rejected by Herald's configuration validation.
+// Herald's speaker runs BFD itself (asynchronous mode; single hop RFC 5881,
+// multihop RFC 5883) for every BGPPeer whose bfdProfile names the profile.
+// Echo mode is not implemented: echoMode true is refused.
 type BFDProfileSpec struct {
 	// ReceiveInterval is the minimum interval between received BFD control
 	// packets this system is capable of, in milliseconds, 10..60000.
@@ -35,14 +34,16 @@ type BFDProfileSpec struct {
 	DetectMultiplier *uint32 `json:"detectMultiplier,omitempty"`
 
 	// EchoInterval is the minimum interval between echo packets, in
-	// milliseconds, 10..60000. FRR's default is 50.
+	// milliseconds, 10..60000. FRR's default is 50. Validated, unused by
+	// Herald (no echo mode).
 	// +optional
 	// +kubebuilder:validation:Minimum=10
 	// +kubebuilder:validation:Maximum=60000
 	EchoInterval *uint32 `json:"echoInterval,omitempty"`
 
 	// EchoMode enables echo packets. Not possible on a peer that receives
-	// IPv6 prefixes. Default false.
+	// IPv6 prefixes. Default false. Refused by Herald (webhook and
+	// ConfigurationState): it has no Echo function (RFC 5880 §6.4).
 	// +optional
 	EchoMode *bool `json:"echoMode,omitempty"`
 
@@ -52,7 +53,8 @@ type BFDProfileSpec struct {
 	PassiveMode *bool `json:"passiveMode,omitempty"`
 
 	// MinimumTTL is the minimum expected TTL of incoming BFD packets, 1..254,
-	// for multi-hop sessions only.
+	// for multi-hop sessions only (single-hop packets must arrive with TTL
+	// 255, RFC 5881 §5). Default 254.
 	// +optional
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=254
@@ -63,8 +65,8 @@ type BFDProfileSpec struct {
 // apply unchanged.
 type BFDProfileStatus struct{}
 
-// BFDProfile is a named set of BFD parameters referenced by BGPPeer.bfdProfile.
-// Not supported by Herald's gobgp backend (see BFDProfileSpec).
+// BFDProfile is a named set of BFD parameters referenced by BGPPeer.bfdProfile
+// (see BFDProfileSpec).
 //
 // +kubebuilder:object:root=true
 // +kubebuilder:storageversion

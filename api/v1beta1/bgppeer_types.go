@@ -34,7 +34,8 @@ type BGPPeerSpec struct {
 	// +kubebuilder:validation:Maximum=16384
 	PeerPort uint16 `json:"peerPort,omitempty"`
 
-	// HoldTime is the proposed BGP hold time (RFC 4271 §4.2), 0 or >= 3s.
+	// HoldTime is the proposed BGP hold time (RFC 4271 §4.2), 3s to 65535s
+	// (Herald refuses 0).
 	// +optional
 	HoldTime *metav1.Duration `json:"holdTime,omitempty"`
 
@@ -56,8 +57,8 @@ type BGPPeerSpec struct {
 	// +optional
 	Password string `json:"password,omitempty"`
 
-	// BFDProfile is the name of a BFDProfile enabling BFD on the session.
-	// Not supported by Herald (its gobgp backend has no BFD).
+	// BFDProfile is the name of a BFDProfile enabling BFD (RFC 5880) on the
+	// session, run by Herald's speaker (see the v1beta2 field).
 	// +optional
 	BFDProfile string `json:"bfdProfile,omitempty"`
 

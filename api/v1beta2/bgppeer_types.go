@@ -47,7 +47,9 @@ type BGPPeerSpec struct {
 
 	// DynamicASN accepts any remote ASN equal to myASN ("internal") or
 	// different from it ("external") instead of a fixed peerASN, as sent in
-	// the router's OPEN message.
+	// the router's OPEN message. Refused by Herald (webhook and
+	// ConfigurationState): its gobgp backend would accept any ASN without
+	// checking the class; set peerASN.
 	// +optional
 	DynamicASN DynamicASNMode `json:"dynamicASN,omitempty"`
 
@@ -59,12 +61,16 @@ type BGPPeerSpec struct {
 	LocalASN uint32 `json:"localASN,omitempty"`
 
 	// PeerAddress is the IPv4 or IPv6 address of the router. Exactly one of
-	// peerAddress and interface must be set.
+	// peerAddress and interface must be set. Herald refuses an address with
+	// a zone (fe80::1%eth1) and, on one node, the same address in two VRFs
+	// (gobgp keys its sessions by address alone).
 	// +optional
 	PeerAddress string `json:"peerAddress,omitempty"`
 
 	// Interface is a node interface to run unnumbered BGP over (the peer is
-	// found through IPv6 link-local neighbor discovery, RFC 4861).
+	// found through IPv6 link-local neighbor discovery, RFC 4861). Refused
+	// by Herald: its gobgp backend announced with next hop :: on such a
+	// session and the router accepted no path; set peerAddress.
 	// +optional
 	Interface string `json:"interface,omitempty"`
 
@@ -82,15 +88,16 @@ type BGPPeerSpec struct {
 	PeerPort uint16 `json:"peerPort,omitempty"`
 
 	// HoldTime is the proposed BGP hold time (RFC 4271 §4.2), e.g. "90s". It
-	// is truncated to whole seconds and must then be 0 (no keepalives) or at
-	// least 3s. When only holdTime is set, the keepalive interval is a third
-	// of it. Default 90s.
+	// is truncated to whole seconds and must then be 3s to 65535s: 0 (no
+	// keepalives, which RFC 4271 allows) is refused by Herald, whose gobgp
+	// backend would send 90s instead. When only holdTime is set, the
+	// keepalive interval is a third of it. Default 90s.
 	// +optional
 	HoldTime *metav1.Duration `json:"holdTime,omitempty"`
 
 	// KeepaliveTime is the interval between KEEPALIVE messages; it must not
 	// exceed holdTime. When only keepaliveTime is set, holdTime is three
-	// times it.
+	// times it (so 0 alone is refused, as holdTime 0 is).
 	// +optional
 	KeepaliveTime *metav1.Duration `json:"keepaliveTime,omitempty"`
 
@@ -124,9 +131,12 @@ type BGPPeerSpec struct {
 	// +optional
 	PasswordSecret *corev1.SecretReference `json:"passwordSecret,omitempty"`
 
-	// BFDProfile is the name of a BFDProfile enabling BFD on the session.
-	// Not supported by Herald: its gobgp backend has no BFD, so Herald's
-	// configuration validation rejects a peer that sets it.
+	// BFDProfile is the name of a BFDProfile enabling BFD (RFC 5880) on the
+	// session, run by Herald's speaker: single hop (RFC 5881), or multihop
+	// (RFC 5883) with ebgpMultiHop and sourceAddress. BFD down resets the
+	// BGP session. Refused on vrf and interface peers and with ebgpMultiHop
+	// but no sourceAddress; a profile that does not exist (yet) leaves the
+	// peer out until it does.
 	// +optional
 	BFDProfile string `json:"bfdProfile,omitempty"`
 
@@ -141,8 +151,11 @@ type BGPPeerSpec struct {
 	// +optional
 	EBGPMultiHop bool `json:"ebgpMultiHop,omitempty"`
 
-	// VRF is the host VRF the session is opened from. Empty is the default
-	// VRF.
+	// VRF is the host VRF the session is opened from: Herald binds the
+	// session's socket to the VRF device of that name (SO_BINDTODEVICE).
+	// Empty is the default VRF. On a node without the device the session
+	// never comes up (its BGPSessionState's lastError says "no such
+	// device").
 	// +optional
 	VRF string `json:"vrf,omitempty"`
 
@@ -152,8 +165,9 @@ type BGPPeerSpec struct {
 	DisableMP bool `json:"disableMP,omitempty"`
 
 	// DualStackAddressFamily also negotiates the other address family on the
-	// session (IPv4 routes over an IPv6 session and vice versa,
-	// RFC 4760). Default false.
+	// session (RFC 4760). Default false. Herald announces only the session's
+	// own family on it (with a warning): its gobgp backend's next hop for
+	// the other family is unusable; add a BGPPeer of the other family.
 	// +optional
 	DualStackAddressFamily bool `json:"dualStackAddressFamily,omitempty"`
 }
