@@ -117,3 +117,33 @@ func TestConnectErrorIsLastError(t *testing.T) {
 	}
 	t.Logf("LastError %q", first.LastError)
 }
+
+// TestMissingVRFDeviceIsLastError: a peer whose vrf names no device on the
+// node is configured (gobgp does not check the name), and every connection
+// attempt fails before a packet leaves the host: SO_BINDTODEVICE returns
+// ENODEV, and the session's LastError (BGPSessionState's lastError) says
+// so, naming the VRF. This is what a BGPPeer with spec.vrf does on a node without that VRF
+// and on a kernel without VRF support (CONFIG_NET_VRF, as on the machine
+// the lab runs on: the VRF itself is not tested on the wire).
+func TestMissingVRFDeviceIsLastError(t *testing.T) {
+	skipShort(t)
+	port := freePort(t, "127.0.0.1")
+	s := newSpeaker(t, Options{})
+	p := bgp.PeerConfig{Name: "novrf", Address: netip.MustParseAddr("127.0.0.1"), Port: uint16(port), VRF: "herald-novrf",
+		MyASN: ourASN, PeerASN: routerASN, RouterID: netip.MustParseAddr(ourRouterID), ConnectTime: time.Second}
+	if err := s.SetPeers(context.Background(), []bgp.PeerConfig{p}); err != nil {
+		t.Fatal(err)
+	}
+	var st bgp.PeerState
+	poll.Until(t, 30*time.Second, "no such device as LastError", func() bool {
+		st = stateOf(s, "novrf")
+		return strings.HasPrefix(st.LastError, "connect: ") && strings.Contains(st.LastError, "no such device")
+	})
+	if want := `(spec.vrf "herald-novrf": no such VRF device on this node, or a kernel without VRF support)`; !strings.HasSuffix(st.LastError, want) {
+		t.Errorf("LastError %q does not end in %q", st.LastError, want)
+	}
+	if st.State == bgp.StateEstablished || st.EstablishedCount != 0 {
+		t.Fatalf("session %+v without its VRF device", st)
+	}
+	t.Logf("LastError %q", st.LastError)
+}

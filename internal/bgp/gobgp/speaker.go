@@ -24,6 +24,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	api "github.com/osrg/gobgp/v3/api"
@@ -66,6 +67,7 @@ const DefaultPrefixLimitRestart = 2 * time.Minute
 // peerRuntime is what WatchEvent learned about one neighbor.
 type peerRuntime struct {
 	label       string // bgp.PeerConfig.MetricLabel, for PeerState.Peer
+	vrf         string // bgp.PeerConfig.VRF, to explain a missing device
 	state       bgp.SessionState
 	established uint32
 	// limitFamily is the family whose prefix limit gobgp reported exceeded
@@ -288,7 +290,7 @@ func (s *Speaker) SetPeers(ctx context.Context, peers []bgp.PeerConfig) error {
 		}
 		s.stateMu.Lock()
 		s.byKey[p.Key()] = p.Name
-		s.runtime[p.Name] = &peerRuntime{label: p.MetricLabel(), state: bgp.StateIdle}
+		s.runtime[p.Name] = &peerRuntime{label: p.MetricLabel(), vrf: p.VRF, state: bgp.StateIdle}
 		s.updateDown()
 		s.stateMu.Unlock()
 		ap := toAPIPeer(p, s.opts.MaxReceivedPrefixes)
@@ -611,12 +613,21 @@ func (s *Speaker) updateDown() {
 
 // gobgpDebug sees gobgp's debug messages (gobgp goroutine): "failed to
 // connect" is a session's TCP connection error (refused, timed out, no
-// route), which gobgp reports nowhere else.
+// route), which gobgp reports nowhere else. ENODEV on a peer with a VRF is
+// SO_BINDTODEVICE failing on the VRF's name: the text names the VRF.
 func (s *Speaker) gobgpDebug(msg string, f gobgplog.Fields) {
 	if msg != "failed to connect" {
 		return
 	}
-	s.setLastError(f, fmt.Sprintf("connect: %v", f["Error"]))
+	text := fmt.Sprintf("connect: %v", f["Error"])
+	if err, ok := f["Error"].(error); ok && errors.Is(err, syscall.ENODEV) {
+		s.stateMu.Lock()
+		if rt := s.runtimeByLogKey(f); rt != nil && rt.vrf != "" {
+			text += fmt.Sprintf(" (spec.vrf %q: no such VRF device on this node, or a kernel without VRF support)", rt.vrf)
+		}
+		s.stateMu.Unlock()
+	}
+	s.setLastError(f, text)
 }
 
 // gobgpInfo sees gobgp's info messages (gobgp goroutine): "Peer Down"
