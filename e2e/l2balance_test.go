@@ -11,6 +11,8 @@ import (
 
 	"github.com/herald-lb/herald/e2e/lab"
 	"github.com/herald-lb/herald/internal/announce"
+	"github.com/herald-lb/herald/internal/explain"
+	"github.com/herald-lb/herald/internal/poll"
 )
 
 const l2BalNS = "l2bal"
@@ -94,7 +96,8 @@ func balancedFixture(t *testing.T, nodes []string) (addrs []netip.Addr, before, 
 // requests) and in the ServiceL2Status objects, every address is answered
 // by exactly the balanced winner every speaker computed on its own, no
 // node by more than ⌈5/3⌉+1 = 3; when the busiest node's speaker is killed
-// (SIGKILL), only its addresses move.
+// (SIGKILL), only its addresses move. Before the kill, `kubectl herald
+// why` on each Service names the node that answers (checkWhyBalanced).
 func TestLayer2Balanced(t *testing.T) {
 	e := l2Env{newEnv(t, 3, lab.InstallOptions{Method: lab.InstallHelm, HelmSet: []string{"layer2.election=balanced"}})}
 	addrs, before, after, lost := balancedFixture(t, e.allNodes())
@@ -133,6 +136,7 @@ func TestLayer2Balanced(t *testing.T) {
 	if !maps.Equal(got, before) {
 		t.Fatalf("announcers %v, balanced winners %v", got, before)
 	}
+	checkWhyBalanced(t, e.env, keyOf, got)
 
 	ctx := testCtx(t, 3*time.Minute)
 	if err := e.h.KillSpeaker(lost); err != nil {
@@ -164,5 +168,49 @@ func TestLayer2Balanced(t *testing.T) {
 	restarted = true
 	for ip, key := range keyOf {
 		e.waitAnnouncer(t, key, ip, "back on "+before[ip], is(before[ip]))
+	}
+}
+
+// checkWhyBalanced runs `kubectl herald why -o json` on each Service of
+// keyOf (address -> Service) and checks that the plugin replays the
+// speakers' balanced election: it reads balanced from their arguments,
+// names as winner the node that answers the address (answerer, from the
+// client's ARP and the ServiceL2Status, which agree), reports no problem,
+// and, for at least one address, that winner is not the per-address hash
+// winner (the fixture puts 4 of 5 on one node by hash), so a plugin that
+// replayed the plain election would fail here.
+func checkWhyBalanced(t *testing.T, e *env, keyOf map[netip.Addr]types.NamespacedName, answerer map[netip.Addr]string) {
+	t.Helper()
+	dir := pluginDir(t)
+	notHash := 0
+	for ip, key := range keyOf {
+		var r *explain.WhyReport
+		// The state has settled (answerer and status agree); the wait is
+		// for the plugin's view of the speaker Pods' readiness only.
+		poll.Until(t, 30*time.Second, "kubectl herald why svc/"+key.Name+" exits 0", func() error {
+			var code int
+			r, code, _ = runWhy(t, e, dir, key.Namespace, key.Name)
+			if code != 0 {
+				return fmt.Errorf("exit %d: problems %q", code, r.Problems)
+			}
+			return nil
+		}, poll.Every(time.Second))
+		if len(r.IPs) != 1 || r.IPs[0].IP != ip.String() || r.IPs[0].L2 == nil {
+			t.Fatalf("why %s: addresses %+v, want %s in layer 2", key, r.IPs, ip)
+		}
+		m := r.IPs[0].L2
+		t.Logf("why %s: %s winner %s (%s election, plain %q): %s", key, ip, m.Winner, m.Election, m.PlainWinner, m.WinnerWhy)
+		if m.Election != explain.L2ElectionBalanced {
+			t.Errorf("why %s: election %q, want balanced (the speakers' --l2-election)", key, m.Election)
+		}
+		if m.Winner != answerer[ip] {
+			t.Errorf("why %s: winner %q, but %s answers %s", key, m.Winner, answerer[ip], ip)
+		}
+		if m.PlainWinner != "" {
+			notHash++
+		}
+	}
+	if notHash == 0 {
+		t.Errorf("no address's balanced winner differs from its hash winner: the plugin's balanced replay is not tested")
 	}
 }

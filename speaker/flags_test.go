@@ -9,8 +9,46 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/herald-lb/herald/internal/explain"
 	"github.com/herald-lb/herald/internal/k8s/serving"
 )
+
+// TestElectionNamesAgree: kubectl herald reads the speakers' --l2-election
+// values with explain's names and rules (explain.ElectionFromFlags); they
+// must be the speaker's, and every value the speaker accepts must give
+// the election it runs.
+func TestElectionNamesAgree(t *testing.T) {
+	for _, tc := range []struct {
+		flag string
+		want explain.L2Election
+	}{{l2ElectionPerAddress, explain.L2ElectionPerAddress}, {l2ElectionBalanced, explain.L2ElectionBalanced}, {l2ElectionMetalLB, explain.L2ElectionMetalLB}} {
+		if string(tc.want) != tc.flag {
+			t.Errorf("speaker %q, explain %q", tc.flag, tc.want)
+		}
+		for _, kd := range []string{"herald", "metallb"} {
+			o := options{l2Election: tc.flag, mlKeyDerivation: kd, nodeName: "n", namespace: "ns", mlBindPort: 7946}
+			err := o.complete(func(string) ([]byte, error) { return nil, fs.ErrNotExist })
+			got, gotErr := explain.ElectionFromFlags(tc.flag, kd)
+			if (err != nil) != (gotErr != nil) {
+				t.Errorf("--l2-election=%s --ml-key-derivation=%s: speaker error %v, explain %v", tc.flag, kd, err, gotErr)
+				continue
+			}
+			if err != nil {
+				continue
+			}
+			want := explain.L2ElectionPerAddress
+			switch {
+			case o.balancedL2():
+				want = explain.L2ElectionBalanced
+			case o.announceOptions().ElectByServiceFirstIP:
+				want = explain.L2ElectionMetalLB
+			}
+			if got != want {
+				t.Errorf("--l2-election=%s --ml-key-derivation=%s: speaker runs %s, explain says %s", tc.flag, kd, want, got)
+			}
+		}
+	}
+}
 
 func TestFlagsEnvFallback(t *testing.T) {
 	env := map[string]string{

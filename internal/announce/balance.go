@@ -67,16 +67,26 @@ func BalancedCapacity(m, n int) int {
 // error. Cost: one ElectionHash per candidate and a sort per ballot, as
 // Elect, plus O(m log m) for the address order.
 func ElectBalanced(ballots []Ballot) (map[netip.Addr]string, error) {
-	type ranked struct {
-		ip    netip.Addr
-		first []string // first rank, hash order
-	}
-	rs := make([]ranked, 0, len(ballots))
+	w, _, err := electBalanced(ballots)
+	return w, err
+}
+
+// firstRanked is one ballot's address and its first rank, in hash order.
+type firstRanked struct {
+	ip    netip.Addr
+	first []string
+}
+
+// firstRanks returns each ballot's first rank (the candidates with the
+// winner's Serves and Preference, in Elect's order) and the set of nodes
+// in some first rank.
+func firstRanks(ballots []Ballot) ([]firstRanked, map[string]bool) {
+	rs := make([]firstRanked, 0, len(ballots))
 	nodes := map[string]bool{}
 	for _, b := range ballots {
 		ip := b.IP.Unmap().WithZone("")
 		if len(b.Candidates) == 0 {
-			rs = append(rs, ranked{ip: ip})
+			rs = append(rs, firstRanked{ip: ip})
 			continue
 		}
 		order := rank(ip, b.Candidates)
@@ -91,12 +101,19 @@ func ElectBalanced(ballots []Ballot) (map[netip.Addr]string, error) {
 				nodes[c.Node] = true
 			}
 		}
-		rs = append(rs, ranked{ip: ip, first: first})
+		rs = append(rs, firstRanked{ip: ip, first: first})
 	}
+	return rs, nodes
+}
+
+// electBalanced is ElectBalanced, also returning the capacity it applied.
+func electBalanced(ballots []Ballot) (map[netip.Addr]string, int, error) {
+	type ranked = firstRanked
+	rs, nodes := firstRanks(ballots)
 	slices.SortFunc(rs, func(a, b ranked) int { return a.ip.Compare(b.ip) })
 	for i := 1; i < len(rs); i++ {
 		if rs[i].ip == rs[i-1].ip {
-			return nil, fmt.Errorf("layer 2 ballots: address %s appears twice", rs[i].ip)
+			return nil, 0, fmt.Errorf("layer 2 ballots: address %s appears twice", rs[i].ip)
 		}
 	}
 	// The narrowest first ranks go first, so that an address only a few
@@ -133,7 +150,7 @@ func ElectBalanced(ballots []Ballot) (map[netip.Addr]string, error) {
 		load[win]++
 		out[r.ip] = win
 	}
-	return out, nil
+	return out, capacity, nil
 }
 
 // L2Ballots returns the ballots of the balanced election: one per layer 2

@@ -2,6 +2,7 @@ package announce
 
 import (
 	"bytes"
+	"net/netip"
 	"testing"
 
 	"github.com/herald-lb/herald/api/v1beta1"
@@ -62,5 +63,49 @@ func TestL2CandidatesAgreeWithDecide(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestL2CandidatesFirstIPElection: with Options.ElectByServiceFirstIP
+// (--l2-election=metallb) the ranking of every address of a Service is
+// the election of its first address, as Decide runs it; BallotIP names
+// that address. Before, L2Candidates ranked the second address on its own
+// hash, so kubectl herald why named another winner than the speakers.
+func TestL2CandidatesFirstIPElection(t *testing.T) {
+	c := newCluster(3)
+	c.res.L2Advertisements = []v1beta1.L2Advertisement{l2ad("l2", "p")}
+	eps := ready("n1", "n2", "n3")
+	// Two addresses whose own elections pick different nodes.
+	first := ip("198.51.100.1")
+	var second netip.Addr
+	for _, cand := range []string{"198.51.100.2", "198.51.100.3", "198.51.100.4", "198.51.100.5", "198.51.100.6"} {
+		in := c.input(t, "n1", svc("ns/a", first.String(), cand), eps)
+		if L2Candidates(in, ip(cand))[0].Node != L2Candidates(in, first)[0].Node {
+			second = ip(cand)
+			break
+		}
+	}
+	if !second.IsValid() {
+		t.Fatal("no second address with another winner")
+	}
+	s := svc("ns/a", first.String(), second.String())
+	c.opts.ElectByServiceFirstIP = true
+	in := c.input(t, "n1", s, eps)
+	if b := BallotIP(in, second); b != first {
+		t.Fatalf("BallotIP(%s) = %s, want the first address %s", second, b, first)
+	}
+	want := L2Candidates(in, first)[0].Node
+	if got := L2Candidates(in, second)[0].Node; got != want {
+		t.Fatalf("ranking of %s starts with %s, want %s (the winner of the first address)", second, got, want)
+	}
+	for _, n := range []string{"n1", "n2", "n3"} {
+		d := Decide(c.input(t, n, s, eps))
+		if a := d.IPs[1].L2.Announce; a != (n == want) {
+			t.Errorf("Decide on %s: %s announce=%v, L2Candidates' winner %s", n, second, a, want)
+		}
+	}
+	c.opts.ElectByServiceFirstIP = false
+	if b := BallotIP(c.input(t, "n1", s, eps), second); b != second {
+		t.Errorf("per-address BallotIP(%s) = %s", second, b)
 	}
 }

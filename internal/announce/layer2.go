@@ -126,6 +126,15 @@ func (e *env) ballotIP(ip netip.Addr) netip.Addr {
 	return ip
 }
 
+// BallotIP returns the address whose layer 2 election decides ip for
+// in.Service: ip itself (unmapped, no zone), or with
+// Options.ElectByServiceFirstIP (--l2-election=metallb) the Service's
+// first address. ElectionHash and L2Candidates' ranking are of this
+// address. For explanations; Decide applies it itself.
+func BallotIP(in Input, ip netip.Addr) netip.Addr {
+	return newEnv(&in).ballotIP(ip.Unmap().WithZone(""))
+}
+
 // l2AdsFor returns the pool's L2 advertisements covering svc.
 func l2AdsFor(pool *config.Pool, svc *Service) []*config.L2Advertisement {
 	var out []*config.L2Advertisement
@@ -228,16 +237,19 @@ func (e *env) l2Candidates(ip netip.Addr, pool *config.Pool) []Candidate {
 // It returns nil when ip lies in no pool of in.Config or the election
 // would not run for in.Service (see Decide): also when in.Service has no
 // serving endpoint anywhere (every node refuses it with noEndpoints before
-// the election). It is for explanations (kubectl herald why): the speaker
-// itself calls Decide.
+// the election). With Options.ElectByServiceFirstIP the election is the
+// one of BallotIP(in, ip), the Service's first address, as Decide runs it
+// (candidates and hash of that address, ip's pool). It is for explanations
+// (kubectl herald why): the speaker itself calls Decide.
 func L2Candidates(in Input, ip netip.Addr) []Candidate {
 	pool, ok := in.Config.PoolFor(ip)
 	if !ok || !hasServingEndpoint(in.Endpoints, "") {
 		return nil
 	}
 	e := newEnv(&in)
-	cands := e.l2Candidates(ip.Unmap().WithZone(""), pool)
-	ranked := Elect(ip.Unmap().WithZone(""), cands)
+	ballot := e.ballotIP(ip.Unmap().WithZone(""))
+	cands := e.l2Candidates(ballot, pool)
+	ranked := Elect(ballot, cands)
 	byName := make(map[string]Candidate, len(cands))
 	for _, c := range cands {
 		byName[c.Node] = c

@@ -19,6 +19,10 @@ type BalancedElection struct {
 	// whose pool has no L2Advertisement, holds its address too) to the
 	// keys ("namespace/name") of the Services holding it, sorted.
 	Holders map[netip.Addr][]string
+	// Capacity is the bound ElectBalanced applied: BalancedCapacity(m, n)
+	// of the m addresses with a candidate on the n nodes in some first
+	// rank (for explanations).
+	Capacity int
 }
 
 // ElectBalancedServices runs the balanced election over services, every
@@ -34,7 +38,7 @@ type BalancedElection struct {
 // Cost: L2Ballots' plus ElectBalanced's (about 50 ms for 1,000 addresses on
 // 100 nodes on a 2-CPU machine, docs/performance.md).
 func ElectBalancedServices(base Input, services []SharedService) (BalancedElection, error) {
-	w, err := ElectBalanced(L2Ballots(base, services))
+	w, capacity, err := electBalanced(L2Ballots(base, services))
 	if err != nil {
 		return BalancedElection{}, err
 	}
@@ -54,7 +58,7 @@ func ElectBalancedServices(base Input, services []SharedService) (BalancedElecti
 	for _, hs := range holders {
 		slices.Sort(hs)
 	}
-	return BalancedElection{Winners: w, Holders: holders}, nil
+	return BalancedElection{Winners: w, Holders: holders, Capacity: capacity}, nil
 }
 
 // WinnerChanges returns the addresses whose winner differs between before and

@@ -64,6 +64,12 @@ type Cluster struct {
 	Options announce.Options
 	// ControllerLBClass is the controller's --lb-class.
 	ControllerLBClass string
+	// Elections are the layer 2 elections the speaker Pods run, one per
+	// Pod, read from their arguments by the caller (--l2-election,
+	// --ml-key-derivation; ElectionFromFlags). Nodes whose speaker is not
+	// listed take the election most speakers run; with none listed, the
+	// speaker's default (per-address).
+	Elections []SpeakerElection
 	// MemberlistDisabled: the speakers run without memberlist (no
 	// --ml-bindaddr or --ml-labels) and take liveness from the Node
 	// conditions (announce.LiveFromNodeConditions), as the explanations
@@ -88,6 +94,8 @@ type view struct {
 	importErr map[string]error
 	reqErr    map[string]error
 	reqs      map[string]ipam.Request
+	// elect are the speakers' layer 2 elections.
+	elect *elections
 }
 
 func (c *Cluster) buildOptions(node string) config.Options {
@@ -97,7 +105,7 @@ func (c *Cluster) buildOptions(node string) config.Options {
 func newView(c *Cluster) *view {
 	v := &view{c: c, nodeSnap: map[string]*config.Snapshot{}, nodeErr: map[string]error{},
 		nsLabels: map[string]map[string]string{}, importErr: map[string]error{}, reqErr: map[string]error{},
-		reqs: map[string]ipam.Request{}}
+		reqs: map[string]ipam.Request{}, elect: newElections(c)}
 	v.snap, v.buildErr = config.Build(c.Resources, c.buildOptions(""))
 	nodes := slices.Clone(c.Resources.Nodes)
 	slices.SortFunc(nodes, func(a, b corev1.Node) int { return cmp.Compare(a.Name, b.Name) })

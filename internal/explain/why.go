@@ -117,6 +117,19 @@ type ModeReport struct {
 	Winner    string      `json:"winner,omitempty"`
 	WinnerWhy string      `json:"winnerWhy,omitempty"`
 	Ranking   []RankEntry `json:"ranking,omitempty"`
+	// Election is the layer 2 election replayed (per-address, balanced or
+	// metallb: the --l2-election of the winner's speaker, or of most
+	// speakers without a winner).
+	Election L2Election `json:"election,omitempty"`
+	// BallotIP is the address whose election decides this one when it is
+	// another (metallb: the Service's first address); the ranking and
+	// hashes are that address's.
+	BallotIP string `json:"ballotIP,omitempty"`
+	// Balanced election: Capacity is the bound per node
+	// (announce.BalancedCapacity); PlainWinner the per-address election's
+	// winner (the ranking's first) when it is not Winner.
+	Capacity    int    `json:"capacity,omitempty"`
+	PlainWinner string `json:"plainWinner,omitempty"`
 	// BGP: the paths each announcing node sends.
 	Paths []PathReport `json:"paths,omitempty"`
 }
@@ -145,6 +158,9 @@ type RankEntry struct {
 	Preference int    `json:"preference"`
 	// Hash is the first 8 bytes of announce.ElectionHash, hex.
 	Hash string `json:"hash"`
+	// Load is, with the balanced election, how many layer 2 addresses the
+	// node wins.
+	Load int `json:"load,omitempty"`
 }
 
 // PathReport is one BGP path of one node.
@@ -420,15 +436,29 @@ func (v *view) explainAnnouncement(svc *corev1.Service, eps []announce.Endpoint,
 		d    announce.Decision
 	}
 	var ds []nodeDecision
+	var balancedErr error
 	for _, n := range v.nodes {
 		snap, err := v.nodeSnapshot(n.Name)
 		if snap == nil {
 			r.Problems = append(r.Problems, fmt.Sprintf("node %s: the speaker's configuration does not build: %v", n.Name, err))
 			continue
 		}
+		// Each node's speaker with its own election (they differ during
+		// a rollout that changes --l2-election).
 		in := announce.Input{Config: snap, Node: n.Name, Nodes: v.nodes, Live: v.live, Service: service,
-			Endpoints: eps, Sharing: sharing, Options: v.c.Options}
+			Endpoints: eps, Sharing: sharing, Options: v.elect.options(v.c.Options, n.Name)}
+		if v.elect.of(n.Name) == L2ElectionBalanced {
+			be, err := v.balancedWinners(snap)
+			if err != nil {
+				balancedErr = err
+			} else {
+				in.L2Winners = be.Winners
+			}
+		}
 		ds = append(ds, nodeDecision{n.Name, in, announce.Decide(in)})
+	}
+	if balancedErr != nil {
+		r.Problems = append(r.Problems, "the balanced layer 2 election fails: "+balancedErr.Error())
 	}
 	if len(ds) == 0 {
 		if len(v.nodes) == 0 {
@@ -436,6 +466,13 @@ func (v *view) explainAnnouncement(svc *corev1.Service, eps []announce.Endpoint,
 		}
 		return
 	}
+	anyL2 := false
+	defer func() {
+		if anyL2 {
+			r.Notes = append(r.Notes, v.elect.note())
+			r.Problems = append(r.Problems, v.elect.problems()...)
+		}
+	}()
 	if reason := ds[0].d.Reason; reason != announce.ReasonNone {
 		r.NotAnnounced = reason.String()
 		if reason == announce.ReasonNoIPAllocated && r.Allocation.Handled && !r.Allocation.Pending {
@@ -461,6 +498,7 @@ func (v *view) explainAnnouncement(svc *corev1.Service, eps []announce.Endpoint,
 		}
 		if hasL2 {
 			m := &ModeReport{}
+			var announcers []string
 			for _, nd := range ds {
 				l2 := nd.d.IPs[i].L2
 				nv := NodeVerdict{Node: nd.node, Announce: l2.Announce, Reason: l2.Reason.String(), Detail: l2.Detail, Live: v.live[nd.node]}
@@ -475,25 +513,68 @@ func (v *view) explainAnnouncement(svc *corev1.Service, eps []announce.Endpoint,
 				}
 				if nv.Announce {
 					nv.Interfaces = l2.Interfaces
-					m.Winner = nd.node
+					announcers = append(announcers, nd.node)
 				}
 				if l2.Reason == announce.ReasonNotOwner && !nv.Live {
 					nv.Detail += " (" + v.notLiveWhy(nd.node) + ")"
 				}
 				m.Nodes = append(m.Nodes, nv)
 			}
-			cands := announce.L2Candidates(ds[0].in, ipd.IP)
+			if len(announcers) > 0 {
+				m.Winner = announcers[0]
+			}
+			// The election explained: the winner's speaker's, else the
+			// one most speakers run.
+			ex := ds[0]
+			for _, nd := range ds {
+				if (m.Winner == "" && v.elect.of(nd.node) == v.elect.common) || nd.node == m.Winner {
+					ex = nd
+					break
+				}
+			}
+			m.Election = v.elect.of(ex.node)
+			ballot := announce.BallotIP(ex.in, ipd.IP)
+			if ballot != ipd.IP.Unmap().WithZone("") {
+				m.BallotIP = ballot.String()
+			}
+			var be *announce.BalancedElection
+			if m.Election == L2ElectionBalanced {
+				be, _ = v.balancedWinners(ex.in.Config)
+			}
+			cands := announce.L2Candidates(ex.in, ipd.IP)
 			for _, c := range cands {
-				h := announce.ElectionHash(c.Node, ipd.IP)
-				m.Ranking = append(m.Ranking, RankEntry{Node: c.Node, Serves: c.Serves, Preference: c.Preference, Hash: hex.EncodeToString(h[:8])})
+				h := announce.ElectionHash(c.Node, ballot)
+				e := RankEntry{Node: c.Node, Serves: c.Serves, Preference: c.Preference, Hash: hex.EncodeToString(h[:8])}
+				if be != nil {
+					e.Load = be.Loads()[c.Node]
+				}
+				m.Ranking = append(m.Ranking, e)
 			}
 			m.WinnerWhy = winnerWhy(m.Ranking, m.Nodes)
-			if m.Winner == "" && !slices.ContainsFunc(m.Nodes, func(n NodeVerdict) bool { return n.Reason == announce.ReasonNoMatchingInterface.String() }) {
-				r.Problems = append(r.Problems, fmt.Sprintf("%s: no node announces it in layer 2 (%s)", ipd.IP, summarize(m.Nodes)))
-			} else if len(m.Ranking) == 0 || m.Ranking[0].Node != m.Winner {
+			switch {
+			case be != nil && m.Winner != "":
+				m.Capacity = be.Capacity
+				if len(m.Ranking) > 0 && m.Ranking[0].Node != m.Winner {
+					m.PlainWinner = m.Ranking[0].Node
+				}
+				m.WinnerWhy = balancedWhy(be, ipd.IP, m.Winner, m.Ranking)
+			case m.BallotIP != "":
+				m.WinnerWhy = fmt.Sprintf("MetalLB's election (--l2-election=metallb): every address of the Service goes to the winner of its first address %s; %s", m.BallotIP, m.WinnerWhy)
+			}
+			switch {
+			case len(announcers) > 1:
+				r.Problems = append(r.Problems, fmt.Sprintf("%s: %d nodes announce it in layer 2 (%s): their speakers run different elections", ipd.IP, len(announcers), v.withElections(announcers)))
+			case m.Winner == "" && !slices.ContainsFunc(m.Nodes, func(n NodeVerdict) bool { return n.Reason == announce.ReasonNoMatchingInterface.String() }):
+				why := summarize(m.Nodes)
+				if v.elect.mixed() {
+					why += "; the speakers run different elections"
+				}
+				r.Problems = append(r.Problems, fmt.Sprintf("%s: no node announces it in layer 2 (%s)", ipd.IP, why))
+			case !v.elect.mixed() && !consistentWinner(m, be != nil):
 				r.Problems = append(r.Problems, fmt.Sprintf("%s: internal inconsistency: %s announces but the ranking is %v", ipd.IP, m.Winner, m.Ranking))
 			}
 			ir.L2 = m
+			anyL2 = true
 		}
 		if hasBGP {
 			m := &ModeReport{}
@@ -533,6 +614,36 @@ func (v *view) explainAnnouncement(svc *corev1.Service, eps []announce.Endpoint,
 		}
 		r.IPs = append(r.IPs, ir)
 	}
+}
+
+// consistentWinner reports whether m's winner is the one its election
+// gives: the ranking's first (per-address, metallb), or one of its first
+// rank, the candidates with the first's Serves and Preference (balanced).
+// Without a winner, true.
+func consistentWinner(m *ModeReport, balanced bool) bool {
+	if m.Winner == "" {
+		return true
+	}
+	if len(m.Ranking) == 0 {
+		return false
+	}
+	if !balanced {
+		return m.Ranking[0].Node == m.Winner
+	}
+	top := m.Ranking[0]
+	return slices.ContainsFunc(m.Ranking, func(e RankEntry) bool {
+		return e.Node == m.Winner && e.Serves == top.Serves && e.Preference == top.Preference
+	})
+}
+
+// withElections names nodes with their speakers' elections: "n1
+// (balanced), n3 (per-address)".
+func (v *view) withElections(nodes []string) string {
+	parts := make([]string, len(nodes))
+	for i, n := range nodes {
+		parts[i] = fmt.Sprintf("%s (%s)", n, v.elect.of(n))
+	}
+	return strings.Join(parts, ", ")
 }
 
 // Speaker event texts (internal/k8s/speaker: reportNotAnnounced and
@@ -712,8 +823,14 @@ func (v *view) compare(r *WhyReport) {
 	wantBGP := map[string][]string{}
 	notLive := map[string]bool{} // would announce over BGP, speaker not Ready
 	for _, ip := range r.IPs {
-		if ip.L2 != nil && ip.L2.Winner != "" {
-			wantL2[ip.L2.Winner] = true
+		if ip.L2 != nil {
+			// Every announcing node: one, the winner, unless the
+			// speakers run different elections.
+			for _, n := range ip.L2.Nodes {
+				if n.Announce {
+					wantL2[n.Node] = true
+				}
+			}
 		}
 		if ip.BGP != nil {
 			for _, n := range ip.BGP.Nodes {

@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/herald-lb/herald/internal/explain"
 	"github.com/herald-lb/herald/internal/version"
 )
 
@@ -28,6 +29,11 @@ func TestFlagValue(t *testing.T) {
 		{[]string{"--ignore-exclude-lb", "--lb-class=x"}, "ignore-exclude-lb", "true", true},
 		{[]string{"--ignore-exclude-lb=false"}, "ignore-exclude-lb", "false", true},
 		{[]string{"--lb-classes=x"}, "lb-class", "", false},
+		{[]string{"-lb-class=edge"}, "lb-class", "edge", true},
+		{[]string{"-lb-class", "edge"}, "lb-class", "edge", true},
+		{[]string{"--lb-class=a", "--lb-class=b"}, "lb-class", "b", true},
+		{[]string{"--", "--lb-class=a"}, "lb-class", "", false},
+		{[]string{"lb-class=a"}, "lb-class", "", false},
 		{nil, "lb-class", "", false},
 	} {
 		got, ok := flagValue(pod(tc.args...), tc.name)
@@ -68,5 +74,36 @@ func TestVersionFlag(t *testing.T) {
 	}
 	if want := "kubectl-herald " + version.String() + "\n"; out.String() != want {
 		t.Errorf("--version printed %q, want %q", out.String(), want)
+	}
+}
+
+// TestSpeakerElection: a speaker Pod's layer 2 election is read from its
+// arguments in every form the flag package accepts, with the speaker's
+// rules (explain.ElectionFromFlags); refused flags are reported, not
+// guessed.
+func TestSpeakerElection(t *testing.T) {
+	for _, tc := range []struct {
+		args    []string
+		want    explain.L2Election
+		refused bool
+	}{
+		{nil, explain.L2ElectionPerAddress, false},
+		{[]string{"--log-level=info"}, explain.L2ElectionPerAddress, false},
+		{[]string{"--l2-election=balanced"}, explain.L2ElectionBalanced, false},
+		{[]string{"--l2-election", "balanced", "--log-level=info"}, explain.L2ElectionBalanced, false},
+		{[]string{"-l2-election=balanced"}, explain.L2ElectionBalanced, false},
+		{[]string{"--l2-election=balanced", "--l2-election=per-address"}, explain.L2ElectionPerAddress, false},
+		{[]string{"--l2-election=metallb"}, explain.L2ElectionMetalLB, false},
+		{[]string{"--ml-key-derivation=metallb"}, explain.L2ElectionMetalLB, false},
+		{[]string{"--ml-key-derivation", "herald", "--l2-election=balanced"}, explain.L2ElectionBalanced, false},
+		{[]string{"--l2-election=balanced", "--ml-key-derivation=metallb"}, "", true},
+		{[]string{"--l2-election=per-service"}, "", true},
+	} {
+		p := &corev1.Pod{Spec: corev1.PodSpec{NodeName: "n1", Containers: []corev1.Container{{Command: []string{"/speaker"}, Args: tc.args}}}}
+		p.Name = "speaker-n1"
+		got := speakerElection(p)
+		if got.Election != tc.want || (got.Error != "") != tc.refused || got.Pod != "speaker-n1" || got.Node != "n1" {
+			t.Errorf("%v: %+v, want %q refused %v", tc.args, got, tc.want, tc.refused)
+		}
 	}
 }

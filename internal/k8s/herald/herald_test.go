@@ -184,7 +184,7 @@ func TestWhyAgainstAPIServer(t *testing.T) {
 		t.Fatalf("agreeing state: exit %d pool %q problems %q", code, r.Allocation.Pool, r.Problems)
 	}
 	table, _, code := f.run("why", "svc/web")
-	if code != ExitOK || !strings.Contains(table, "Layer 2: winner "+w) || !strings.Contains(table, "Problems: none") {
+	if code != ExitOK || !strings.Contains(table, "Layer 2 (per-address election): winner "+w) || !strings.Contains(table, "Problems: none") {
 		t.Fatalf("table (exit %d):\n%s", code, table)
 	}
 	t.Logf("kubectl herald why svc/web:\n%s", table)

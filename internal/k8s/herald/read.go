@@ -34,7 +34,9 @@ var ErrHeraldNotFound error = notFound{}
 // status objects and ConfigurationStates, and the events in heraldNS and in
 // eventNS ("" none). The speakers' and the controller's --lb-class and
 // --ignore-exclude-lb come from their Pods' arguments. Errors name the
-// kind that could not be listed. When heraldNS has no speaker or controller
+// kind that could not be listed. Each speaker Pod's layer 2 election
+// (--l2-election, --ml-key-derivation) is read from its arguments
+// (Cluster.Elections). When heraldNS has no speaker or controller
 // Pod, no ConfigurationState and no configuration object (a wrong
 // --herald-namespace), Read returns an error wrapping ErrHeraldNotFound
 // rather than explanations of a cluster without Herald.
@@ -102,6 +104,7 @@ func Read(ctx context.Context, c client.Reader, heraldNS, eventNS string) (*expl
 			if v, ok := flagValue(p, "ignore-exclude-lb"); ok && v != "false" {
 				cl.Options.IgnoreExcludeLB = true
 			}
+			cl.Elections = append(cl.Elections, speakerElection(p))
 			// MetalLB's rule (speaker/flags.go): memberlist runs with both
 			// --ml-bindaddr and --ml-labels (or their METALLB_* variables).
 			if !setting(p, "ml-bindaddr", "METALLB_ML_BIND_ADDR") || !setting(p, "ml-labels", "METALLB_ML_LABELS") {
@@ -142,24 +145,52 @@ func hasConfig(res *config.Resources) bool {
 }
 
 // flagValue returns the value of --name in the Pod's first container's
-// command and arguments ("true" for a bare boolean flag).
+// command and arguments ("true" for a bare boolean flag), as Go's flag
+// package reads them: -name or --name, "=value" or the next argument, the
+// last occurrence winning, nothing after a "--" argument.
 func flagValue(p *corev1.Pod, name string) (string, bool) {
 	if len(p.Spec.Containers) == 0 {
 		return "", false
 	}
 	args := append(append([]string{}, p.Spec.Containers[0].Command...), p.Spec.Containers[0].Args...)
+	val, found := "", false
 	for i, a := range args {
+		if a == "--" {
+			break
+		}
+		flag := strings.TrimPrefix(strings.TrimPrefix(a, "-"), "-")
+		if flag == a {
+			continue // not a flag
+		}
 		switch {
-		case a == "--"+name:
+		case flag == name:
+			val, found = "true", true
 			if i+1 < len(args) && !strings.HasPrefix(args[i+1], "-") {
-				return args[i+1], true
+				val = args[i+1]
 			}
-			return "true", true
-		case strings.HasPrefix(a, "--"+name+"="):
-			return strings.TrimPrefix(a, "--"+name+"="), true
+		case strings.HasPrefix(flag, name+"="):
+			val, found = strings.TrimPrefix(flag, name+"="), true
 		}
 	}
-	return "", false
+	return val, found
+}
+
+// speakerElection reads the layer 2 election of a speaker Pod from its
+// --l2-election and --ml-key-derivation arguments (neither has an
+// environment variable): explain.ElectionFromFlags. The Pod's arguments,
+// rather than the DaemonSet's template, are what the running speaker was
+// started with: during a rollout old and new Pods differ, and each is
+// reported as it runs.
+func speakerElection(p *corev1.Pod) explain.SpeakerElection {
+	l2, _ := flagValue(p, "l2-election")
+	kd, _ := flagValue(p, "ml-key-derivation")
+	s := explain.SpeakerElection{Pod: p.Name, Node: p.Spec.NodeName}
+	e, err := explain.ElectionFromFlags(l2, kd)
+	if err != nil {
+		s.Error = err.Error()
+	}
+	s.Election = e
+	return s
 }
 
 // noSecrets is a reader that returns an empty Secret list.

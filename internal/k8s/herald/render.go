@@ -110,13 +110,25 @@ func renderWhy(w io.Writer, r *explain.WhyReport) {
 			fmt.Fprintln(w, "  not announced in any mode")
 		}
 		if m := ip.L2; m != nil {
-			fmt.Fprintf(w, "  Layer 2: winner %s: %s\n", dash(m.Winner), m.WinnerWhy)
+			fmt.Fprintf(w, "  Layer 2 (%s election): winner %s: %s\n", dash(string(m.Election)), dash(m.Winner), m.WinnerWhy)
 			nodeTable(w, m.Nodes, true)
 			if len(m.Ranking) > 0 {
+				if m.BallotIP != "" {
+					fmt.Fprintf(w, "    ranking of %s (the Service's first address, whose winner takes every address):\n", m.BallotIP)
+				}
+				balanced := m.Election == explain.L2ElectionBalanced
 				t := newTable(w, "    ")
-				t.row("RANK", "CANDIDATE", "SERVES", "PREFERENCE", "HASH")
+				head := []string{"RANK", "CANDIDATE", "SERVES", "PREFERENCE", "HASH"}
+				if balanced {
+					head = append(head, "LOAD")
+				}
+				t.row(head...)
 				for i, c := range m.Ranking {
-					t.row(fmt.Sprint(i+1), c.Node, fmt.Sprint(c.Serves), fmt.Sprint(c.Preference), c.Hash)
+					row := []string{fmt.Sprint(i + 1), c.Node, fmt.Sprint(c.Serves), fmt.Sprint(c.Preference), c.Hash}
+					if balanced {
+						row = append(row, fmt.Sprintf("%d/%d", c.Load, m.Capacity))
+					}
+					t.row(row...)
 				}
 				t.flush()
 			}
