@@ -597,16 +597,47 @@ func (e *bgpEnv) testMD5(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The speaker retries every connectTime (1 s): it must stay refused.
-	deadline := time.Now().Add(8 * time.Second)
-	for time.Now().Before(deadline) {
+	// It must stay refused: the speaker keeps connecting (every connectTime,
+	// 1 s, plus gobgp's jitter) and the router's kernel drops each signed
+	// SYN. The router is passive and n5 is the only node with a key, so the
+	// router namespace's TCP-MD5 drop counters count n5's SYNs alone. A
+	// connect attempt lasts at most 1 s (gobgp's dial timeout, max(connectTime
+	// - 1 s, 1 s)), which holds its SYN and at most one retransmission (first
+	// RTO 1 s): md5Refusals drops are at least two attempts. With the right
+	// password the counters would not move and the session would be
+	// Established: both fail this wait.
+	const md5Refusals = 4
+	rtr := e.l.RouterNamespace()
+	base, err := e.l.MD5Refused(ctx, rtr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = poll.Wait(ctx, time.Minute, "", func() error {
 		got, err := bgpEstablished(ctx, e.l, "ipv4Unicast")
-		if err == nil {
-			if _, ok := got[n5]; ok {
-				t.Fatal("n5 Established with a wrong TCP-MD5 password")
-			}
+		if err != nil {
+			return err
 		}
-		time.Sleep(500 * time.Millisecond)
+		if _, ok := got[n5]; ok {
+			return poll.Stop(fmt.Errorf("n5 Established with a wrong TCP-MD5 password"))
+		}
+		n, err := e.l.MD5Refused(ctx, rtr)
+		if err != nil {
+			return err
+		}
+		if n-base < md5Refusals {
+			return fmt.Errorf("the router dropped %d TCP-MD5 segments since the password changed, want %d", n-base, md5Refusals)
+		}
+		return nil
+	}, bgpEvery)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := bgpEstablished(ctx, e.l, "ipv4Unicast")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := got[n5]; ok {
+		t.Fatal("n5 Established with a wrong TCP-MD5 password")
 	}
 }
 

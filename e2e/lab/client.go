@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/netip"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -154,4 +155,55 @@ func parseICMPRedirects(snmp string) (in, out int, err error) {
 		return in, out, nil
 	}
 	return 0, 0, fmt.Errorf("/proc/net/snmp: no Icmp lines")
+}
+
+// md5Counters are the TcpExt counters of /proc/net/netstat for inbound
+// segments the kernel dropped for TCP-MD5 (RFC 2385): a key was expected
+// and the segment had no signature, the segment was signed but no key was
+// expected, or the signature was wrong.
+var md5Counters = []string{"TCPMD5NotFound", "TCPMD5Unexpected", "TCPMD5Failure"}
+
+// MD5Refused returns how many TCP segments the kernel of network namespace
+// ns (the router's, [Lab.RouterNamespace]) has dropped for TCP-MD5 since the
+// namespace was made: the sum of md5Counters in its /proc/net/netstat. The
+// count is per namespace, not per peer.
+func (l *Lab) MD5Refused(ctx context.Context, ns string) (int, error) {
+	netstat, err := run(ctx, ns, "cat", "/proc/net/netstat")
+	if err != nil {
+		return 0, err
+	}
+	return parseMD5Refused(netstat)
+}
+
+// parseMD5Refused sums md5Counters from the "TcpExt:" header and value
+// lines of /proc/net/netstat; a counter missing from the header is an error.
+func parseMD5Refused(netstat string) (int, error) {
+	var header []string
+	for _, line := range strings.Split(netstat, "\n") {
+		fields := strings.Fields(line)
+		if len(fields) == 0 || fields[0] != "TcpExt:" {
+			continue
+		}
+		if header == nil {
+			header = fields
+			continue
+		}
+		if len(fields) != len(header) {
+			return 0, fmt.Errorf("/proc/net/netstat: TcpExt values have %d fields, header %d", len(fields), len(header))
+		}
+		sum := 0
+		for _, name := range md5Counters {
+			i := slices.Index(header, name)
+			if i < 0 {
+				return 0, fmt.Errorf("/proc/net/netstat: no TcpExt %s", name)
+			}
+			n, err := strconv.Atoi(fields[i])
+			if err != nil {
+				return 0, fmt.Errorf("/proc/net/netstat: TcpExt %s: %w", name, err)
+			}
+			sum += n
+		}
+		return sum, nil
+	}
+	return 0, fmt.Errorf("/proc/net/netstat: no TcpExt lines")
 }

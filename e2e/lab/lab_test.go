@@ -135,3 +135,24 @@ func TestParseICMPRedirects(t *testing.T) {
 		}
 	}
 }
+
+func TestParseMD5Refused(t *testing.T) {
+	const header = "TcpExt: SyncookiesSent TCPMD5NotFound TCPMD5Unexpected TCPMD5Failure TCPAOGood\n"
+	for _, tc := range []struct {
+		name, netstat string
+		want          int
+		wantErr       bool
+	}{
+		{"sum", header + "TcpExt: 9 1 2 4 7\nIpExt: InNoRoutes\nIpExt: 0\n", 7, false},
+		{"zero", header + "TcpExt: 0 0 0 0 0\n", 0, false},
+		{"no tcpext", "IpExt: InNoRoutes\nIpExt: 0\n", 0, true},
+		{"short values", header + "TcpExt: 1 2\n", 0, true},
+		{"no md5 fields", "TcpExt: SyncookiesSent\nTcpExt: 1\n", 0, true},
+		{"not a number", header + "TcpExt: 0 0 x 0 0\n", 0, true},
+	} {
+		got, err := parseMD5Refused(tc.netstat)
+		if (err != nil) != tc.wantErr || got != tc.want {
+			t.Errorf("%s: got %d, %v; want %d, error %v", tc.name, got, err, tc.want, tc.wantErr)
+		}
+	}
+}

@@ -260,17 +260,17 @@ func TestRealConflictRateLimit(t *testing.T) {
 	}
 	for round := 1; round <= 2; round++ {
 		send(t, pc, frames)
-		deadline := time.Now().Add(10 * time.Second)
-		for {
+		poll.Until(t, 10*time.Second, fmt.Sprintf("round %d: conflicts counted", round), func() error {
 			n4, n6 := conflicts(a, v4, "eth0"), conflicts(a, v6, "eth0")
 			if n4 == round*2*stream && n6 == round*stream {
-				break
+				return nil
 			}
-			if n4 > round*2*stream || n6 > round*stream || time.Now().After(deadline) {
-				t.Fatalf("round %d: %d and %d conflicts counted for %s and %s, want %d and %d", round, n4, n6, v4, v6, round*2*stream, round*stream)
+			err := fmt.Errorf("%d and %d for %s and %s, want %d and %d", n4, n6, v4, v6, round*2*stream, round*stream)
+			if n4 > round*2*stream || n6 > round*stream {
+				return poll.Stop(err)
 			}
-			time.Sleep(5 * time.Millisecond)
-		}
+			return err
+		}, poll.Every(5*time.Millisecond))
 		poll.Until(t, 10*time.Second, "re-announcements to end", a.idle)
 	}
 	if got := gratuitousSent(a, v4) - before4; got != 2*count {

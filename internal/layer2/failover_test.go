@@ -10,6 +10,8 @@ import (
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
+
+	"github.com/herald-lb/herald/internal/poll"
 )
 
 // TestRealGracefulFailover runs two announcers, in node namespaces A and B,
@@ -76,12 +78,12 @@ func TestRealGracefulFailover(t *testing.T) {
 			start := time.Now()
 			setIPs(t, owner[from], "ns/svc")
 			setIPs(t, owner[to], "ns/svc", ip)
-			for l.clientNeigh(t, ip) != macs[to] {
-				if time.Since(start) > 5*time.Second {
-					t.Fatalf("%s: client neighbour cache %q 5 s after failover, want %s", ip, l.clientNeigh(t, ip), macs[to])
+			poll.Until(t, 5*time.Second, ip.String()+": client neighbour cache after failover", func() error {
+				if got := l.clientNeigh(t, ip); got != macs[to] {
+					return fmt.Errorf("%q, want %s's %s", got, to, macs[to])
 				}
-				time.Sleep(100 * time.Microsecond)
-			}
+				return nil
+			}, poll.Every(100*time.Microsecond))
 			lat = append(lat, time.Since(start))
 			if got := l.arpingOrNdisc(t, ip); got != macs[to] {
 				t.Fatalf("%s: answered by %q after failover, want %s", ip, got, macs[to])

@@ -333,6 +333,9 @@ func TestFailureDetection(t *testing.T) {
 		slices.Sort(names)
 		poll.Until(t, sanityLimit, "converge", func() bool { return sees(a.List, names...)() && sees(b.List, names...)() })
 		// Let the probe rotation include the victim for a random phase.
+		// This waits for no condition: it varies, trial by trial, where in
+		// the probe rotation the kill lands (0 to 200 ms), so the
+		// detection times measured below sample every phase.
 		time.Sleep(time.Duration(i%5) * 50 * time.Millisecond)
 
 		dead := func(l *List) func() bool {
@@ -429,15 +432,22 @@ func TestNoFalseFailuresUnderLoad(t *testing.T) {
 			for range tc.hogs {
 				wg.Go(func() { hog(ctx) })
 			}
+			// The load lasts ctx's 10 s (the scenario, not a wait for a
+			// condition); the worst health score is sampled every 20 ms.
 			maxHealth := 0
+			tick := time.NewTicker(20 * time.Millisecond)
 			for ctx.Err() == nil {
 				for _, n := range nodes {
 					n.mu.Lock()
 					maxHealth = max(maxHealth, n.ml.GetHealthScore())
 					n.mu.Unlock()
 				}
-				time.Sleep(20 * time.Millisecond)
+				select {
+				case <-ctx.Done():
+				case <-tick.C:
+				}
 			}
+			tick.Stop()
 			wg.Wait()
 			falseFailures := 0.0
 			for _, n := range nodes {

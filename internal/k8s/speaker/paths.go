@@ -42,6 +42,8 @@ type pathApplier struct {
 	mu        sync.Mutex
 	byService map[string][]bgp.Path // "namespace/name" -> its unmerged paths
 	dirty     map[string]bool       // Services changed since the last successful pass
+	applying  bool                  // a pass is merging or applying paths
+	lastOK    bool                  // the last pass succeeded (false before the first)
 
 	// Touched only by run's goroutine.
 	applied   []bgp.Path
@@ -114,10 +116,26 @@ func (a *pathApplier) run(ctx context.Context) error {
 	}
 }
 
+// idle reports whether no SetPaths call is due: a pass has succeeded, no
+// pass is running or scheduled and no Service changed since (a failed pass
+// keeps the applier busy until a retry succeeds). The tests wait on it
+// before checking that nothing more happened.
+func (a *pathApplier) idle() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return !a.applying && a.lastOK && len(a.dirty) == 0 && len(a.wake) == 0
+}
+
 // pass merges every Service's paths and applies the result if it differs
 // from what was last applied.
-func (a *pathApplier) pass(ctx context.Context) error {
+func (a *pathApplier) pass(ctx context.Context) (err error) {
 	a.mu.Lock()
+	a.applying = true
+	defer func() {
+		a.mu.Lock()
+		a.applying, a.lastOK = false, err == nil
+		a.mu.Unlock()
+	}()
 	n := 0
 	for _, ps := range a.byService {
 		n += len(ps)
@@ -138,7 +156,7 @@ func (a *pathApplier) pass(ctx context.Context) error {
 		return nil
 	}
 	start := time.Now()
-	err := a.speaker.SetPaths(ctx, merged)
+	err = a.speaker.SetPaths(ctx, merged)
 	var refused *bgp.InvalidPathsError
 	if errors.As(err, &refused) && !errors.Is(err, bgp.ErrNotApplied) {
 		// Applied except the refused paths: a retry with the same paths

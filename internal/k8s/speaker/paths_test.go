@@ -107,15 +107,60 @@ func TestPathApplierCoalescesABurst(t *testing.T) {
 	g.gate <- struct{}{}
 	poll.Until(t, 10*time.Second, "all paths applied", func() bool { return len(g.Paths()) == n })
 	// ... and only one: everything set during the first pass is applied by
-	// the second. A third call would block on the gate; give it the chance.
-	select {
-	case <-g.entered:
-		t.Fatal("a third SetPaths call for a burst applied already")
-	case <-time.After(50 * time.Millisecond):
-	}
+	// the second. A third call would block on the gate, keeping the
+	// applier busy: wait until it is idle, failing on a third call.
+	poll.Until(t, 10*time.Second, "applier idle", func() error {
+		select {
+		case <-g.entered:
+			go func() { // let it and later calls return, so the applier can stop
+				for range g.entered {
+				}
+			}()
+			close(g.gate)
+			return poll.Stop(errors.New("a third SetPaths call for a burst applied already"))
+		default:
+		}
+		if !a.idle() {
+			return errors.New("applier busy")
+		}
+		return nil
+	})
 	if c := g.calls.Load(); c != 2 {
 		t.Errorf("SetPaths called %d times for a burst of %d Services, want 2", c, n)
 	}
+}
+
+func TestPathApplierIdle(t *testing.T) {
+	g := &gatedSpeaker{Fake: &bgp.Fake{}, entered: make(chan struct{}), gate: make(chan struct{})}
+	a := newPathApplier(g, quietLog(), nil)
+	if a.idle() {
+		t.Error("idle before the first pass")
+	}
+	g.failing.Store(true)
+	a.set("ns/a", []bgp.Path{hostPath("198.51.100.10")})
+	startApplier(t, a)
+	<-g.entered // the first pass is inside SetPaths
+	if a.idle() {
+		t.Error("idle during a pass")
+	}
+	g.gate <- struct{}{} // it fails
+	<-g.entered          // the retry
+	if a.idle() {
+		t.Error("idle while retrying a failed pass")
+	}
+	g.failing.Store(false)
+	g.gate <- struct{}{} // the retry succeeds
+	poll.Until(t, 10*time.Second, "applier idle after the retry", a.idle)
+	if ps := g.Paths(); len(ps) != 1 {
+		t.Errorf("paths when idle = %v, want ns/a's", ps)
+	}
+	a.set("ns/b", []bgp.Path{hostPath("198.51.100.11")})
+	if a.idle() {
+		t.Error("idle with a change not yet applied")
+	}
+	<-g.entered
+	g.gate <- struct{}{}
+	poll.Until(t, 10*time.Second, "applier idle after the change", a.idle)
 }
 
 func TestPathApplierRetriesAndReportsOncePerFailure(t *testing.T) {
