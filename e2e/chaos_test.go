@@ -9,6 +9,7 @@ import (
 
 	"github.com/herald-lb/herald/e2e/chaos"
 	"github.com/herald-lb/herald/e2e/lab"
+	"github.com/herald-lb/herald/internal/layer2"
 )
 
 // TestChaos runs the short form of every chaos scenario (e2e/chaos; the
@@ -88,7 +89,17 @@ func TestChaos(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		defer cancel()
 		res, err := chaos.MLKeyRotation(ctx, ce, chaos.MLKeyOptions{Stagger: 3 * time.Second})
-		check(t, res, err, 0)
+		// The one time row is the longest overlap: how long two nodes
+		// answered one address (the client's port captured, requests every
+		// 50 ms). Its bound is a protocol property, not machine speed: a
+		// node that sees another claim its address re-announces at once,
+		// and the old owner stops when it learns of the move, so the two
+		// answer for no longer than one gratuitous burst as the speaker
+		// defines it (layer2.DefaultBurstLength: DefaultGratuitousCount
+		// packets DefaultGratuitousInterval apart, 0.8 s; the lab runs the
+		// speakers with the defaults). The measure over-counts by at most
+		// one request interval, so a pass is a pass.
+		check(t, res, err, layer2.DefaultBurstLength)
 	})
 	t.Run("PrefixFlood", func(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)

@@ -276,3 +276,77 @@ func TestPathFrom(t *testing.T) {
 		}
 	}
 }
+
+// TestOverlaps: a hand-back as the client's port sees it. n1 answers every
+// request, n2 takes over with a gratuitous burst 3 requests later and n1
+// stops answering 2 requests after that: the overlap runs from n2's first
+// claim to the first request n1 left unanswered (late by at most one
+// request interval, never early). A single lost reply does not end a
+// stretch; breakAfter unanswered requests do.
+func TestOverlaps(t *testing.T) {
+	t0 := time.Date(2026, 12, 1, 13, 52, 37, 0, time.UTC)
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	nodeOf := func(m net.HardwareAddr) string {
+		switch m.String() {
+		case macN1.String():
+			return "n1"
+		case macN2.String():
+			return "n2"
+		}
+		return ""
+	}
+	req := func(ms int, a netip.Addr) lab.ARPFrame {
+		f := frame(net.HardwareAddr{2, 0, 198, 51, 100, 100}, arp.OperationRequest, cl, a)
+		f.At = at(ms)
+		return f
+	}
+	claim := func(ms int, mac net.HardwareAddr, a netip.Addr, gratuitous bool) lab.ARPFrame {
+		f := frame(mac, arp.OperationReply, a, cl)
+		if gratuitous {
+			f = frame(mac, arp.OperationRequest, a, a)
+		}
+		f.At = at(ms)
+		return f
+	}
+	var frames []lab.ARPFrame
+	for i := range 20 {
+		ms := i * 50
+		frames = append(frames, req(ms, a200), req(ms, a201))
+		// a201: n1 alone throughout, but for one lost reply at 300 ms.
+		if ms != 300 {
+			frames = append(frames, claim(ms+2, macN1, a201, false))
+		}
+		// a200: n1 answers up to 250 ms; n2 from its burst at 160 ms on.
+		if ms <= 250 {
+			frames = append(frames, claim(ms+2, macN1, a200, false))
+		}
+		if ms >= 200 {
+			frames = append(frames, claim(ms+3, macN2, a200, false))
+		}
+		if ms == 150 {
+			frames = append(frames, claim(160, macN2, a200, true))
+		}
+	}
+	st := answerStretches(frames, []netip.Addr{a200, a201}, cl, nodeOf, 4)
+	if got := st[a201]; len(got) != 1 || got[0].who != "n1" {
+		t.Errorf("a201 stretches %+v, want n1's one", got)
+	}
+	got := overlaps(st)
+	want := []overlap{{Addr: a200, Nodes: [2]string{"n1", "n2"}, Start: at(160), End: at(300)}}
+	if len(got) != 1 || got[0] != want[0] {
+		t.Fatalf("overlaps %+v, want %+v", got, want)
+	}
+	if d := got[0].Duration(); d != 140*time.Millisecond {
+		t.Errorf("duration %s, want 140ms", d)
+	}
+	// n1 never stops: both answer to the end of the capture, the overlap
+	// ends at n1's last claim.
+	late := append([]lab.ARPFrame(nil), frames...)
+	for i := 6; i < 20; i++ {
+		late = append(late, claim(i*50+2, macN1, a200, false))
+	}
+	slices.SortStableFunc(late, func(x, y lab.ARPFrame) int { return x.At.Compare(y.At) })
+	if got := overlaps(answerStretches(late, []netip.Addr{a200}, cl, nodeOf, 4)); len(got) != 1 || got[0].Start != at(160) || got[0].End != at(952) {
+		t.Errorf("open stretches: %+v, want one overlap from 160 to 952 ms", got)
+	}
+}

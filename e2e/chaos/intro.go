@@ -68,7 +68,12 @@ const Intro = "`make bench-chaos` (e2e/cmd/bench-chaos, scenarios in e2e/chaos) 
 	"  address (one ARP request each, all replies collected) throughout: *most nodes answering one address* (target\n" +
 	"  1; reported apart, without a target, for the hand-back: from the restarted speaker's start until 2 s after it\n" +
 	"  joined, when it takes its addresses back and the interim owner may answer for up to one gratuitous burst, as\n" +
-	"  in any hand-over, see \"Two nodes answering for one address\"); probes nobody answered and probes answered by\n" +
+	"  in any hand-over, see \"Two nodes answering for one address\"); the *longest overlap*, how long two nodes\n" +
+	"  answered one address (the client's switch port is captured throughout and the client also asks for every\n" +
+	"  address every 50 ms; a node answers an address from its first reply or gratuitous ARP until the first of 10\n" +
+	"  requests in a row it left unanswered, so the figure is late by at most one request interval, never short;\n" +
+	"  target ≤ 0.8 s, one gratuitous burst: 5 packets 200 ms apart, `layer2.DefaultBurstLength`; the short form\n" +
+	"  in `TestChaos` fails above it; the longest per rotation and address is in the notes); probes nobody answered and probes answered by\n" +
 	"  another node than the owner from before (target 0, outside the restart window: from the stop until every\n" +
 	"  address is answered by its owner alone again, the restarted node's addresses fail over and back as in any\n" +
 	"  restart); restarted speakers that elected as if alone (their log) or had not joined the others within 1 min\n" +

@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/netip"
 	"os"
@@ -15,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/herald-lb/herald/e2e/lab"
+	"github.com/herald-lb/herald/internal/layer2"
 	"github.com/herald-lb/herald/internal/members"
 	"github.com/herald-lb/herald/internal/poll"
 )
@@ -95,6 +97,12 @@ const ScenarioMLKey = "memberlist Secret deleted; key rotated"
 //     from the interim owner and both may answer for one gratuitous burst
 //     (reported separately, without a target); a speaker that elects as if
 //     alone 10 s after its start shows in the first;
+//   - the longest overlap: how long two nodes answered one address, from
+//     a capture of the client's switch port (the client also sends a
+//     request for every address every overlapRequestEvery; see
+//     answerStretches), throughout; target: at most one gratuitous burst
+//     (layer2.DefaultBurstLength), with the longest per rotation and
+//     address in the notes;
 //   - address probes nobody answered (target 0), and address probes
 //     answered by another node than the owner from before (target 0: a
 //     rotation moves nothing), both outside the restart window (from the
@@ -123,8 +131,20 @@ func MLKeyRotation(ctx context.Context, e *Env, o MLKeyOptions) (res Result, err
 		return res, fmt.Errorf("%s: before: %w", ScenarioMLKey, err)
 	}
 
+	// What the client's port sees (its requests, every answer) and ARP
+	// requests every overlapRequestEvery for the overlap measure.
+	capture, err := e.Lab.CaptureClientARP()
+	if err != nil {
+		return res, fmt.Errorf("%s: %w", ScenarioMLKey, err)
+	}
+	defer func() { err = errors.Join(err, capture.Close()) }()
 	pctx, stopProbe := context.WithCancel(ctx)
 	defer stopProbe()
+	requested := make(chan error, 1)
+	go func() { requested <- e.Lab.RequestARP(pctx, f.addrs(), overlapRequestEvery) }()
+	// rotationAt: when each rotation began (its delete); an overlap
+	// belongs to the last rotation that began before it.
+	var rotationAt []time.Time
 	var (
 		pmu                              sync.Mutex
 		most, unanswered, moved, counted int
@@ -199,8 +219,30 @@ func MLKeyRotation(ctx context.Context, e *Env, o MLKeyOptions) (res Result, err
 
 	// restarted speakers that elected as if alone, that did not join
 	alone, notJoined := 0, 0
+	var (
+		overlapRow      Row
+		overlapMeasured bool
+	)
+	// measureOverlaps stops the requester and turns the capture into the
+	// overlap row and notes (once; later calls do nothing).
+	measureOverlaps := func() error {
+		if overlapMeasured {
+			return nil
+		}
+		overlapMeasured = true
+		stopProbe()
+		if err := <-requested; err != nil {
+			return err
+		}
+		longest, notes := overlapReport(overlaps(answerStretches(capture.Frames(), f.addrs(), lab.ClientAddr, e.Lab.NodeByMAC, overlapBreakAfter)), f.addrs(), rotationAt)
+		res.Notes = append(res.Notes, notes...)
+		overlapRow = Row{Scenario: ScenarioMLKey,
+			Measure: fmt.Sprintf("longest time two nodes answered one address (client's port captured, ARP requests every %s; per rotation and address in the notes)", overlapRequestEvery),
+			Timing:  true, Duration: longest, Target: burstTarget, Met: longest <= layer2.DefaultBurstLength}
+		return nil
+	}
 	rows := func() []Row {
-		return []Row{
+		rs := []Row{
 			{Scenario: ScenarioMLKey, Measure: "most nodes answering one address (ARP probes throughout, but for the hand-back below)", Count: most, Target: "1", Met: most == 1},
 			{Scenario: ScenarioMLKey, Measure: "most nodes answering one address during the hand-back (restarted speaker's start to 2 s after it joined)", Count: mostHandback, Target: "reported", Met: true},
 			countRow(ScenarioMLKey, "address probes nobody answered", unanswered, counted),
@@ -208,12 +250,19 @@ func MLKeyRotation(ctx context.Context, e *Env, o MLKeyOptions) (res Result, err
 			countRow(ScenarioMLKey, "speakers restarted mid-rotation (new key + previoussecretkey, the others on the old key) that elected as if alone", alone, o.Rotations),
 			countRow(ScenarioMLKey, fmt.Sprintf("speakers restarted mid-rotation that had not joined the others %s after the start", o.Timeout), notJoined, o.Rotations),
 		}
+		if overlapRow.Scenario != "" {
+			rs = slices.Insert(rs, 2, overlapRow)
+		}
+		return rs
 	}
 	// A scenario that cannot go on still reports what was counted so far.
 	defer func() {
 		if err != nil && res.Rows == nil {
 			stopProbe()
 			<-probed
+			if oerr := measureOverlaps(); oerr != nil {
+				res.Notes = append(res.Notes, "overlap measure: "+oerr.Error())
+			}
 			pmu.Lock()
 			defer pmu.Unlock()
 			if firstBad != "" {
@@ -231,6 +280,7 @@ func MLKeyRotation(ctx context.Context, e *Env, o MLKeyOptions) (res Result, err
 			return res, fmt.Errorf("%s: %w", ScenarioMLKey, err)
 		}
 		deletedAt := time.Now()
+		rotationAt = append(rotationAt, deletedAt)
 		if err := secrets.Delete(ctx, o.Secret, metav1.DeleteOptions{}); err != nil {
 			return res, fmt.Errorf("%s: delete Secret: %w", ScenarioMLKey, err)
 		}
@@ -393,6 +443,9 @@ func MLKeyRotation(ctx context.Context, e *Env, o MLKeyOptions) (res Result, err
 	if probeErr != nil {
 		return res, fmt.Errorf("%s: probe: %w", ScenarioMLKey, probeErr)
 	}
+	if err := measureOverlaps(); err != nil {
+		return res, fmt.Errorf("%s: overlap: %w", ScenarioMLKey, err)
+	}
 	if firstBad != "" {
 		res.Notes = append(res.Notes, "first probe not answered by the owner alone: "+firstBad)
 	}
@@ -401,6 +454,60 @@ func MLKeyRotation(ctx context.Context, e *Env, o MLKeyOptions) (res Result, err
 	}
 	res.Rows = rows()
 	return res, nil
+}
+
+// overlapRequestEvery is how often the client asks for every address
+// (besides the prober's requests) while its port is captured: the overlap
+// measure's resolution. overlapBreakAfter unanswered requests in a row end
+// an answerer's stretch (about 0.45 s with both requesters): shorter gaps,
+// a lost reply or a stalled process, count as answering, so an overlap is
+// never cut short.
+const (
+	overlapRequestEvery = 50 * time.Millisecond
+	overlapBreakAfter   = 10
+)
+
+// burstTarget is the overlap row's target: one gratuitous burst as the
+// speaker defines it (internal/layer2.DefaultBurstLength).
+var burstTarget = fmt.Sprintf("≤ %.1f s (one gratuitous burst: %d packets %s apart)",
+	layer2.DefaultBurstLength.Seconds(), layer2.DefaultGratuitousCount, layer2.DefaultGratuitousInterval)
+
+// overlapReport returns the longest of ovs and one note per rotation
+// (rotationAt: when each began; overlaps before the first belong to it)
+// with the longest overlap of each of addrs, the nodes and its start.
+func overlapReport(ovs []overlap, addrs []netip.Addr, rotationAt []time.Time) (time.Duration, []string) {
+	n := max(len(rotationAt), 1)
+	worst := make([]map[netip.Addr]overlap, n)
+	for i := range worst {
+		worst[i] = map[netip.Addr]overlap{}
+	}
+	var longest time.Duration
+	for _, o := range ovs {
+		r := 0
+		for i, at := range rotationAt {
+			if !o.Start.Before(at) {
+				r = i
+			}
+		}
+		if o.Duration() > worst[r][o.Addr].Duration() {
+			worst[r][o.Addr] = o
+		}
+		longest = max(longest, o.Duration())
+	}
+	var notes []string
+	for r := range n {
+		var parts []string
+		for _, a := range addrs {
+			o, ok := worst[r][a]
+			if !ok {
+				parts = append(parts, a.String()+" 0 s")
+				continue
+			}
+			parts = append(parts, fmt.Sprintf("%s %.3f s (%s and %s from %s)", a, o.Duration().Seconds(), o.Nodes[0], o.Nodes[1], o.Start.UTC().Format("15:04:05.000")))
+		}
+		notes = append(notes, fmt.Sprintf("rotation %d: longest time two nodes answered each address: %s", r+1, strings.Join(parts, ", ")))
+	}
+	return longest, notes
 }
 
 // handbackFor is how long after the restarted speaker joined the others

@@ -75,7 +75,20 @@ func (l *Lab) CaptureARP(node string) (*ARPCapture, error) {
 	if _, ok := l.Node(node); !ok {
 		return nil, fmt.Errorf("capture ARP: no lab node %q", node)
 	}
-	port := "v-" + node
+	return l.capturePort("v-" + node)
+}
+
+// CaptureClientARP is [Lab.CaptureARP] on the client's switch port (v-cl):
+// every ARP frame the client sends (its requests, SenderIP [ClientAddr])
+// and every one it receives (the nodes' replies to it and every broadcast,
+// such as gratuitous ARP), in the order the switch passed them. Close
+// stops the capture.
+func (l *Lab) CaptureClientARP() (*ARPCapture, error) {
+	return l.capturePort("v-cl")
+}
+
+// capturePort starts an ARP capture on port, a veth in the switch namespace.
+func (l *Lab) capturePort(port string) (*ARPCapture, error) {
 	var conn *packet.Conn
 	err := inNetns(l.SwitchNamespace(), func() error {
 		ifi, err := net.InterfaceByName(port)
@@ -225,6 +238,47 @@ func (l *Lab) ProbeARP(ctx context.Context, addrs []netip.Addr, wait time.Durati
 		out[a] = who
 	}
 	return out, ctx.Err()
+}
+
+// RequestARP sends, from the client's eth0, one ARP request (RFC 826) for
+// each of addrs every interval (the first at once) until ctx is done, and
+// returns nil then. It reads no reply: use it with a capture
+// ([Lab.CaptureClientARP]) that sees the requests and every answer, or
+// with [Lab.ProbeARP], whose window collects these replies too. It is a
+// traffic source paced by a ticker, not a wait.
+func (l *Lab) RequestARP(ctx context.Context, addrs []netip.Addr, interval time.Duration) error {
+	for _, a := range addrs {
+		if !a.Is4() {
+			return fmt.Errorf("request ARP %s: not an IPv4 address", a)
+		}
+	}
+	var c *arp.Client
+	err := inNetns(l.ClientNamespace(), func() error {
+		ifi, err := net.InterfaceByName("eth0")
+		if err != nil {
+			return err
+		}
+		c, err = arp.Dial(ifi)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("request ARP from %s: %w", l.ClientNamespace(), err)
+	}
+	defer c.Close()
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	for {
+		for _, a := range addrs {
+			if err := c.Request(a); err != nil {
+				return fmt.Errorf("request ARP %s: %w", a, err)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+		}
+	}
 }
 
 // NeighborTable returns the IPv4 and IPv6 neighbour entries of network

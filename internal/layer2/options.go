@@ -20,6 +20,12 @@ const (
 	DefaultGratuitousCount = 5
 	// DefaultGratuitousInterval is the pause between two packets of a burst.
 	DefaultGratuitousInterval = 200 * time.Millisecond
+	// DefaultBurstLength is how long one burst lasts with the defaults,
+	// from its first packet (sent at once) to its last:
+	// (DefaultGratuitousCount-1) × DefaultGratuitousInterval, 0.8 s. It is
+	// the bound of "no two nodes answer for one address for longer than
+	// one gratuitous burst" (docs/reliability.md).
+	DefaultBurstLength = (DefaultGratuitousCount - 1) * DefaultGratuitousInterval
 	// DefaultRescanInterval is how often the interfaces are listed again
 	// (MetalLB: 10 s). Link changes are seen at the next scan (no netlink
 	// subscription).
