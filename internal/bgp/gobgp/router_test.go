@@ -29,7 +29,13 @@ const (
 	ourRouterID = "198.51.100.1"
 )
 
+// testLogger discards the log, unless HERALD_BGP_TEST_LOG is set: "info"
+// writes info and above to stderr (gobgp then builds no per-UPDATE debug
+// message, which slows a large table down), anything else debug and above.
 func testLogger(t testing.TB) *slog.Logger {
+	if os.Getenv("HERALD_BGP_TEST_LOG") == "info" {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	}
 	if os.Getenv("HERALD_BGP_TEST_LOG") != "" {
 		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
@@ -101,6 +107,10 @@ func newRouter(t testing.TB, asn uint32, routerID string, addrs ...string) *rout
 type peerOpt func(*api.Peer)
 
 func withPassword(pw string) peerOpt { return func(p *api.Peer) { p.Conf.AuthPassword = pw } }
+// withHoldTime sets the router's hold time (seconds; keepalive a third).
+func withHoldTime(hold uint64) peerOpt {
+	return func(p *api.Peer) { p.Timers.Config.HoldTime, p.Timers.Config.KeepaliveInterval = hold, hold/3 }
+}
 func withGR(restart uint32) peerOpt {
 	return func(p *api.Peer) {
 		p.GracefulRestart = &api.GracefulRestart{Enabled: true, RestartTime: restart}

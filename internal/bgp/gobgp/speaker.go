@@ -73,6 +73,10 @@ type peerRuntime struct {
 	// limitFamily is the family whose prefix limit gobgp reported exceeded
 	// (gobgp log), until the session is Established again.
 	limitFamily string
+	// limitHeld: the session was closed at the prefix limit and
+	// holdDownAfterPrefixLimit is (or has been) run for it, until the
+	// session is Established again.
+	limitHeld bool
 	// lastError and lastErrorTime: the latest reason the session went
 	// down or was refused (gobgp log: a NOTIFICATION sent or received,
 	// "Peer Down" with its reason); kept after it is Established again.
@@ -511,7 +515,7 @@ func (s *Speaker) onEvent(r *api.WatchEventResponse) {
 	}
 	if state == bgp.StateEstablished && rt.state != bgp.StateEstablished {
 		rt.established++
-		rt.limitFamily = ""
+		rt.limitFamily, rt.limitHeld = "", false
 	}
 	prev := rt.state
 	rt.state = state
@@ -520,26 +524,85 @@ func (s *Speaker) onEvent(r *api.WatchEventResponse) {
 		LastError: rt.lastError, LastErrorTime: rt.lastErrorTime}
 	if state != bgp.StateEstablished && rt.limitFamily != "" {
 		snap.PrefixLimitFamily, snap.PrefixLimit = rt.limitFamily, s.opts.MaxReceivedPrefixes
+		// Normally started by the Cease NOTIFICATION itself
+		// (gobgpWarning); here if gobgp could not send it.
+		s.holdDownLocked(name, rt)
 	}
 	s.stateMu.Unlock()
 	if prev != state {
 		s.log.Info("BGP session state", "peer", name, "address", key, "state", state.String(), "previous", prev.String())
 	}
-	if prev == bgp.StateEstablished && snap.PrefixLimitFamily != "" {
-		restart := s.opts.PrefixLimitRestart
-		if restart <= 0 {
-			restart = DefaultPrefixLimitRestart
-		}
-		s.log.Warn("BGP session closed: the peer sent more prefixes than the received-prefix limit (Herald uses no received routes: filter what the router sends to the speakers, or raise --bgp-max-received-prefixes)",
-			"peer", name, "address", key, "family", snap.PrefixLimitFamily, "limit", snap.PrefixLimit, "retryIn", restart.String())
-		// gobgp leaves the neighbor administratively down ("prefix count"):
-		// enable it again later, unless it was removed or recreated.
-		addr := conf.GetNeighborAddress()
-		time.AfterFunc(restart, func() { s.restartAfterPrefixLimit(name, rt, addr) })
-	}
 	if s.opts.OnPeerState != nil {
 		s.opts.OnPeerState(snap)
 	}
+}
+
+// holdDownLocked starts holdDownAfterPrefixLimit for the session of peer
+// name (runtime rt), once per teardown. stateMu must be held.
+func (s *Speaker) holdDownLocked(name string, rt *peerRuntime) {
+	if rt.limitHeld {
+		return
+	}
+	rt.limitHeld = true
+	go s.holdDownAfterPrefixLimit(name, rt)
+}
+
+// holdDownAfterPrefixLimit replaces the gobgp neighbor of peer name, whose
+// session gobgp closed at the prefix limit, by the same neighbor
+// administratively down, and enables it again after PrefixLimitRestart
+// (restartAfterPrefixLimit). Nothing happens if the peer no longer has the
+// runtime rt (removed, recreated or closed since).
+//
+// Why not leave the closed neighbor to gobgp (v3.37): its receive loop
+// queues every UPDATE the router sent before the teardown, without bound,
+// in the same queue as the session's state change, and the server goroutine
+// works through all of them first, each stored in the Adj-RIB-In and
+// followed by a count of that whole table (peer.doPrefixLimit). For a
+// router sending 200k paths over loopback the queue held ~37k UPDATEs: the
+// session stayed Established for gobgp (and Herald) for more than 6 minutes
+// while the table it refused grew to its full size. Deleting the neighbor
+// discards the queue at once (gobgp drains a deleted neighbor's queue
+// without processing it) and drops its Adj-RIB-In.
+func (s *Speaker) holdDownAfterPrefixLimit(name string, rt *peerRuntime) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.stateMu.Lock()
+	same := s.runtime[name] == rt
+	family := rt.limitFamily
+	s.stateMu.Unlock()
+	p, applied := s.peers[name]
+	if s.closed || !s.started || !same || !applied {
+		return
+	}
+	addr := p.Address.String()
+	if p.Interface != "" {
+		addr = s.linkLocal[name]
+	}
+	ctx := context.Background()
+	restart := s.opts.PrefixLimitRestart
+	if restart <= 0 {
+		restart = DefaultPrefixLimitRestart
+	}
+	s.log.Warn("BGP session closed: the peer sent more prefixes than the received-prefix limit (Herald uses no received routes: filter what the router sends to the speakers, or raise --bgp-max-received-prefixes)",
+		"peer", name, "address", p.Key(), "family", family, "limit", s.opts.MaxReceivedPrefixes, "retryIn", restart.String())
+	if err := s.srv.DeletePeer(ctx, &api.DeletePeerRequest{Address: addr}); err != nil {
+		// The neighbor stays as gobgp left it: down ("prefix count")
+		// until the restart enables it.
+		s.log.Warn("BGP neighbor closed at the prefix limit not replaced, its queued updates are still processed", "peer", name, "address", addr, "error", err)
+	} else {
+		ap := toAPIPeer(p, s.opts.MaxReceivedPrefixes)
+		ap.Conf.NeighborAddress = addr
+		ap.Conf.AdminDown = true
+		if err := s.srv.AddPeer(ctx, &api.AddPeerRequest{Peer: ap}); err != nil {
+			// Forgotten: the next SetPeers adds it again.
+			delete(s.peers, name)
+			delete(s.linkLocal, name)
+			s.forgetPeer(p)
+			s.log.Error("BGP peer not added again after the prefix limit (added by the next configuration change)", "peer", name, "address", addr, "error", err)
+			return
+		}
+	}
+	time.AfterFunc(restart, func() { s.restartAfterPrefixLimit(name, rt, addr) })
 }
 
 // restartAfterPrefixLimit enables the neighbor at addr again after a
@@ -565,9 +628,23 @@ func (s *Speaker) restartAfterPrefixLimit(name string, rt *peerRuntime, addr str
 // exceeded prefix limit only in its log: "prefix limit reached" with the
 // neighbor address (Key) and Family, and without Pct (with Pct it is the
 // early warning at prefixLimitWarnPct); the session state change follows.
+//
+// The Cease NOTIFICATION gobgp sends at the limit ("sent notification",
+// code 6 subcode 1, logged once it is written, before the connection is
+// closed) starts holdDownAfterPrefixLimit. This runs on gobgp goroutines
+// (the server's, a session's sender): it never calls gobgp.
 func (s *Speaker) gobgpWarning(msg string, f gobgplog.Fields) {
 	if msg == "sent notification" || msg == "received notification" {
 		s.recordNotification(msg, f)
+		if code, _ := f["Code"].(uint8); msg == "sent notification" && code == gobgppkt.BGP_ERROR_CEASE {
+			if sub, _ := f["Subcode"].(uint8); sub == gobgppkt.BGP_ERROR_SUB_MAXIMUM_NUMBER_OF_PREFIXES_REACHED {
+				s.stateMu.Lock()
+				if name, rt := s.peerByLogKey(f); rt != nil {
+					s.holdDownLocked(name, rt)
+				}
+				s.stateMu.Unlock()
+			}
+		}
 		return
 	}
 	if msg != "prefix limit reached" {
@@ -589,14 +666,20 @@ func (s *Speaker) gobgpWarning(msg string, f gobgplog.Fields) {
 // logs an unnumbered neighbor under its discovered link-local address, so
 // those are not found.
 func (s *Speaker) runtimeByLogKey(f gobgplog.Fields) *peerRuntime {
+	_, rt := s.peerByLogKey(f)
+	return rt
+}
+
+// peerByLogKey is runtimeByLogKey with the peer's name.
+func (s *Speaker) peerByLogKey(f gobgplog.Fields) (string, *peerRuntime) {
 	key, _ := f["Key"].(string)
 	if a, err := netip.ParseAddr(key); err == nil {
 		key = a.String()
 	}
 	if name, ok := s.byKey[key]; ok {
-		return s.runtime[name]
+		return name, s.runtime[name]
 	}
-	return nil
+	return "", nil
 }
 
 // updateDown recomputes connecting. stateMu must be held.

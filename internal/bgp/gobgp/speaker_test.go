@@ -354,14 +354,21 @@ func TestMD5(t *testing.T) {
 }
 
 // recordCounter is a slog.Handler that counts the records match accepts
-// (at any level, debug included) and passes on what Handler is enabled for.
+// (at any level, debug included, or from level on if level is set) and
+// passes on what Handler is enabled for.
 type recordCounter struct {
 	slog.Handler
 	match func(slog.Record) bool
 	n     *atomic.Int64
+	// level, if set, is the lowest level counted: gobgp then builds only
+	// the debug messages Handler asks for (it builds one per received
+	// UPDATE at debug level).
+	level slog.Leveler
 }
 
-func (h *recordCounter) Enabled(context.Context, slog.Level) bool { return true }
+func (h *recordCounter) Enabled(ctx context.Context, l slog.Level) bool {
+	return h.level == nil || l >= h.level.Level() || h.Handler.Enabled(ctx, l)
+}
 
 func (h *recordCounter) Handle(ctx context.Context, r slog.Record) error {
 	if h.match(r) {
@@ -374,11 +381,11 @@ func (h *recordCounter) Handle(ctx context.Context, r slog.Record) error {
 }
 
 func (h *recordCounter) WithAttrs(as []slog.Attr) slog.Handler {
-	return &recordCounter{Handler: h.Handler.WithAttrs(as), match: h.match, n: h.n}
+	return &recordCounter{Handler: h.Handler.WithAttrs(as), match: h.match, n: h.n, level: h.level}
 }
 
 func (h *recordCounter) WithGroup(name string) slog.Handler {
-	return &recordCounter{Handler: h.Handler.WithGroup(name), match: h.match, n: h.n}
+	return &recordCounter{Handler: h.Handler.WithGroup(name), match: h.match, n: h.n, level: h.level}
 }
 
 // recordAttr is the value of r's attribute key as text ("" if absent).
