@@ -100,8 +100,8 @@ func (o *options) register(fs *flag.FlagSet, getenv func(string) string) {
 		"Received-prefix limit per BGP session and address family: a session whose peer sends more is closed (Cease, RFC 4486) with a prefixLimitExceeded event on its BGPPeer (0: no limit).")
 	fs.IntVar(&o.gratuitousCount, "gratuitous-count", 0, "Gratuitous ARP/NA packets per takeover burst (0: default, <0: none).")
 	fs.DurationVar(&o.gratuitousInterval, "gratuitous-interval", 0, "Pause between gratuitous packets of a burst (0: default).")
-	fs.DurationVar(&o.l2HandoverTimeout, "l2-handover-timeout", 0,
-		"Off by default (0) until measured in the lab; 1s is the recommended bound. Longest wait of a layer 2 address this node won for the release of the live speaker that answers it (hand-over, so that two nodes never answer one address); a failed or departed holder is not waited for; MetalLB speakers never release, so taking over from them costs this wait (0: no hand-over, answer at once).")
+	fs.DurationVar(&o.l2HandoverTimeout, "l2-handover-timeout", announce.DefaultHandoverTimeout,
+		"Longest wait of a layer 2 address this node won for the release of the live speaker that answers it (hand-over, so that two nodes never answer one address). A failed or departed holder is not waited for, nor one whose speaker does not advertise releases in its memberlist metadata (MetalLB's, an older Herald): those are answered at once (0: no hand-over, always answer at once).")
 	fs.StringVar(&o.excludeL2Config, "exclude-l2-config", "/etc/metallb/excludel2.yaml", "YAML file with announcedInterfacesToExclude regexes (missing: defaults).")
 	fs.StringVar(&o.logLevel, "log-level", "info", "Log level: all, debug, info, warn, error, none.")
 	fs.BoolVar(&o.pprof, "pprof", false, "Serve Go's profiles (net/http/pprof) under /debug/pprof/ on the metrics port, behind the same authentication and authorization as /metrics with --metrics-secure (GET on the non-resource URL /debug/pprof/*). For memory and CPU investigations.")

@@ -126,6 +126,9 @@ func run(args []string) error {
 			KeyDerivation: members.KeyDerivation(o.mlKeyDerivation),
 			// Layer 2 hand-over: another speaker stopped answering these.
 			OnReleased: func(node string, ips []netip.Addr) { spk.L2Released(node, ips) },
+			// The layer 2 announcer below sends a release whenever it stops
+			// answering addresses: say so, so that takers wait for it.
+			SendsReleases: o.enableL2,
 		}, log.With(logging.KeySubsystem, "memberlist"))
 		if err != nil {
 			return err

@@ -14,8 +14,11 @@ import (
 // longer answers the address (a release, sent over memberlist by the
 // holder's speaker once its announcer stopped answering), at once when the
 // previous holder is not live (crash, graceful leave: failover costs
-// nothing), or after a bounded timeout when no release comes (a lost
-// packet, a MetalLB speaker or an older Herald, which never send one).
+// nothing), at once as well when the previous holder's speaker does not
+// advertise in its memberlist metadata that it sends releases (a MetalLB
+// speaker, an older Herald: waiting for them would leave the address
+// unanswered for the whole timeout), or after a bounded timeout when an
+// advertised release does not come (a lost packet).
 // See docs/l2-failover.md, "Hand-over".
 
 // DefaultHandoverTimeout is the default bound of a hand-over wait
@@ -52,16 +55,22 @@ const (
 	HandoverReleased
 	// HandoverTimedOut: no release within the timeout; answer anyway.
 	HandoverTimedOut
+	// HandoverNoReleaseExpected: the previous holder's speaker does not
+	// advertise that it sends releases (a MetalLB speaker, a Herald from
+	// before the advertisement, no memberlist): waiting would only cost
+	// the timeout, a gap; answer at once, as without hand-over.
+	HandoverNoReleaseExpected
 )
 
 var handoverReasonNames = [...]string{
-	HandoverWaiting:          "waiting",
-	HandoverAnswering:        "answering",
-	HandoverDisabled:         "disabled",
-	HandoverNoPreviousHolder: "noPreviousHolder",
-	HandoverPreviousNotLive:  "previousNotLive",
-	HandoverReleased:         "released",
-	HandoverTimedOut:         "timedOut",
+	HandoverWaiting:           "waiting",
+	HandoverAnswering:         "answering",
+	HandoverDisabled:          "disabled",
+	HandoverNoPreviousHolder:  "noPreviousHolder",
+	HandoverPreviousNotLive:   "previousNotLive",
+	HandoverReleased:          "released",
+	HandoverTimedOut:          "timedOut",
+	HandoverNoReleaseExpected: "noReleaseExpected",
 }
 
 // String returns the reason's camelCase name (metric label, logs).
@@ -84,6 +93,10 @@ type HandoverInput struct {
 	Previous string
 	// Live are the live speakers (Input.Live; nil: every node is live).
 	Live map[string]bool
+	// ReleaseSenders are the nodes whose speakers advertise that they send
+	// releases (members.List.ReleaseSenders: their memberlist node
+	// metadata says so); nil: none does (no memberlist).
+	ReleaseSenders map[string]bool
 	// Released holds, for each node that released the address, when its
 	// release was received. Releases from this node are ignored.
 	Released map[string]time.Time
@@ -116,14 +129,22 @@ type HandoverResult struct {
 // (answering), timeout off (disabled), no previous holder other than this
 // node (noPreviousHolder), previous holder not live (previousNotLive), a
 // release of the address from any other node received within
-// HandoverReleaseMemory before Now (released), Now at or past Since +
-// Timeout (timedOut); otherwise wait (waiting) until Since + Timeout.
+// HandoverReleaseMemory before Now (released), previous holder not among
+// ReleaseSenders (noReleaseExpected: a MetalLB speaker or an older Herald
+// never sends one, so waiting would only leave the address unanswered for
+// the timeout), Now at or past Since + Timeout (timedOut); otherwise wait
+// (waiting) until Since + Timeout.
 //
 // A release from a node other than Previous counts as well: Previous is a
 // belief (a restarted speaker does not know who answered while it was
 // down, and guesses the node that would win without it), and the node that
 // really held the address is the one that sends a release for it. A node
 // that did not answer the address sends none.
+//
+// Whether to wait is decided on Previous only: when Previous is a guess
+// that names a node without releases while the real holder is a Herald
+// that sends them, this node answers at once and both may answer until
+// the holder stops (as with the hand-over off).
 func Handover(in HandoverInput) HandoverResult {
 	switch {
 	case in.Answering:
@@ -139,6 +160,9 @@ func Handover(in HandoverInput) HandoverResult {
 		if node != in.Node && !at.After(in.Now) && in.Now.Sub(at) <= HandoverReleaseMemory {
 			return HandoverResult{Answer: true, Reason: HandoverReleased}
 		}
+	}
+	if !in.ReleaseSenders[in.Previous] {
+		return HandoverResult{Answer: true, Reason: HandoverNoReleaseExpected}
 	}
 	since := in.Since
 	if since.IsZero() || since.After(in.Now) {

@@ -10,7 +10,9 @@ import (
 func TestHandover(t *testing.T) {
 	t0 := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
 	live := map[string]bool{"n1": true, "n2": true, "n3": false}
-	base := HandoverInput{Node: "n1", Previous: "n2", Live: live, Since: t0, Now: t0, Timeout: time.Second}
+	// n2, n3 and n4 are Herald speakers that send releases.
+	senders := map[string]bool{"n2": true, "n3": true, "n4": true}
+	base := HandoverInput{Node: "n1", Previous: "n2", Live: live, ReleaseSenders: senders, Since: t0, Now: t0, Timeout: time.Second}
 	tests := []struct {
 		name   string
 		change func(*HandoverInput)
@@ -62,6 +64,24 @@ func TestHandover(t *testing.T) {
 		{name: "already answering (another Service of this node holds the address)",
 			change: func(in *HandoverInput) { in.Answering = true },
 			want:   HandoverResult{Answer: true, Reason: HandoverAnswering}},
+		{name: "previous holder sends no releases (a MetalLB speaker, an older Herald): at once, no gap",
+			change: func(in *HandoverInput) { in.ReleaseSenders = map[string]bool{"n3": true} },
+			want:   HandoverResult{Answer: true, Reason: HandoverNoReleaseExpected}},
+		{name: "previous holder advertises false",
+			change: func(in *HandoverInput) { in.ReleaseSenders = map[string]bool{"n2": false} },
+			want:   HandoverResult{Answer: true, Reason: HandoverNoReleaseExpected}},
+		{name: "nil ReleaseSenders (no memberlist): nobody sends releases, at once",
+			change: func(in *HandoverInput) { in.ReleaseSenders = nil },
+			want:   HandoverResult{Answer: true, Reason: HandoverNoReleaseExpected}},
+		{name: "a release received counts even from a node that did not advertise it",
+			change: func(in *HandoverInput) {
+				in.ReleaseSenders = nil
+				in.Released = map[string]time.Time{"n2": t0}
+			},
+			want: HandoverResult{Answer: true, Reason: HandoverReleased}},
+		{name: "a previous holder that is not live is not waited for, sender or not",
+			change: func(in *HandoverInput) { in.Previous = "n3"; in.ReleaseSenders = nil },
+			want:   HandoverResult{Answer: true, Reason: HandoverPreviousNotLive}},
 		{name: "timeout 0 disables the hand-over",
 			change: func(in *HandoverInput) { in.Timeout = 0 },
 			want:   HandoverResult{Answer: true, Reason: HandoverDisabled}},
@@ -80,7 +100,7 @@ func TestHandover(t *testing.T) {
 }
 
 func TestHandoverReasonString(t *testing.T) {
-	for r := HandoverWaiting; r <= HandoverTimedOut; r++ {
+	for r := HandoverWaiting; r <= HandoverNoReleaseExpected; r++ {
 		if s := r.String(); s == "" || s == "unknown" {
 			t.Errorf("HandoverReason(%d) has no name", r)
 		}

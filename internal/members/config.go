@@ -63,6 +63,12 @@ type Config struct {
 	// no longer answers. It runs on memberlist's packet handler and must
 	// not block.
 	OnReleased func(node string, ips []netip.Addr)
+	// SendsReleases advertises in this member's node metadata that it
+	// sends a hand-over release ([List.Released]) whenever it stops
+	// answering layer 2 addresses while it stays live: set it when the
+	// layer 2 announcer is wired to Released. Takers wait for a release
+	// only from members that advertise it ([List.ReleaseSenders]).
+	SendsReleases bool
 }
 
 // Timings are the memberlist protocol timings plus this package's own join

@@ -89,12 +89,20 @@ func keyID(key []byte) string {
 // rotation log lines.
 func SecretID(secret []byte) string { return keyID(DeriveKey(secret)) }
 
-// nodeMeta is a speaker's memberlist node metadata, JSON encoded.
+// nodeMeta is a speaker's memberlist node metadata, JSON encoded, e.g.
+// {"keys":["<id>"],"primary":"<id>","l2Releases":true}. Fields are only
+// ever added: a member ignores fields it does not know (an older Herald
+// reads the keys of a newer one). MetalLB's speakers set no metadata and
+// never read any (their memberlist has no Delegate), so the metadata does
+// not affect a group mixed with them.
 type nodeMeta struct {
 	// Keys are the IDs of the keys it can decrypt with.
 	Keys []string `json:"keys,omitempty"`
 	// Primary is the ID of the key it encrypts with.
 	Primary string `json:"primary,omitempty"`
+	// Releases: it sends layer 2 hand-over releases (Config.SendsReleases,
+	// release.go). Absent (false) for MetalLB and Heralds before it.
+	Releases bool `json:"l2Releases,omitempty"`
 }
 
 // decodeMeta parses another member's metadata; anything unparsable (a
@@ -185,6 +193,8 @@ type keys struct {
 	desired []byte
 	// derivation is Config.KeyDerivation (migration.go).
 	derivation KeyDerivation
+	// sendsReleases is Config.SendsReleases, advertised in the metadata.
+	sendsReleases bool
 	// peers is the metadata of every other member memberlist knows, from
 	// the events delegate (copied there: memberlist's Node is not safe to
 	// read later).
@@ -416,16 +426,18 @@ func (l *List) stepKeys() bool {
 		l.log.Info("memberlist key rotation waiting for members "+what, "key", desired, "members", st.Waiting)
 	}
 	m := k.metaLocked()
-	return m.Primary != k.advertised.Primary || !slices.Equal(m.Keys, k.advertised.Keys)
+	return m.Primary != k.advertised.Primary || !slices.Equal(m.Keys, k.advertised.Keys) || m.Releases != k.advertised.Releases
 }
 
 // metaLocked is this member's metadata.
 func (k *keys) metaLocked() nodeMeta {
+	m := nodeMeta{Releases: k.sendsReleases}
 	if k.ring == nil {
-		return nodeMeta{}
+		return m
 	}
-	ids := k.installedLocked()
-	return nodeMeta{Keys: ids, Primary: ids[0]}
+	m.Keys = k.installedLocked()
+	m.Primary = m.Keys[0]
+	return m
 }
 
 // notePeer records another member's metadata (gone: it left or failed) and
@@ -446,7 +458,7 @@ func (l *List) notePeer(name string, meta []byte, gone bool) {
 	}
 	k.mu.Unlock()
 	joinedOrLeft := gone == known
-	if joinedOrLeft || !slices.Equal(old.Keys, m.Keys) || old.Primary != m.Primary {
+	if joinedOrLeft || !slices.Equal(old.Keys, m.Keys) || old.Primary != m.Primary || old.Releases != m.Releases {
 		k.poke()
 	}
 }
@@ -474,7 +486,8 @@ func (e keyEvents) NotifyLeave(n *memberlist.Node) {
 	e.EventDelegate.NotifyLeave(n)
 }
 
-// keyDelegate advertises the keyring in the node metadata.
+// keyDelegate advertises the keyring and Config.SendsReleases in the node
+// metadata.
 type keyDelegate struct {
 	memberlist.Delegate
 	l *List
@@ -488,7 +501,7 @@ func (d keyDelegate) NodeMeta(limit int) []byte {
 	m := k.metaLocked()
 	k.advertised = m
 	k.mu.Unlock()
-	if m.Primary == "" {
+	if m.Primary == "" && !m.Releases {
 		return nil
 	}
 	b, err := json.Marshal(m)

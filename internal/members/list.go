@@ -102,6 +102,7 @@ func New(cfg Config, logger *slog.Logger) (*List, error) {
 		nodes:    map[string]memberlist.Node{},
 	}
 	l.keys.derivation = cfg.KeyDerivation
+	l.keys.sendsReleases = cfg.SendsReleases
 	l.keys.init(cfg.Secret, cfg.PreviousSecret)
 	if len(l.keys.candidates) > 1 {
 		l.log.Info("memberlist key rotation: new key installed for decryption; starting with the previous key (previoussecretkey) primary, as the other speakers may still use it",

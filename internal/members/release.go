@@ -17,7 +17,12 @@ import (
 // never answer one address (see internal/announce.Handover and
 // docs/l2-failover.md, "Hand-over"). A lost message costs the taker the
 // hand-over timeout, nothing else. MetalLB's speakers have no memberlist
-// Delegate and drop user messages; older Heralds ignore unknown ones.
+// Delegate and drop user messages; older Heralds ignore unknown ones. A
+// speaker that sends releases says so in its node metadata
+// (Config.SendsReleases, "l2Releases"), and takers wait only for members
+// that do ([List.ReleaseSenders]): a MetalLB speaker or an older Herald
+// never releases, so waiting for it would only leave the address
+// unanswered for the whole timeout.
 
 // releasedPrefix starts a release message.
 const releasedPrefix = "herald-released:"
@@ -115,4 +120,21 @@ func (l *List) handleRelease(msg []byte) bool {
 		l.cfg.OnReleased(node, ips)
 	}
 	return true
+}
+
+// ReleaseSenders returns the other members (alive or suspect) whose node
+// metadata advertises that they send releases (Config.SendsReleases), as
+// name -> true; a MetalLB speaker (no metadata) and a Herald from before
+// the advertisement are not among them.
+func (l *List) ReleaseSenders() map[string]bool {
+	k := &l.keys
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	out := map[string]bool{}
+	for name, m := range k.peers {
+		if m.Releases {
+			out[name] = true
+		}
+	}
+	return out
 }

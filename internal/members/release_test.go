@@ -2,6 +2,7 @@ package members
 
 import (
 	"fmt"
+	"maps"
 	"net/netip"
 	"slices"
 	"sync"
@@ -84,4 +85,51 @@ func TestReleasedReachesMembers(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestReleaseSendersAdvertised: a speaker with Config.SendsReleases says so
+// in its node metadata, and the others list it in ReleaseSenders; one
+// without (an older Herald) and a MetalLB speaker (no metadata at all) are
+// not listed, and the MetalLB speaker still counts every member (the
+// metadata does not disturb a mixed group in migration mode). Unencrypted
+// gossip advertises it too (the metadata then holds no keys).
+func TestReleaseSendersAdvertised(t *testing.T) {
+	t.Parallel()
+	const secret = "Zm9vYmFyYmF6cXV4cXV1eA"
+	cfg := func(name string, sends bool) Config {
+		c := testConfig(name, []byte(secret))
+		c.KeyDerivation = KeyDerivationMetalLB
+		c.SendsReleases = sends
+		return c
+	}
+	a, b, old := start(t, cfg("node-a", true)), start(t, cfg("node-b", true)), start(t, cfg("node-old", false))
+	m := metallbSpeaker(t, "node-metallb", secret)
+	if _, err := m.Join([]string{a.Addr().String()}); err != nil {
+		t.Fatalf("MetalLB speaker joins: %v", err)
+	}
+	a.SetPeers([]netip.AddrPort{a.Addr(), b.Addr(), old.Addr()})
+	for _, n := range []*testNode{a, b, old} {
+		poll.Until(t, sanityLimit, n.cfg.NodeName+" sees all", sees(n.List, "node-a", "node-b", "node-metallb", "node-old"))
+	}
+	poll.Until(t, sanityLimit, "MetalLB counts every member", func() bool { return m.NumMembers() == 4 })
+	for _, tc := range []struct {
+		n    *testNode
+		want map[string]bool
+	}{
+		{a, map[string]bool{"node-b": true}},
+		{b, map[string]bool{"node-a": true}},
+		{old, map[string]bool{"node-a": true, "node-b": true}},
+	} {
+		if got := tc.n.ReleaseSenders(); !maps.Equal(got, tc.want) {
+			t.Errorf("%s: ReleaseSenders() = %v, want %v", tc.n.cfg.NodeName, got, tc.want)
+		}
+	}
+
+	plain := func(name string) Config { c := testConfig(name, nil); c.SendsReleases = true; return c }
+	p, q := start(t, plain("plain-p")), start(t, plain("plain-q"))
+	q.SetPeers([]netip.AddrPort{p.Addr(), q.Addr()})
+	poll.Until(t, sanityLimit, "unencrypted: p sees q", sees(p.List, "plain-p", "plain-q"))
+	if got := p.ReleaseSenders(); !maps.Equal(got, map[string]bool{"plain-q": true}) {
+		t.Errorf("unencrypted: ReleaseSenders() = %v, want plain-q", got)
+	}
 }

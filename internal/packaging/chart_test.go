@@ -35,6 +35,7 @@ var allOptions = []string{
 	"speaker.ignoreExcludeLB=true",
 	"layer2.gratuitousCount=5",
 	"layer2.gratuitousInterval=200ms",
+	"layer2.handoverTimeout=300ms",
 	"speaker.nodeSelector.zone=a",
 	"controller.nodeSelector.zone=b",
 	"speaker.tolerations[0].key=dedicated",
@@ -184,7 +185,7 @@ func TestChartOptions(t *testing.T) {
 	wantArgs(t, c, "--lb-class=example.com/herald", "--log-level=debug", "--metrics-cert-dir=/etc/herald/metrics-tls")
 	wantArgs(t, s, "--lb-class=example.com/herald", "--log-level=warn", "--ml-probe-interval=100ms",
 		"--ml-suspicion-max-timeout-mult=4", "--ml-wan-config", "--ignore-exclude-lb",
-		"--gratuitous-count=5", "--gratuitous-interval=200ms", "--metrics-cert-dir=/etc/herald/metrics-tls")
+		"--gratuitous-count=5", "--gratuitous-interval=200ms", "--l2-handover-timeout=300ms", "--metrics-cert-dir=/etc/herald/metrics-tls")
 	if c.Image != "ghcr.io/herald-lb/herald-controller:v9.9.9" || s.Image != "registry.example.com/speaker:"+chartAppVersion(t) {
 		t.Errorf("images %s %s", c.Image, s.Image)
 	}

@@ -178,8 +178,12 @@ type liveness struct {
 	mu        sync.Mutex
 	live      map[string]bool
 	notJoined map[string]bool // node -> its speaker has not joined yet
-	rejoins   uint64
-	subs      []*fakeMembers
+	// noReleases are the nodes whose speakers do not advertise that they
+	// send hand-over releases (MetalLB's, an older Herald); every other
+	// node does.
+	noReleases map[string]bool
+	rejoins    uint64
+	subs       []*fakeMembers
 }
 
 func (l *liveness) member(node string) *fakeMembers {
@@ -265,6 +269,19 @@ func (m *fakeMembers) Live() map[string]bool {
 }
 
 func (m *fakeMembers) Changes() <-chan struct{} { return m.changes }
+
+// ReleaseSenders is every known node but this one and l.noReleases.
+func (m *fakeMembers) ReleaseSenders() map[string]bool {
+	m.live.mu.Lock()
+	defer m.live.mu.Unlock()
+	out := map[string]bool{}
+	for n := range m.live.live {
+		if n != m.node && !m.live.noReleases[n] {
+			out[n] = true
+		}
+	}
+	return out
+}
 
 func (m *fakeMembers) SetPeers(addrs []netip.AddrPort) {
 	m.mu.Lock()

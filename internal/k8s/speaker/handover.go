@@ -23,7 +23,8 @@ import (
 // Layer 2 hand-over (see announce.Handover and docs/l2-failover.md,
 // "Hand-over"): a layer 2 address this node wins is answered only once the
 // live node that answered it before has released it (L2Released), or after
-// Options.HandoverTimeout. This file is the speaker's side of it: the
+// Options.HandoverTimeout; at once when that node's speaker does not
+// advertise releases (Members.ReleaseSenders: a MetalLB speaker). This file is the speaker's side of it: the
 // received releases, the waits, the re-decisions they trigger, and the
 // herald_layer2_handovers_total counter.
 
@@ -83,7 +84,7 @@ func newHandoverState(timeout time.Duration, node string, reg prometheus.Registe
 		counter:  newHandoverCounter(),
 	}
 	for _, r := range []announce.HandoverReason{announce.HandoverReleased, announce.HandoverTimedOut,
-		announce.HandoverPreviousNotLive, announce.HandoverNoPreviousHolder} {
+		announce.HandoverPreviousNotLive, announce.HandoverNoPreviousHolder, announce.HandoverNoReleaseExpected} {
 		h.counter.WithLabelValues(node, r.String())
 	}
 	if reg != nil {
@@ -99,7 +100,7 @@ func newHandoverCounter() *prometheus.CounterVec {
 		Namespace: "herald",
 		Subsystem: "layer2",
 		Name:      "handovers_total",
-		Help:      "Layer 2 addresses this node took over, by how the wait for the previous holder ended (released: its release arrived; timedOut: none within --l2-handover-timeout, e.g. a MetalLB speaker; previousNotLive: it had failed or left, no wait; noPreviousHolder: no other node could have answered; disabled: hand-over off).",
+		Help:      "Layer 2 addresses this node took over, by how the wait for the previous holder ended (released: its release arrived; timedOut: none within --l2-handover-timeout, e.g. a lost message; noReleaseExpected: its speaker does not advertise releases, e.g. a MetalLB speaker, no wait; previousNotLive: it had failed or left, no wait; noPreviousHolder: no other node could have answered; disabled: hand-over off).",
 	}, []string{"node", "outcome"})
 }
 
@@ -250,6 +251,11 @@ func (s *Controller) handOver(log *slog.Logger, st *serviceState, in *announce.I
 	var out []announce.L2Target
 	var held map[announcement]notAnnounced
 	now := h.now()
+	// Without memberlist no release can arrive: nobody is waited for.
+	var senders map[string]bool
+	if s.opts.Members != nil && len(targets) > 0 {
+		senders = s.opts.Members.ReleaseSenders()
+	}
 	for _, t := range targets {
 		wanted[t.IP] = true
 		if in == nil || s.answering(st, t.IP) {
@@ -259,13 +265,14 @@ func (s *Controller) handOver(log *slog.Logger, st *serviceState, in *announce.I
 		}
 		since, waiting := st.waiting[t.IP]
 		r := announce.Handover(announce.HandoverInput{
-			Node:     s.opts.NodeName,
-			Previous: announce.PreviousL2Holder(*in, t.IP, h.last[t.IP], !h.settled),
-			Live:     in.Live,
-			Released: h.releasesOf(t.IP),
-			Since:    since,
-			Now:      now,
-			Timeout:  h.timeout,
+			Node:           s.opts.NodeName,
+			Previous:       announce.PreviousL2Holder(*in, t.IP, h.last[t.IP], !h.settled),
+			Live:           in.Live,
+			ReleaseSenders: senders,
+			Released:       h.releasesOf(t.IP),
+			Since:          since,
+			Now:            now,
+			Timeout:        h.timeout,
 		})
 		if !r.Answer {
 			// Later decisions of this wait (after the start-up pass, which

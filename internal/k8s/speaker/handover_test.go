@@ -127,6 +127,27 @@ func TestHandoverTimeout(t *testing.T) {
 	}
 }
 
+// TestHandoverFromSpeakerWithoutReleases: a previous holder whose speaker
+// does not advertise releases (a MetalLB speaker during the migration, an
+// older Herald) is not waited for: the taker answers at once instead of
+// leaving the address unanswered for the timeout (issue #13).
+func TestHandoverFromSpeakerWithoutReleases(t *testing.T) {
+	f := newL2Fixture(t, "n1", "n2")
+	ip := ipWonBy(t, "n1", "n1", "n2")
+	key := f.service("web", ip, "n2")
+	view1 := &liveness{live: map[string]bool{"n1": true, "n2": true}, noReleases: map[string]bool{"n2": true}}
+	s1 := startSpeakerProbedWith(t, f, "n1", view1, withHandoverTimeout(handoverWait))
+	poll.Until(t, 30*time.Second, "n1 answers at once", func() error {
+		if got := s1.l2.announced(key); !slices.Equal(got, []string{ip.String()}) {
+			return fmt.Errorf("n1 announces %v", got)
+		}
+		return nil
+	})
+	if v, _ := gauge(s1.reg, "herald_layer2_handovers_total", map[string]string{"outcome": "noReleaseExpected"}); v != 1 {
+		t.Errorf("herald_layer2_handovers_total{outcome=noReleaseExpected} = %v, want 1", v)
+	}
+}
+
 // TestHandoverDisabled: a negative timeout takes over at once.
 func TestHandoverDisabled(t *testing.T) {
 	f := newL2Fixture(t, "n1", "n2")
@@ -218,6 +239,14 @@ func TestHandOverGlue(t *testing.T) {
 		t.Fatalf("settled, no previous holder known: answered %v, want at once", got)
 	}
 
+	// The previous holder's speaker sends no releases (MetalLB): at once.
+	s.opts.Members.(*fakeMembers).live.noReleases = map[string]bool{"n2": true}
+	s.handover.last[ip] = "n2"
+	if got, _ = s.handOver(log, &serviceState{}, &in, &d, targets, true); len(got) != 1 {
+		t.Fatalf("previous holder without releases: answered %v, want at once", got)
+	}
+	s.opts.Members.(*fakeMembers).live.noReleases = nil
+
 	// The previous holder crashed: at once.
 	dead := f.input("n1", map[string]bool{"n1": true, "n2": false})
 	dd := announce.Decide(dead)
@@ -271,5 +300,7 @@ func (f *pureFixture) controller(node string, timeout time.Duration) *Controller
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	return &Controller{opts: Options{NodeName: node, L2: &fakeL2{}}, log: slog.New(slog.DiscardHandler), handover: h}
+	// Every node sends releases (a Herald group).
+	m := (&liveness{live: map[string]bool{"n1": true, "n2": true}}).member(node)
+	return &Controller{opts: Options{NodeName: node, L2: &fakeL2{}, Members: m}, log: slog.New(slog.DiscardHandler), handover: h}
 }

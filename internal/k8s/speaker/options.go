@@ -55,6 +55,10 @@ type Members interface {
 	// again (a healed partition); when it grows, the speaker re-announces
 	// the layer 2 addresses it owns.
 	Rejoins() uint64
+	// ReleaseSenders are the other members whose speakers advertise that
+	// they send layer 2 hand-over releases (members.List.ReleaseSenders):
+	// a won address is waited for only when its previous holder is one.
+	ReleaseSenders() map[string]bool
 	// Activate makes this speaker a member (bind, join). The speaker calls
 	// it once it has its first configuration snapshot, so a speaker that
 	// cannot load its configuration is never elected (members.List.Activate).
