@@ -152,7 +152,26 @@ func writeKubeconfig(path, server string, ca []byte, token, user string) error {
 	cfg.AuthInfos[user] = &clientcmdapi.AuthInfo{Token: token}
 	cfg.Contexts["herald-lab"] = &clientcmdapi.Context{Cluster: "herald-lab", AuthInfo: user}
 	cfg.CurrentContext = "herald-lab"
-	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
+	b, err := clientcmd.Write(*cfg)
+	if err != nil {
+		return fmt.Errorf("write kubeconfig %s: %w", path, err)
+	}
+	// Atomically (a temporary file renamed over path): pods of one service
+	// account share the file, and StartPod rewrites it for each while the
+	// ones started before read it (clientcmd.WriteToFile truncates first,
+	// so a reader could load an empty config).
+	tmp, err := os.CreateTemp(filepath.Dir(path), filepath.Base(path)+".*.tmp")
+	if err != nil {
+		return fmt.Errorf("write kubeconfig %s: %w", path, err)
+	}
+	_, werr := tmp.Write(b)
+	cerr := tmp.Close()
+	if err := errors.Join(werr, cerr, os.Chmod(tmp.Name(), 0o600)); err != nil {
+		_ = os.Remove(tmp.Name())
+		return fmt.Errorf("write kubeconfig %s: %w", path, err)
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		_ = os.Remove(tmp.Name())
 		return fmt.Errorf("write kubeconfig %s: %w", path, err)
 	}
 	return nil

@@ -28,7 +28,17 @@ type Lab struct {
 	st     *state
 	procs  map[string]*Process
 	client kubernetes.Interface
+	// neigh is what Up raised of the host's neighbour table limits, "" when
+	// nothing (see NeighbourLimitsRaised).
+	neigh string
 }
+
+// NeighbourLimitsRaised returns the host's neighbour table limits Up raised
+// for this lab ("net.ipv4.neigh.default.gc_thresh3 1024 -> 11530, ..."),
+// "" when they sufficed. The kernel's ARP and NDP tables are shared by every
+// network namespace; a lab of n nodes needs about NeighbourEntries(n)
+// entries. They stay raised after Down (another lab may need them).
+func (l *Lab) NeighbourLimitsRaised() string { return l.neigh }
 
 // Config returns the lab's normalized configuration.
 func (l *Lab) Config() Config { return l.cfg }
@@ -89,7 +99,14 @@ func Up(ctx context.Context, cfg Config) (_ *Lab, err error) {
 			return nil, fmt.Errorf("lab up: remove the previous lab's log: %w", err)
 		}
 	}
+	// The host-wide ARP/NDP tables must hold every member's entries for
+	// every other member (a full memberlist mesh), see neigh.go.
+	neigh, err := ensureNeighbourLimits(cfg.Nodes)
+	if err != nil {
+		return nil, fmt.Errorf("lab up: %w", err)
+	}
 	l := newLab(cfg, &state{Config: cfg})
+	l.neigh = neigh
 	if err := l.st.save(); err != nil {
 		return nil, fmt.Errorf("lab up: %w", err)
 	}

@@ -167,6 +167,8 @@ type row struct {
 	cpuload                *chaos.Result
 	failure                string
 	convergedAfterFailover []time.Duration
+	// neigh is what the lab raised of the host's neighbour table limits.
+	neigh string
 }
 
 type bench struct {
@@ -187,6 +189,9 @@ func runSize(ctx context.Context, log *slog.Logger, o options, n int) (r row, er
 	l, err := lab.Up(ctx, cfg)
 	if err != nil {
 		return r, err
+	}
+	if r.neigh = l.NeighbourLimitsRaised(); r.neigh != "" {
+		log.Info("host neighbour table limits raised", "nodes", n, "changes", r.neigh)
 	}
 	defer func() {
 		if derr := l.Down(); derr != nil {
@@ -522,6 +527,9 @@ func render(rows []row, o options) string {
 	}
 	var notes []string
 	for _, r := range rows {
+		if r.neigh != "" {
+			notes = append(notes, fmt.Sprintf("%d nodes: the lab raised the host's neighbour table limits (%s): about %d ARP entries for a full mesh.", r.nodes, r.neigh, lab.NeighbourEntries(r.nodes)))
+		}
 		if len(r.convergedAfterFailover) > 0 {
 			var ms []string
 			for _, d := range r.convergedAfterFailover {
