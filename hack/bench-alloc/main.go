@@ -47,6 +47,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -159,7 +160,9 @@ type result struct {
 	p50, p99 time.Duration
 	max      time.Duration
 	missing  int
-	duration time.Duration
+	// unmeasured: created by a call that timed out (createRetrying).
+	unmeasured int
+	duration   time.Duration
 }
 
 // usage is one allocator's resources over its bursts (and the fill).
@@ -374,9 +377,9 @@ func printReport(results []result, usages []usage, sizes []int) {
 	load, _ := os.ReadFile("/proc/loadavg")
 	fmt.Printf("\n%s, %s, %d CPUs, load average %s\n", time.Now().UTC().Format("2006-01-02 15:04 UTC"), host, runtime.NumCPU(),
 		strings.Join(strings.Fields(string(load))[:3], " "))
-	fmt.Printf("\n| allocator | burst | p50 | p99 | max | not addressed | burst wall time |\n|---|---|---|---|---|---|---|\n")
+	fmt.Printf("\n| allocator | burst | p50 | p99 | max | not addressed | not measured (create timed out) | burst wall time |\n|---|---|---|---|---|---|---|---|\n")
 	for _, r := range results {
-		fmt.Printf("| %s | %d | %s | %s | %s | %d | %s |\n", r.who, r.n, ms(r.p50), ms(r.p99), ms(r.max), r.missing, ms(r.duration))
+		fmt.Printf("| %s | %d | %s | %s | %s | %d | %d | %s |\n", r.who, r.n, ms(r.p50), ms(r.p99), ms(r.max), r.missing, r.unmeasured, ms(r.duration))
 	}
 	fmt.Printf("\n| allocator | Services held | peak RSS (VmHWM) | RSS at the end | CPU over the bursts |\n|---|---|---|---|---|\n")
 	var ideal usage
@@ -519,12 +522,14 @@ func measureBurst(ctx context.Context, cs kubernetes.Interface, who, ns string, 
 	var wg, midDone sync.WaitGroup
 	defer midDone.Wait()
 	var createErr error
+	unknown := 0 // created by a call that timed out: start unknown, not measured
 	for w := range 32 {
 		wg.Go(func() {
 			for i := w; i < n; i += 32 {
 				name := fmt.Sprintf("svc-%05d", i)
 				s := benchService(ns, name, class)
-				if _, err := cs.CoreV1().Services(ns).Create(ctx, s, metav1.CreateOptions{}); err != nil {
+				known, err := createRetrying(ctx, cs, s)
+				if err != nil {
 					mu.Lock()
 					createErr = err
 					mu.Unlock()
@@ -532,8 +537,12 @@ func measureBurst(ctx context.Context, cs kubernetes.Interface, who, ns string, 
 				}
 				now := time.Now()
 				mu.Lock()
-				created[name] = now
-				half := len(created) == n/2
+				if !known {
+					unknown++
+				} else {
+					created[name] = now
+				}
+				half := len(created)+unknown == n/2
 				mu.Unlock()
 				if half && mid != nil {
 					midDone.Add(1)
@@ -579,8 +588,33 @@ func measureBurst(ctx context.Context, cs kubernetes.Interface, who, ns string, 
 		r.max = lat[len(lat)-1]
 	}
 	r.duration = last.Sub(start)
-	log.Printf("%s %d: p50 %v p99 %v max %v missing %d", who, n, r.p50, r.p99, r.max, r.missing)
+	r.unmeasured = unknown
+	log.Printf("%s %d: p50 %v p99 %v max %v missing %d unmeasured %d", who, n, r.p50, r.p99, r.max, r.missing, r.unmeasured)
 	return r, nil
+}
+
+// createRetrying creates s, retrying (up to 5 times, 1 s apart) when the
+// API server answers that it timed out or is overloaded (a loaded machine:
+// one such answer used to end the whole run). known is false when a
+// timed-out call had created s after all (a retry meets AlreadyExists): its
+// creation time is unknown, so its latency is not measured.
+func createRetrying(ctx context.Context, cs kubernetes.Interface, s *corev1.Service) (known bool, err error) {
+	timedOut := false
+	for attempt := 0; ; attempt++ {
+		_, err := cs.CoreV1().Services(s.Namespace).Create(ctx, s, metav1.CreateOptions{})
+		switch {
+		case err == nil:
+			return !timedOut, nil
+		case timedOut && apierrors.IsAlreadyExists(err):
+			return false, nil
+		case attempt < 5 && (apierrors.IsTimeout(err) || apierrors.IsServerTimeout(err) || apierrors.IsTooManyRequests(err)):
+			timedOut = true
+			log.Printf("create %s/%s: %v; retrying", s.Namespace, s.Name, err)
+			time.Sleep(time.Second)
+		default:
+			return false, err
+		}
+	}
 }
 
 func benchService(ns, name string, class *string) *corev1.Service {

@@ -7,8 +7,13 @@
 // before a memory change), so a change is compared with its baseline and
 // with MetalLB in one run. Both implementations read one configuration in
 // metallb-system (Herald installed there, as in the migration guide): an
-// IPv6 pool, a BGPAdvertisement and a BGPPeer: the lab's FRR router, so
-// every speaker sends it every Service's /128 (an established session each).
+// IPv4 pool, a BGPAdvertisement and a BGPPeer: the lab's FRR router, so
+// every speaker sends it every Service address's /32 (an established
+// session each). IPv4, because MetalLB's native BGP mode refuses IPv6 pools
+// with a BGPAdvertisement (and a BGPPeer's connectTime); the lab's IPv4
+// range for Service addresses (203.0.113.0/24) has 250 of them, so each
+// address is shared (metallb.io/allow-shared-ip) by up to 40 Services with
+// their own ports (sharedPerAddr).
 // The controllers are stopped once the configuration is in place; the
 // benchmark writes each Service's address itself (status.loadBalancer),
 // so the API server only carries the Services, their EndpointSlices and the
@@ -59,12 +64,14 @@ import (
 
 const (
 	benchNS  = "bench-spkmem"
-	poolName = "spkmem-v6"
+	poolName = "spkmem-v4"
 	ipsAnno  = "metallb.io/loadBalancerIPs"
+	// sharingAnno lets the Services of one address share it.
+	sharingAnno = "metallb.io/allow-shared-ip"
 	// heraldManifests installs Herald into metallb-system (its default
 	// mode there), next to MetalLB's speaker.
 	heraldManifests = "manifests/herald-metallb-system.yaml"
-	metricsPortML   = 7472
+	metricsPortML   = 9120 // MetalLB's --port in metallb-native.yaml
 )
 
 // speaker is one measured process.
@@ -298,7 +305,7 @@ metadata:
   name: ` + poolName + `
   namespace: metallb-system
 spec:
-  addresses: ["2001:db8:203::1:0/112"]
+  addresses: ["203.0.113.1-203.0.113.250"]
   autoAssign: false
 ---
 apiVersion: metallb.io/v1beta1
@@ -311,8 +318,8 @@ spec:
 `
 
 // peerYAML is the BGPPeer every speaker opens a session with: the lab's
-// FRR router (dynamic neighbors), so each speaker sends it every Service's
-// /128, as in a cluster announcing over BGP.
+// FRR router (dynamic neighbors), so each speaker sends it every Service
+// address's /32, as in a cluster announcing over BGP.
 func peerYAML() string {
 	return fmt.Sprintf(`---
 apiVersion: metallb.io/v1beta2
@@ -324,23 +331,40 @@ spec:
   myASN: %d
   peerASN: %d
   peerAddress: %s
-  connectTime: 1s
-`, lab.NodeASN, lab.RouterASN, lab.RouterAddrV6)
+`, lab.NodeASN, lab.RouterASN, lab.RouterAddr)
 }
 
-// addr is the address of Service i: 2001:db8:203::1:<i>.
+// poolAddrs is the number of addresses of the pool (203.0.113.1-250).
+const poolAddrs = 250
+
+// sharedPerAddr is the most Services sharing one address: 10,000 Services
+// on poolAddrs addresses.
+const sharedPerAddr = 40
+
+// sharingKey is every bench Service's metallb.io/allow-shared-ip.
+const sharingKey = "bench-spkmem"
+
+// addr is the address of Service i: 203.0.113.<1 + i mod 250>, shared by
+// the Services whose numbers differ by multiples of 250 (each with the
+// ports of servicePorts).
 func addr(i int) netip.Addr {
-	a := lab.BGPPrefixV6.Addr().As16()
-	a[13] = 1
-	a[14], a[15] = byte(i>>8), byte(i)
-	return netip.AddrFrom16(a)
+	a := lab.BGPPrefixV4.Addr().As4()
+	a[3] = byte(1 + i%poolAddrs)
+	return netip.AddrFrom4(a)
+}
+
+// servicePorts are the ports (http, https) of Service i: distinct among
+// the Services sharing its address.
+func servicePorts(i int) (http, https int32) {
+	g := int32(i / poolAddrs)
+	return 1000 + 2*g, 1001 + 2*g
 }
 
 // createServices creates Services from..to-1 with their EndpointSlices and
 // writes their status, with workers writers.
 func createServices(ctx context.Context, cs kubernetes.Interface, from, to, workers int) error {
-	if to-from > 1<<16 {
-		return errors.New("at most 65536 Services (one /112)")
+	if to > poolAddrs*sharedPerAddr {
+		return fmt.Errorf("at most %d Services (%d addresses shared by %d each)", poolAddrs*sharedPerAddr, poolAddrs, sharedPerAddr)
 	}
 	var next atomic.Int64
 	next.Store(int64(from))
@@ -371,19 +395,20 @@ func createServices(ctx context.Context, cs kubernetes.Interface, from, to, work
 func createOne(ctx context.Context, cs kubernetes.Interface, i int) error {
 	name := fmt.Sprintf("svc-%05d", i)
 	ip := addr(i)
+	httpPort, httpsPort := servicePorts(i)
 	labels := map[string]string{"app.kubernetes.io/name": name, "app.kubernetes.io/part-of": "shop", "app.kubernetes.io/version": "1.4.2"}
 	svc := &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: benchNS, Labels: labels,
-			Annotations: map[string]string{ipsAnno: ip.String()}},
+			Annotations: map[string]string{ipsAnno: ip.String(), sharingAnno: sharingKey}},
 		Spec: corev1.ServiceSpec{
 			Type:                          corev1.ServiceTypeLoadBalancer,
 			AllocateLoadBalancerNodePorts: ptr.To(false),
-			IPFamilies:                    []corev1.IPFamily{corev1.IPv6Protocol},
+			IPFamilies:                    []corev1.IPFamily{corev1.IPv4Protocol},
 			IPFamilyPolicy:                ptr.To(corev1.IPFamilyPolicySingleStack),
 			Selector:                      map[string]string{"app.kubernetes.io/name": name},
 			Ports: []corev1.ServicePort{
-				{Name: "http", Port: 80, TargetPort: intstr.FromString("http"), Protocol: corev1.ProtocolTCP},
-				{Name: "https", Port: 443, TargetPort: intstr.FromString("https"), Protocol: corev1.ProtocolTCP},
+				{Name: "http", Port: httpPort, TargetPort: intstr.FromString("http"), Protocol: corev1.ProtocolTCP},
+				{Name: "https", Port: httpsPort, TargetPort: intstr.FromString("https"), Protocol: corev1.ProtocolTCP},
 			},
 		},
 	}
@@ -406,7 +431,7 @@ func createOne(ctx context.Context, cs kubernetes.Interface, i int) error {
 			Annotations:     map[string]string{"endpoints.kubernetes.io/last-change-trigger-time": time.Now().UTC().Format(time.RFC3339)},
 			OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Service", Name: name, UID: out.UID, Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true)}},
 		},
-		AddressType: discoveryv1.AddressTypeIPv6,
+		AddressType: discoveryv1.AddressTypeIPv4,
 		Ports: []discoveryv1.EndpointPort{
 			{Name: ptr.To("http"), Protocol: ptr.To(corev1.ProtocolTCP), Port: ptr.To[int32](8080)},
 			{Name: ptr.To("https"), Protocol: ptr.To(corev1.ProtocolTCP), Port: ptr.To[int32](8443)},
@@ -415,7 +440,7 @@ func createOne(ctx context.Context, cs kubernetes.Interface, i int) error {
 	for k := 1; k <= 3; k++ {
 		pod := fmt.Sprintf("%s-7d9f8b6c5-%c%c%c%c%c", name, 'a'+k, 'b'+k, 'c'+k, 'd'+k, 'e'+k)
 		slice.Endpoints = append(slice.Endpoints, discoveryv1.Endpoint{
-			Addresses:  []string{fmt.Sprintf("fd00:10:244:%x::%x", k, i+1)},
+			Addresses:  []string{fmt.Sprintf("10.%d.%d.%d", 244+k, (i+1)>>8, (i+1)&0xff)},
 			Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true), Serving: ptr.To(true), Terminating: ptr.To(false)},
 			TargetRef:  &corev1.ObjectReference{Kind: "Pod", Namespace: benchNS, Name: pod, UID: out.UID},
 			NodeName:   ptr.To(lab.NodeName(k)),
@@ -472,9 +497,11 @@ func sleep(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// countAnnounced counts the distinct bench Services the speaker's log says
-// it announces: Herald's "announcing" lines, MetalLB's serviceAnnounced
-// events.
+// countAnnounced counts the bench Services the speaker's log says it
+// announces: the distinct Services of Herald's "announcing" lines; for
+// MetalLB the number of its serviceAnnounced lines, which name only the
+// addresses (v0.16.2: {"event":"serviceAnnounced","ips":[...],...}, no
+// Service), and which it logs once per Service whose announcement starts.
 func countAnnounced(logPath string, herald bool) (int, error) {
 	f, err := os.Open(logPath)
 	if err != nil {
@@ -486,6 +513,7 @@ func countAnnounced(logPath string, herald bool) (int, error) {
 		marker = `"msg":"announcing"`
 	}
 	seen := map[string]bool{}
+	lines := 0
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
@@ -493,9 +521,13 @@ func countAnnounced(logPath string, herald bool) (int, error) {
 		if !strings.Contains(line, marker) {
 			continue
 		}
+		lines++
 		if _, rest, ok := strings.Cut(line, benchNS+`/svc-`); ok && len(rest) >= 5 {
 			seen[rest[:5]] = true
 		}
+	}
+	if !herald {
+		return lines, sc.Err()
 	}
 	return len(seen), sc.Err()
 }
@@ -620,12 +652,15 @@ func loadAvg() string {
 const sectionIntro = `Measured with ` + "`make bench-speaker-mem`" + ` (e2e/cmd/bench-speaker-mem) in
 the lab: one Herald speaker (n1), one MetalLB v0.16.2 speaker (n2, native
 BGP mode) and, where named, a baseline Herald speaker (n3) watch the same
-API server and the same objects: an IPv6 pool and a BGPAdvertisement in
+API server and the same objects: an IPv4 pool and a BGPAdvertisement in
 metallb-system and a BGPPeer (the lab's FRR router: each speaker sends it
-every Service's /128), N single-stack IPv6 LoadBalancer Services as ` + "`kubectl apply`" + `
+every address's /32), N single-stack IPv4 LoadBalancer Services as ` + "`kubectl apply`" + `
 writes them (labels, selector, two ports, the last-applied-configuration
 annotation) with one EndpointSlice each (three ready endpoints with Pod
-targetRefs and zones). The controllers are stopped; the benchmark writes
+targetRefs and zones); the Services share the pool's 250 addresses, up to
+40 on one (metallb.io/allow-shared-ip, each with its own ports), because
+MetalLB's native BGP mode announces no IPv6 pool, and the lab's IPv4 range
+for Service addresses is one /24. The controllers are stopped; the benchmark writes
 the addresses. At each N (cumulative) every speaker has announced every
 Service and is idle; VmRSS and VmHWM are /proc/<pid>/status, the Go heap is
 go_memstats_heap_inuse_bytes from its /metrics. No GOMEMLIMIT (the lab sets
