@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"math/rand/v2"
 	"net/netip"
 	"slices"
 	"sync"
@@ -18,6 +19,20 @@ import (
 // maxParallelJoins bounds concurrent join attempts; each may block for
 // TCPTimeout on an unreachable peer.
 const maxParallelJoins = 8
+
+// Join fan-out: how many missing peers one round of joinMissing tries.
+// One successful join merges the whole member list (push/pull), so trying
+// every missing peer every RejoinInterval buys nothing once this speaker is
+// a member, and costs O(n²) full-state exchanges per second in an n-node
+// cluster while many peers are missing (start-up, a partition): bench-scale
+// saw 50- and 100-node labs never converge on 2 cores. A member tries
+// joinFanoutJoined random missing peers per round (as memberlist gossips to
+// 3 nodes), a speaker not joined yet up to joinFanoutNotJoined, one
+// parallel batch, so that peers not listening yet delay its start-up less.
+const (
+	joinFanoutJoined    = 3
+	joinFanoutNotJoined = maxParallelJoins
+)
 
 // deadNodeReclaimTime: see memberlistConfig.
 const deadNodeReclaimTime = time.Second
@@ -393,8 +408,20 @@ func (l *List) joinLoop(ctx context.Context, ml *memberlist.Memberlist) {
 	}
 }
 
-// joinMissing joins the peers that are not members yet, in parallel, and
-// reports whether it tried any.
+// pickJoins returns at most k of missing (k ≥ 1), chosen with shuffle
+// (rand.Shuffle; a test passes its own) when there are more: every speaker
+// picks its own random subset, so together they still reach every missing
+// peer within a few rounds. missing is reordered in place.
+func pickJoins(missing []netip.AddrPort, k int, shuffle func(n int, swap func(i, j int))) []netip.AddrPort {
+	if len(missing) <= k {
+		return missing
+	}
+	shuffle(len(missing), func(i, j int) { missing[i], missing[j] = missing[j], missing[i] })
+	return missing[:k]
+}
+
+// joinMissing joins some of the peers that are not members yet (see
+// joinFanoutJoined), in parallel, and reports whether it tried any.
 func (l *List) joinMissing(ctx context.Context, ml *memberlist.Memberlist) bool {
 	known := map[netip.AddrPort]bool{}
 	l.mu.Lock()
@@ -408,16 +435,24 @@ func (l *List) joinMissing(ctx context.Context, ml *memberlist.Memberlist) bool 
 	if len(peers) == 0 {
 		return false
 	}
-	attempted := false
-	g, ctx := errgroup.WithContext(ctx)
-	g.SetLimit(maxParallelJoins)
+	var missing []netip.AddrPort
 	for _, p := range peers {
 		p = netip.AddrPortFrom(p.Addr().Unmap(), p.Port())
 		if known[p] {
 			continue
 		}
 		known[p] = true // de-duplicate
-		attempted = true
+		missing = append(missing, p)
+	}
+	fanout := joinFanoutJoined
+	if !l.Joined() {
+		fanout = joinFanoutNotJoined
+	}
+	missing = pickJoins(missing, fanout, rand.Shuffle)
+	attempted := len(missing) > 0
+	g, ctx := errgroup.WithContext(ctx)
+	g.SetLimit(maxParallelJoins)
+	for _, p := range missing {
 		g.Go(func() error {
 			if ctx.Err() != nil {
 				return nil

@@ -107,6 +107,7 @@ func newRouter(t testing.TB, asn uint32, routerID string, addrs ...string) *rout
 type peerOpt func(*api.Peer)
 
 func withPassword(pw string) peerOpt { return func(p *api.Peer) { p.Conf.AuthPassword = pw } }
+
 // withHoldTime sets the router's hold time (seconds; keepalive a third).
 func withHoldTime(hold uint64) peerOpt {
 	return func(p *api.Peer) { p.Timers.Config.HoldTime, p.Timers.Config.KeepaliveInterval = hold, hold/3 }
