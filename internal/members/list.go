@@ -20,15 +20,18 @@ import (
 // TCPTimeout on an unreachable peer.
 const maxParallelJoins = 8
 
-// Join fan-out: how many missing peers one round of joinMissing tries.
-// One successful join merges the whole member list (push/pull), so trying
-// every missing peer every RejoinInterval buys nothing once this speaker is
-// a member, and costs O(n²) full-state exchanges per second in an n-node
-// cluster while many peers are missing (start-up, a partition): bench-scale
-// saw 50- and 100-node labs never converge on 2 cores. A member tries
-// joinFanoutJoined random missing peers per round (as memberlist gossips to
-// 3 nodes), a speaker not joined yet up to joinFanoutNotJoined, one
-// parallel batch, so that peers not listening yet delay its start-up less.
+// Join fan-out. One successful join merges the whole member list
+// (push/pull), so trying every missing peer every RejoinInterval buys
+// nothing once this speaker is a member, and costs O(n²) full-state
+// exchanges per second in an n-node cluster: at start-up each speaker
+// joined all n−1 others, and a member that every other declared failed drew
+// n−1 joins per second (bench-scale saw 50- and 100-node labs never converge
+// on 2 cores). So a member tries each missing peer with probability
+// joinFanoutJoined/members (the cluster as a whole about joinFanoutJoined
+// joins per missing peer and round, as memberlist gossips to 3 nodes) and
+// at most joinFanoutJoined peers per round; a speaker not joined yet tries
+// up to joinFanoutNotJoined (one parallel batch), so that peers not
+// listening yet delay its start-up less.
 const (
 	joinFanoutJoined    = 3
 	joinFanoutNotJoined = maxParallelJoins
@@ -64,6 +67,9 @@ type List struct {
 	// joinsTried counts completed join attempts (successful or not) of
 	// joinMissing; the tests wait on it.
 	joinsTried atomic.Uint64
+	// rand picks which missing peers a join round tries (pickJoins); used
+	// only by joinLoop's goroutine.
+	rand *rand.Rand
 
 	mu   sync.Mutex
 	ml   *memberlist.Memberlist // set by Run
@@ -115,6 +121,7 @@ func New(cfg Config, logger *slog.Logger) (*List, error) {
 		leaving:  map[string]time.Time{},
 		failed:   map[string]bool{},
 		nodes:    map[string]memberlist.Node{},
+		rand:     rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())),
 	}
 	l.keys.derivation = cfg.KeyDerivation
 	l.keys.sendsReleases = cfg.SendsReleases
@@ -408,16 +415,38 @@ func (l *List) joinLoop(ctx context.Context, ml *memberlist.Memberlist) {
 	}
 }
 
-// pickJoins returns at most k of missing (k ≥ 1), chosen with shuffle
-// (rand.Shuffle; a test passes its own) when there are more: every speaker
-// picks its own random subset, so together they still reach every missing
-// peer within a few rounds. missing is reordered in place.
-func pickJoins(missing []netip.AddrPort, k int, shuffle func(n int, swap func(i, j int))) []netip.AddrPort {
-	if len(missing) <= k {
-		return missing
+// chooser is the randomness pickJoins uses (*rand.Rand; tests pass their own).
+type chooser interface {
+	Float64() float64
+	Shuffle(n int, swap func(i, j int))
+}
+
+// pickJoins keeps each of missing with probability p (0 ≤ p ≤ 1) and
+// returns at most k (k ≥ 1) of those kept, a random subset when there are
+// more: every speaker picks on its own, so together they still reach every
+// missing peer within a few rounds. missing is reordered in place.
+func pickJoins(missing []netip.AddrPort, k int, p float64, r chooser) []netip.AddrPort {
+	kept := missing[:0]
+	for _, a := range missing {
+		if p >= 1 || r.Float64() < p {
+			kept = append(kept, a)
+		}
 	}
-	shuffle(len(missing), func(i, j int) { missing[i], missing[j] = missing[j], missing[i] })
-	return missing[:k]
+	if len(kept) <= k {
+		return kept
+	}
+	r.Shuffle(len(kept), func(i, j int) { kept[i], kept[j] = kept[j], kept[i] })
+	return kept[:k]
+}
+
+// joinProbability is the chance a member of a cluster of members (alive and
+// suspect, itself included) tries one missing peer in a round: 1 until
+// this speaker has joined.
+func joinProbability(joined bool, members int) float64 {
+	if !joined || members <= joinFanoutJoined {
+		return 1
+	}
+	return float64(joinFanoutJoined) / float64(members)
 }
 
 // joinMissing joins some of the peers that are not members yet (see
@@ -425,7 +454,7 @@ func pickJoins(missing []netip.AddrPort, k int, shuffle func(n int, swap func(i,
 func (l *List) joinMissing(ctx context.Context, ml *memberlist.Memberlist) bool {
 	known := map[netip.AddrPort]bool{}
 	l.mu.Lock()
-	peers := l.peers
+	peers, members := l.peers, len(l.nodes)
 	for _, n := range l.nodes { // alive and suspect, includes self
 		if ap, ok := nodeAddr(&n); ok {
 			known[ap] = true
@@ -444,11 +473,12 @@ func (l *List) joinMissing(ctx context.Context, ml *memberlist.Memberlist) bool 
 		known[p] = true // de-duplicate
 		missing = append(missing, p)
 	}
+	joined := l.Joined()
 	fanout := joinFanoutJoined
-	if !l.Joined() {
+	if !joined {
 		fanout = joinFanoutNotJoined
 	}
-	missing = pickJoins(missing, fanout, rand.Shuffle)
+	missing = pickJoins(missing, fanout, joinProbability(joined, members), l.rand)
 	attempted := len(missing) > 0
 	g, ctx := errgroup.WithContext(ctx)
 	g.SetLimit(maxParallelJoins)
