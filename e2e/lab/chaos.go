@@ -170,13 +170,9 @@ func (c *ARPCapture) Close() error {
 	return errors.Join(c.err, cerr)
 }
 
-// ProbeARP sends one ARP request (RFC 826) for each of addrs from the
-// client's eth0 (an AF_PACKET socket; the client's kernel is not asked) and
-// collects the replies for wait. It returns, per address, every node (or
-// foreign MAC) that replied, sorted and without duplicates; an address
-// nobody answered maps to an empty list. Replies update the client's
-// neighbour entries that exist, as any ARP reply does.
-func (l *Lab) ProbeARP(ctx context.Context, addrs []netip.Addr, wait time.Duration) (map[netip.Addr][]string, error) {
+// dialClientARP opens an ARP client (an AF_PACKET socket) on the client
+// namespace's eth0.
+func (l *Lab) dialClientARP() (*arp.Client, error) {
 	var c *arp.Client
 	err := inNetns(l.ClientNamespace(), func() error {
 		ifi, err := net.InterfaceByName("eth0")
@@ -186,6 +182,17 @@ func (l *Lab) ProbeARP(ctx context.Context, addrs []netip.Addr, wait time.Durati
 		c, err = arp.Dial(ifi)
 		return err
 	})
+	return c, err
+}
+
+// ProbeARP sends one ARP request (RFC 826) for each of addrs from the
+// client's eth0 (an AF_PACKET socket; the client's kernel is not asked) and
+// collects the replies for wait. It returns, per address, every node (or
+// foreign MAC) that replied, sorted and without duplicates; an address
+// nobody answered maps to an empty list. Replies update the client's
+// neighbour entries that exist, as any ARP reply does.
+func (l *Lab) ProbeARP(ctx context.Context, addrs []netip.Addr, wait time.Duration) (map[netip.Addr][]string, error) {
+	c, err := l.dialClientARP()
 	if err != nil {
 		return nil, fmt.Errorf("probe ARP from %s: %w", l.ClientNamespace(), err)
 	}
@@ -252,15 +259,7 @@ func (l *Lab) RequestARP(ctx context.Context, addrs []netip.Addr, interval time.
 			return fmt.Errorf("request ARP %s: not an IPv4 address", a)
 		}
 	}
-	var c *arp.Client
-	err := inNetns(l.ClientNamespace(), func() error {
-		ifi, err := net.InterfaceByName("eth0")
-		if err != nil {
-			return err
-		}
-		c, err = arp.Dial(ifi)
-		return err
-	})
+	c, err := l.dialClientARP()
 	if err != nil {
 		return fmt.Errorf("request ARP from %s: %w", l.ClientNamespace(), err)
 	}

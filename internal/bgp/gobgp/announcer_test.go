@@ -19,16 +19,7 @@ import (
 // the speaker receives all 300), then to one with a limit of 100 (the
 // session is closed at the limit and the speaker reports it).
 func TestAnnouncer(t *testing.T) {
-	lo := netip.MustParseAddr("127.0.0.1")
-	port := freePort(t, lo.String())
-	a, err := StartAnnouncer(context.Background(), AnnouncerConfig{ASN: routerASN, RouterID: netip.MustParseAddr("198.51.100.254"),
-		Listen: lo, Port: uint16(port), Neighbor: lo, NeighborASN: ourASN, Prefixes: 300, NextHop: netip.MustParseAddr("2001:db8::1")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
-	pc := bgp.PeerConfig{Name: "rtr", Address: lo, Port: uint16(port), MyASN: ourASN, PeerASN: routerASN, RouterID: netip.MustParseAddr(ourRouterID),
-		HoldTime: 9 * time.Second, ConnectTime: time.Second, DualStack: true}
+	a, pc := startTestAnnouncer(t)
 	received := func(s *Speaker) (n uint64) {
 		_ = s.srv.ListPeer(context.Background(), &api.ListPeerRequest{}, func(p *api.Peer) {
 			for _, f := range p.GetAfiSafis() {
@@ -76,16 +67,7 @@ func TestAnnouncer(t *testing.T) {
 // holds none of the table) until PrefixLimitRestart; the peer can be
 // removed meanwhile, and added again it is limited again.
 func TestPrefixLimitHoldDown(t *testing.T) {
-	lo := netip.MustParseAddr("127.0.0.1")
-	port := freePort(t, lo.String())
-	a, err := StartAnnouncer(context.Background(), AnnouncerConfig{ASN: routerASN, RouterID: netip.MustParseAddr("198.51.100.254"),
-		Listen: lo, Port: uint16(port), Neighbor: lo, NeighborASN: ourASN, Prefixes: 300, NextHop: netip.MustParseAddr("2001:db8::1")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
-	pc := bgp.PeerConfig{Name: "rtr", Address: lo, Port: uint16(port), MyASN: ourASN, PeerASN: routerASN, RouterID: netip.MustParseAddr(ourRouterID),
-		HoldTime: 9 * time.Second, ConnectTime: time.Second, DualStack: true}
+	_, pc := startTestAnnouncer(t)
 	var reports atomic.Int32
 	s := newSpeaker(t, Options{MaxReceivedPrefixes: 100, PrefixLimitRestart: time.Hour, OnPeerState: func(st bgp.PeerState) {
 		if st.PrefixLimitFamily == "ipv6-unicast" && st.PrefixLimit == 100 && st.State != bgp.StateEstablished {
@@ -123,4 +105,21 @@ func TestPrefixLimitHoldDown(t *testing.T) {
 		t.Fatal(err)
 	}
 	poll.Until(t, time.Minute, "the prefix limit reported for the added peer", func() bool { return reports.Load() > before })
+}
+
+// startTestAnnouncer starts an Announcer on loopback that sends 300 IPv6
+// /64s (stopped when t ends) and returns it and the speaker's peer
+// configuration for it.
+func startTestAnnouncer(t *testing.T) (*Announcer, bgp.PeerConfig) {
+	t.Helper()
+	lo := netip.MustParseAddr("127.0.0.1")
+	port := freePort(t, lo.String())
+	a, err := StartAnnouncer(context.Background(), AnnouncerConfig{ASN: routerASN, RouterID: netip.MustParseAddr("198.51.100.254"),
+		Listen: lo, Port: uint16(port), Neighbor: lo, NeighborASN: ourASN, Prefixes: 300, NextHop: netip.MustParseAddr("2001:db8::1")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(a.Close)
+	return a, bgp.PeerConfig{Name: "rtr", Address: lo, Port: uint16(port), MyASN: ourASN, PeerASN: routerASN, RouterID: netip.MustParseAddr(ourRouterID),
+		HoldTime: 9 * time.Second, ConnectTime: time.Second, DualStack: true}
 }
