@@ -11,9 +11,10 @@
 //     decision (announce.Decide with the node's configuration snapshot,
 //     config.Options.NodeName, as each speaker builds it), the layer 2
 //     ranking (announce.L2Candidates) and the BGP paths with their
-//     attributes; then what the speakers report (ServiceL2Status,
-//     ServiceBGPStatus, the Service's condition and events), with every
-//     disagreement between the two.
+//     attributes and the state of each session they go to (the
+//     BGPSessionState objects; one not Established is a problem); then what
+//     the speakers report (ServiceL2Status, ServiceBGPStatus, the Service's
+//     condition and events), with every disagreement between the two.
 //   - [Pools]: per pool and family the allocator's counters after the same
 //     replay, the advertisements selecting the pool and who may use it.
 //   - [Peers]: the BGP sessions each node opens (announce.Sessions) and their

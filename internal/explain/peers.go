@@ -22,6 +22,10 @@ type SessionState struct {
 	Detail string `json:"detail,omitempty"`
 	// Prefixes advertised on the session, -1 when unknown.
 	Prefixes int `json:"prefixes"`
+	// LastError is the BGPSessionState's lastError (why the session last
+	// went down or was refused, kept after it is up again), with " at
+	// TIME" (RFC 3339, UTC) when its time is known; "" none or unknown.
+	LastError string `json:"lastError,omitempty"`
 }
 
 // Established reports whether the session is up.
@@ -157,11 +161,11 @@ func NewObjectSessions(objs []v1alpha1.BGPSessionState, fallback SessionSource) 
 			detail = append(detail, "BFD "+st.BFDStatus)
 		}
 		if st.LastError != "" {
-			e := "last error: " + st.LastError
+			s.LastError = st.LastError
 			if st.LastErrorTime != nil {
-				e += " at " + st.LastErrorTime.UTC().Format(time.RFC3339)
+				s.LastError += " at " + st.LastErrorTime.UTC().Format(time.RFC3339)
 			}
-			detail = append(detail, e)
+			detail = append(detail, "last error: "+s.LastError)
 		}
 		s.Detail = strings.Join(detail, "; ")
 		o.states[[2]string{node, peer}] = s
@@ -182,7 +186,7 @@ func (o *ObjectSessions) Session(node, peer string) (SessionState, bool) {
 
 // Describe implements SessionSource.
 func (o *ObjectSessions) Describe() string {
-	d := "session state and prefixes advertised: the speakers' BGPSessionState objects (herald.io/v1alpha1, refreshed every 15 s)"
+	d := "session state and prefixes advertised: the speakers' BGPSessionState objects (herald.io/v1alpha1): the state is written when it changes (at most once a second per session), the prefix counters are refreshed every 15 s"
 	if o.Fallback != nil {
 		d += "; sessions without an object: " + o.Fallback.Describe()
 	}

@@ -177,6 +177,18 @@ type PathReport struct {
 	Weight uint32 `json:"weight,omitempty"`
 	// Peers receive the path.
 	Peers []string `json:"peers"`
+	// Sessions are the states of the node's sessions to Peers (one per
+	// peer, same order), from the BGPSessionState objects; State "Unknown"
+	// when there is no object (an older speaker, or not written yet).
+	Sessions []PeerSession `json:"sessions,omitempty"`
+}
+
+// PeerSession is the state of one BGP session (node, BGPPeer) a Service's
+// path goes to.
+type PeerSession struct {
+	Node string `json:"node"`
+	Peer string `json:"peer"`
+	SessionState
 }
 
 // ReportedState is what Herald's components wrote.
@@ -204,6 +216,9 @@ type ReportedBGP struct {
 	Object string   `json:"object"`
 	Node   string   `json:"node"`
 	Peers  []string `json:"peers,omitempty"`
+	// Sessions are the states of the node's sessions to Peers (one per
+	// peer, same order); State "Unknown" without a BGPSessionState.
+	Sessions []PeerSession `json:"sessions,omitempty"`
 }
 
 // EventLine is one event.
@@ -246,6 +261,7 @@ func Why(c *Cluster, namespace, name string) (*WhyReport, error) {
 	v.explainAnnouncement(svc, eps, r)
 	v.reported(svc, r)
 	v.compare(r)
+	v.sessions(r, NewObjectSessions(c.SessionStates, nil))
 	r.Problems = oneLine(r.Problems)
 	return r, nil
 }
@@ -929,4 +945,74 @@ func sortedKeys(m map[string][]string) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// sessions fills the Sessions of r's BGP paths and ServiceBGPStatuses from
+// src, and adds a problem for each session (node, peer) they go to that is
+// known and not Established: the peer does not receive the path, whatever
+// the ServiceBGPStatus says. A session src does not know (no
+// BGPSessionState: an older speaker) is shown as Unknown, not a problem.
+func (v *view) sessions(r *WhyReport, src SessionSource) {
+	state := func(node, peer string) PeerSession {
+		st, ok := src.Session(node, peer)
+		if !ok {
+			st = SessionState{State: "Unknown", Prefixes: -1}
+		}
+		return PeerSession{Node: node, Peer: peer, SessionState: st}
+	}
+	var all []PeerSession
+	seen := map[[2]string]bool{}
+	add := func(s PeerSession) {
+		if k := [2]string{s.Node, s.Peer}; !seen[k] {
+			seen[k] = true
+			all = append(all, s)
+		}
+	}
+	for i := range r.Reported.BGP {
+		b := &r.Reported.BGP[i]
+		b.Sessions = nil
+		for _, p := range b.Peers {
+			s := state(b.Node, p)
+			b.Sessions = append(b.Sessions, s)
+			add(s)
+		}
+	}
+	for i := range r.IPs {
+		m := r.IPs[i].BGP
+		if m == nil {
+			continue
+		}
+		for j := range m.Paths {
+			pr := &m.Paths[j]
+			pr.Sessions = nil
+			for _, p := range pr.Peers {
+				s := state(pr.Node, p)
+				pr.Sessions = append(pr.Sessions, s)
+				if v.live[pr.Node] {
+					add(s)
+				}
+			}
+		}
+	}
+	sort.Slice(all, func(i, j int) bool {
+		if all[i].Node != all[j].Node {
+			return all[i].Node < all[j].Node
+		}
+		return all[i].Peer < all[j].Peer
+	})
+	for _, s := range all {
+		if !s.Known() || s.Established() {
+			continue
+		}
+		msg := fmt.Sprintf("node %s, peer %s: BGP session %s", s.Node, s.Peer, s.State)
+		if s.Since != "" {
+			msg += " since " + s.Since
+		}
+		if s.LastError != "" {
+			msg += ", last error: " + s.LastError
+		} else {
+			msg += ", no error reported"
+		}
+		r.Problems = append(r.Problems, msg+": the peer does not receive the Service's paths from this node (BGPSessionState; kubectl herald peers)")
+	}
 }

@@ -484,3 +484,58 @@ func TestNoMatchingInterfaceAgainstAPIServer(t *testing.T) {
 		t.Errorf("table does not show noMatchingInterface:\n%s", out)
 	}
 }
+
+// TestWhyBGPSessionAgainstAPIServer: a Service announced over BGP whose
+// session is stuck Active (a wrong password) makes why exit 1 and name the
+// session (issue #14); the path's sessions show in the table and the JSON.
+// Without a BGPSessionState the session is Unknown and not a problem.
+func TestWhyBGPSessionAgainstAPIServer(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	if err := f.c.Delete(ctx, &v1beta1.L2Advertisement{ObjectMeta: metav1.ObjectMeta{Name: "demo-l2", Namespace: f.heraldNS}}); err != nil {
+		t.Fatal(err)
+	}
+	f.create(&v1beta2.BGPPeer{ObjectMeta: metav1.ObjectMeta{Name: "tor", Namespace: f.heraldNS},
+		Spec: v1beta2.BGPPeerSpec{MyASN: 64512, PeerASN: 64513, PeerAddress: "203.0.113.1"}})
+	f.create(&v1beta1.BGPAdvertisement{ObjectMeta: metav1.ObjectMeta{Name: "demo-bgp", Namespace: f.heraldNS},
+		Spec: v1beta1.BGPAdvertisementSpec{IPAddressPools: []string{"demo-pool"}}})
+	f.service("web-bgp", []string{"198.51.100.1"}, nil, "n1")
+	var svc corev1.Service
+	svc.Name, svc.Namespace = "web-bgp", f.ns
+	f.update(&svc, func() { svc.Spec.ExternalTrafficPolicy = corev1.ServiceExternalTrafficPolicyLocal })
+	f.create(&v1beta1.ServiceBGPStatus{ObjectMeta: metav1.ObjectMeta{Name: "web-bgp-n1", Namespace: f.heraldNS,
+		Labels: map[string]string{v1beta1.LabelNode: "n1", v1beta1.LabelServiceName: "web-bgp", v1beta1.LabelServiceNamespace: f.ns}}})
+	var bs v1beta1.ServiceBGPStatus
+	if err := f.c.Get(ctx, client.ObjectKey{Namespace: f.heraldNS, Name: "web-bgp-n1"}, &bs); err != nil {
+		t.Fatal(err)
+	}
+	bs.Status = v1beta1.ServiceBGPStatusStatus{ServiceStatusCommon: v1beta1.ServiceStatusCommon{Node: "n1", ServiceName: "web-bgp", ServiceNamespace: f.ns}, Peers: []string{"tor"}}
+	if err := f.c.Status().Update(ctx, &bs); err != nil {
+		t.Fatal(err)
+	}
+	r, code := f.why("web-bgp")
+	if code != ExitOK || len(r.Reported.BGP) != 1 || len(r.Reported.BGP[0].Sessions) != 1 || r.Reported.BGP[0].Sessions[0].State != "Unknown" {
+		t.Fatalf("without a BGPSessionState: exit %d problems %q reported %+v", code, r.Problems, r.Reported.BGP)
+	}
+	ss := &v1alpha1.BGPSessionState{ObjectMeta: metav1.ObjectMeta{Name: "n1-tor", Namespace: f.heraldNS,
+		Labels: map[string]string{v1alpha1.LabelNode: "n1", v1alpha1.LabelBGPPeer: "tor"}}}
+	f.create(ss)
+	ss.Status = v1alpha1.BGPSessionStateStatus{Node: "n1", Peer: "203.0.113.1", BGPPeer: "tor", BGPStatus: "Active", BFDStatus: "N/A",
+		LastTransitionTime: ptr.To(metav1.Now()), LastError: "connect: TCP MD5 signature mismatch"}
+	if err := f.c.Status().Update(ctx, ss); err != nil {
+		t.Fatal(err)
+	}
+	r, code = f.why("web-bgp")
+	if code != ExitProblems || !strings.Contains(strings.Join(r.Problems, "\n"), "node n1, peer tor: BGP session Active since") ||
+		!strings.Contains(strings.Join(r.Problems, "\n"), "last error: connect: TCP MD5 signature mismatch") {
+		t.Errorf("Active session: exit %d problems %q", code, r.Problems)
+	}
+	if p := r.IPs[0].BGP.Paths; len(p) != 1 || len(p[0].Sessions) != 1 || p[0].Sessions[0].State != "Active" ||
+		p[0].Sessions[0].LastError != "connect: TCP MD5 signature mismatch" {
+		t.Errorf("paths %+v", p)
+	}
+	table, _, _ := f.run("why", "svc/web-bgp")
+	if !strings.Contains(table, "tor (Active since") || strings.Contains(table, "Problems: none") {
+		t.Errorf("table:\n%s", table)
+	}
+}

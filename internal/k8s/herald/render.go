@@ -138,7 +138,7 @@ func renderWhy(w io.Writer, r *explain.WhyReport) {
 			nodeTable(w, m.Nodes, false)
 			if len(m.Paths) > 0 {
 				t := newTable(w, "    ")
-				t.row("NODE", "ADVERTISEMENT", "PREFIX", "COMMUNITIES", "LOCAL-PREF", "PEERS")
+				t.row("NODE", "ADVERTISEMENT", "PREFIX", "COMMUNITIES", "LOCAL-PREF", "PEERS (SESSION)")
 				for _, p := range m.Paths {
 					lp := "-"
 					if p.LocalPref != nil {
@@ -148,7 +148,7 @@ func renderWhy(w io.Writer, r *explain.WhyReport) {
 					if p.Weight > 0 {
 						comms = append(comms, fmt.Sprintf("link-bandwidth:%d", p.Weight))
 					}
-					t.row(p.Node, p.Advertisement, p.Prefix, list(comms), lp, list(p.Peers))
+					t.row(p.Node, p.Advertisement, p.Prefix, list(comms), lp, peerSessions(p.Peers, p.Sessions))
 				}
 				t.flush()
 			}
@@ -166,7 +166,7 @@ func renderWhy(w io.Writer, r *explain.WhyReport) {
 		fmt.Fprintln(w, "  ServiceBGPStatus: none")
 	}
 	for _, s := range r.Reported.BGP {
-		fmt.Fprintf(w, "  ServiceBGPStatus %s: node %s, peers %s\n", s.Object, s.Node, list(s.Peers))
+		fmt.Fprintf(w, "  ServiceBGPStatus %s: node %s, peers %s\n", s.Object, s.Node, peerSessions(s.Peers, s.Sessions))
 	}
 	if len(r.Reported.Events) > 0 {
 		fmt.Fprintln(w, "  events:")
@@ -282,4 +282,24 @@ func renderConfig(w io.Writer, r *explain.ConfigReport) {
 		fmt.Fprintln(w, "  warning: "+d)
 	}
 	footer(w, r.Notes, r.Problems)
+}
+
+// peerSessions renders peers with their session state: "tor (Established),
+// tor2 (Active since T)"; "-" for none.
+func peerSessions(peers []string, sessions []explain.PeerSession) string {
+	if len(peers) == 0 {
+		return "-"
+	}
+	out := make([]string, len(peers))
+	for i, p := range peers {
+		out[i] = p
+		if i < len(sessions) {
+			st := sessions[i].State
+			if !sessions[i].Established() && sessions[i].Since != "" {
+				st += " since " + sessions[i].Since
+			}
+			out[i] += " (" + st + ")"
+		}
+	}
+	return strings.Join(out, ", ")
 }
