@@ -59,18 +59,20 @@ func TestFalseClaims(t *testing.T) {
 	}
 }
 
+// nodeOf names the test's nodes by their MACs ("" for any other).
+func nodeOf(m net.HardwareAddr) string {
+	switch m.String() {
+	case macN1.String():
+		return "n1"
+	case macN2.String():
+		return "n2"
+	}
+	return ""
+}
+
 // TestWrongNeighbours: an entry naming another node than the owner
 // counts; a missing entry does not.
 func TestWrongNeighbours(t *testing.T) {
-	nodeOf := func(m net.HardwareAddr) string {
-		switch m.String() {
-		case macN1.String():
-			return "n1"
-		case macN2.String():
-			return "n2"
-		}
-		return ""
-	}
 	tab := map[netip.Addr]net.HardwareAddr{a200: macN1, a201: macN1, cl: macN2}
 	got := wrongNeighbours(tab, owners{a200: "n1", a201: "n2", a202: "n3"}, nodeOf)
 	if want := []netip.Addr{a201}; !slices.Equal(got, want) {
@@ -286,15 +288,6 @@ func TestPathFrom(t *testing.T) {
 func TestOverlaps(t *testing.T) {
 	t0 := time.Date(2026, 12, 1, 13, 52, 37, 0, time.UTC)
 	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
-	nodeOf := func(m net.HardwareAddr) string {
-		switch m.String() {
-		case macN1.String():
-			return "n1"
-		case macN2.String():
-			return "n2"
-		}
-		return ""
-	}
 	req := func(ms int, a netip.Addr) lab.ARPFrame {
 		f := frame(net.HardwareAddr{2, 0, 198, 51, 100, 100}, arp.OperationRequest, cl, a)
 		f.At = at(ms)
