@@ -27,6 +27,7 @@ import (
 	"github.com/herald-lb/herald/internal/k8s/mlsecret"
 	"github.com/herald-lb/herald/internal/k8s/scheme"
 	"github.com/herald-lb/herald/internal/k8s/serving"
+	"github.com/herald-lb/herald/internal/k8s/sessiongc"
 	"github.com/herald-lb/herald/internal/k8s/webhook"
 	"github.com/herald-lb/herald/internal/logging"
 	"github.com/herald-lb/herald/internal/version"
@@ -208,6 +209,14 @@ func addAllocation(ctx context.Context, mgr manager.Manager, o *options, log *sl
 	}
 	if err := mgr.Add(ctl); err != nil {
 		return err
+	}
+	// BGPSessionStates of nodes whose speaker is gone for good; Pods and
+	// BGPSessionStates of the namespace are in the cache.
+	if err := sessiongc.Setup(mgr, sessiongc.Options{
+		Namespace: o.namespace, SpeakerSelector: o.speakerSelector, Grace: o.speakerGrace,
+		Log: log.With(logging.KeySubsystem, "sessiongc"),
+	}); err != nil {
+		return fmt.Errorf("bgpsessionstate gc: %w", err)
 	}
 	// Kept (re-created when deleted) on every replica; Secrets of the
 	// namespace are in the cache (allocation.CacheOptions).

@@ -5,8 +5,12 @@ import (
 	"flag"
 	"fmt"
 	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/herald-lb/herald/internal/k8s/serving"
+	"github.com/herald-lb/herald/internal/k8s/sessiongc"
 	"github.com/herald-lb/herald/internal/k8s/webhook"
 )
 
@@ -40,6 +44,13 @@ type options struct {
 	// pprofAddress is --pprof-address: where net/http/pprof listens
 	// ("" = off).
 	pprofAddress string
+	// speakerLabels is --speaker-labels: the label selector of the
+	// speaker Pods ("" = do not delete BGPSessionStates of nodes without
+	// a speaker); speakerSelector is it parsed.
+	speakerLabels   string
+	speakerSelector labels.Selector
+	// speakerGrace is --speaker-gone-grace.
+	speakerGrace time.Duration
 	// version is --version: print internal/version.Line and exit 0.
 	version bool
 }
@@ -55,6 +66,9 @@ func (o *options) register(fs *flag.FlagSet, getenv func(string) string) {
 	str(&o.mlSecretName, "ml-secret-name", "METALLB_ML_SECRET_NAME", "Name of the memberlist Secret to create when missing, also after it is deleted (empty: none).")
 	str(&o.deployment, "deployment", "METALLB_DEPLOYMENT", "Name of the controller Deployment; Herald removes it as owner of the memberlist Secret (MetalLB sets it), so the key outlives it.")
 	str(&o.podName, "pod-name", "METALLB_POD_NAME", "Name of the controller Pod, owner of the ConfigurationState \"controller\".")
+	serving.EnvString(fs, getenv, &o.speakerLabels, "speaker-labels", "HERALD_SPEAKER_LABELS", "",
+		"Label selector of the speaker Pods in --namespace (the speakers' METALLB_ML_LABELS): the BGPSessionStates of a node without one for --speaker-gone-grace are deleted (empty: never).")
+	fs.DurationVar(&o.speakerGrace, "speaker-gone-grace", sessiongc.DefaultGrace, "How long a node may be without a speaker Pod (a rollout re-creates it) before its BGPSessionStates are deleted.")
 	fs.BoolVar(&o.version, "version", false, "Print the version, commit and Go version, then exit.")
 	fs.StringVar(&o.lbClass, "lb-class", "", "loadBalancerClass handled by this controller (empty: Services without a class).")
 	fs.StringVar(&o.logLevel, "log-level", "info", "Log level: all, debug, info, warn, error, none.")
@@ -93,6 +107,16 @@ func (o *options) complete(readFile func(string) ([]byte, error)) error {
 	}
 	if o.workers <= 0 {
 		errs = append(errs, errors.New("--workers must be positive"))
+	}
+	if o.speakerLabels != "" {
+		sel, err := labels.Parse(o.speakerLabels)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("--speaker-labels (HERALD_SPEAKER_LABELS) %q: %w", o.speakerLabels, err))
+		}
+		o.speakerSelector = sel
+	}
+	if o.speakerGrace <= 0 {
+		errs = append(errs, errors.New("--speaker-gone-grace must be positive"))
 	}
 	if _, err := o.serving.TLSOptions(); err != nil {
 		errs = append(errs, err)

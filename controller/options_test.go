@@ -6,6 +6,7 @@ import (
 	"io"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/herald-lb/herald/internal/k8s/serving"
 )
@@ -44,6 +45,21 @@ func TestOptions(t *testing.T) {
 					t.Errorf("env not used: %+v", o)
 				}
 			}},
+		{name: "speaker labels", sa: "x", wantNS: "x", env: map[string]string{"HERALD_SPEAKER_LABELS": "app.kubernetes.io/component=speaker"},
+			args: []string{"--speaker-gone-grace", "30s"},
+			check: func(t *testing.T, o *options) {
+				if o.speakerSelector == nil || o.speakerSelector.String() != "app.kubernetes.io/component=speaker" || o.speakerGrace != 30*time.Second {
+					t.Errorf("speaker selector %v, grace %v", o.speakerSelector, o.speakerGrace)
+				}
+			}},
+		{name: "no speaker labels by default", sa: "x", wantNS: "x",
+			check: func(t *testing.T, o *options) {
+				if o.speakerSelector != nil || o.speakerGrace != time.Minute {
+					t.Errorf("speaker selector %v, grace %v", o.speakerSelector, o.speakerGrace)
+				}
+			}},
+		{name: "bad speaker labels", sa: "x", args: []string{"--speaker-labels", "a=b=c"}, wantErr: "--speaker-labels"},
+		{name: "bad speaker grace", sa: "x", args: []string{"--speaker-gone-grace", "0s"}, wantErr: "--speaker-gone-grace"},
 		{name: "flag wins over environment", args: []string{"--namespace", "flag-ns"}, env: map[string]string{"METALLB_NAMESPACE": "env-ns"}, wantNS: "flag-ns"},
 		{name: "no namespace anywhere", wantErr: "--namespace"},
 		{name: "bad webhook mode", sa: "x", args: []string{"--webhook-mode", "sometimes"}, wantErr: "--webhook-mode"},

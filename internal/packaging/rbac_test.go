@@ -120,7 +120,8 @@ func wantRBAC(namespace, prefix string) map[string]map[grant]bool {
 				"get,list,watch,create,update,patch metallb.io configurationstates,configurationstates/status",
 				"get,list,watch,create core secrets",
 				"update core secrets "+prefix+"memberlist,"+prefix+"webhook-cert",
-				"get core pods",
+				"get,list,watch core pods", // its own; the speakers' (BGPSessionState clean-up, issue 14)
+				"list,watch,delete herald.io bgpsessionstates",
 				"get,create,update coordination.k8s.io leases",
 			),
 		),

@@ -5,13 +5,15 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/herald-lb/herald/api/v1alpha1"
 	"github.com/herald-lb/herald/api/v1beta1"
 	"github.com/herald-lb/herald/api/v1beta2"
 	"github.com/herald-lb/herald/internal/k8s/apiretry"
 )
 
 // CacheOptions returns the manager cache the controller needs: Herald's CRs
-// and Secrets only in namespace (Herald's), Services, Namespaces and Nodes
+// and Secrets only in namespace (Herald's; also the speaker Pods and
+// BGPSessionStates, internal/k8s/sessiongc), Services, Namespaces and Nodes
 // cluster-wide, projected to the fields the controller reads
 // (transform.go); managedFields stripped from the rest (they are never
 // read and are most of an object's size); informers retry an unreachable API server with a
@@ -33,6 +35,8 @@ func CacheOptions(namespace string) cache.Options {
 			&v1beta1.ServiceBGPStatus{}:   inNS,
 			&v1beta2.BGPPeer{}:            inNS,
 			&corev1.Secret{}:              inNS,
+			&corev1.Pod{}:                 inNS,
+			&v1alpha1.BGPSessionState{}:   inNS,
 			&corev1.Service{}:             {Transform: project(projectService)},
 			&corev1.Namespace{}:           {Transform: project(projectNamespace)},
 			&corev1.Node{}:                {Transform: project(projectNode)},
