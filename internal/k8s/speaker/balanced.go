@@ -224,7 +224,9 @@ func (s *Controller) reconcileBalanced(ctx context.Context) (reconcile.Result, e
 		return reconcile.Result{}, err
 	}
 	var svcs corev1.ServiceList
-	if err := s.client.List(ctx, &svcs); err != nil {
+	// Read only (recomputeBalanced copies what it keeps): no deep copy of
+	// every cached Service per pass.
+	if err := s.client.List(ctx, &svcs, client.UnsafeDisableDeepCopy); err != nil {
 		s.balanced.addPending(keysOf(pending)...)
 		return reconcile.Result{}, fmt.Errorf("list Services: %w", err)
 	}
