@@ -12,6 +12,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/herald-lb/herald/api/v1alpha1"
 	"github.com/herald-lb/herald/api/v1beta1"
 	"github.com/herald-lb/herald/api/v1beta2"
 	"github.com/herald-lb/herald/e2e/lab"
@@ -31,13 +32,26 @@ const (
 
 var variantVRFRouterAddr = netip.MustParseAddr("2001:db8:fe01::1")
 
+// The two forms of TestBGPPeerVariants/VRF (its subtest names).
+const (
+	variantFormVRF   = "VRF_device"
+	variantFormPlain = "plain_device_standing_in_for_the_VRF"
+)
+
 // TestBGPPeerVariants puts BGPPeer's vrf and dualStackAddressFamily on
 // the wire against FRR, from one node (n1), and checks that the webhook
 // refuses interface (unnumbered), which did not work on the wire:
 //
-//   - vrf: n1 has a VRF device vrf-red with a link to the router, whose
-//     end is in the router's own VRF vrf-red ("router bgp 64500 vrf
-//     vrf-red"); the session is bound to the VRF (SO_BINDTODEVICE).
+//   - vrf, on a kernel with VRF devices (CONFIG_NET_VRF): n1 has a VRF
+//     device vrf-red with a link to the router, whose end is in the
+//     router's own VRF vrf-red ("router bgp 64500 vrf vrf-red"); the
+//     session is bound to the VRF (SO_BINDTODEVICE on its master device).
+//   - vrf, on a kernel without (subtest VRF/plain_device_...): n1's end of
+//     the link is a plain device named vrf-red, the router's end is in its
+//     default instance, and a more specific route in n1's main table sends
+//     the router's link address another way (variantPlainLink). This
+//     proves what Herald does with spec.vrf, binding the session to the
+//     device of that name, not the VRF's routing table.
 //   - interface: refused (see UnnumberedRefused for what the wire showed).
 //   - dualStackAddressFamily: the IPv4 session to the router's segment
 //     address negotiates IPv6 unicast too but announces no IPv6 prefix.
@@ -60,6 +74,18 @@ func TestBGPPeerVariants(t *testing.T) {
 	if vrfErr != nil && !strings.Contains(vrfErr.Error(), "Unknown device type") {
 		t.Fatal(vrfErr)
 	}
+	// frrVRF is the router's VRF holding the session: its own vrf-red, or
+	// the default one opposite the plain stand-in.
+	form, frrVRF := variantFormVRF, variantVRF
+	if vrfErr != nil {
+		form, frrVRF = variantFormPlain, "default"
+		t.Logf("this kernel has no VRF devices (CONFIG_NET_VRF: %v): spec.vrf runs on a plain device standing in for the VRF: proves the session binding, not the VRF's routing table", vrfErr)
+		if err := variantPlainLink(ctx, l, n1.Namespace, rtr, n1.IPv6); err != nil {
+			t.Fatal(err)
+		}
+	} else {
+		t.Logf("spec.vrf runs on a VRF device (%s, table %s) on n1 and in the router", variantVRF, variantVRFTable)
+	}
 	h, err := l.InstallHerald(ctx, lab.InstallOptions{})
 	if h != nil {
 		t.Cleanup(func() {
@@ -77,42 +103,44 @@ func TestBGPPeerVariants(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 			defer cancel()
 			t.Logf("FRR at the end:\n%s", bgpFRRDump(ctx, l))
-			for _, c := range []string{"show bgp vrf " + variantVRF + " summary", "show bgp vrf " + variantVRF + " ipv6 unicast",
-				"show bgp ipv6 unicast"} {
+			for _, c := range []string{"show bgp vrf " + frrVRF + " summary", "show bgp vrf " + frrVRF + " ipv6 unicast"} {
 				out, _ := l.Vtysh(ctx, c)
 				t.Logf("%s:\n%s", c, out)
 			}
 			for _, ns := range []string{n1.Namespace, rtr} {
 				out, _ := l.Exec(ctx, ns, "ip", "-6", "neigh", "show")
 				t.Logf("%s neighbours:\n%s", ns, out)
+				out, _ = l.Exec(ctx, ns, "ip", "-6", "route", "show", "table", "all")
+				t.Logf("%s IPv6 routes:\n%s", ns, out)
 			}
 		}
 	})
 	nodeVRF := netip.MustParsePrefix(variantVRFPrefixN).Addr()
+	routerBGP := "router bgp " + fmt.Sprint(lab.RouterASN)
 	if vrfErr == nil {
-		if _, err := l.Vtysh(ctx, "configure terminal",
-			"router bgp "+fmt.Sprint(lab.RouterASN)+" vrf "+variantVRF,
-			"bgp router-id "+lab.RouterAddr.String(),
-			"no bgp ebgp-requires-policy",
-			"no bgp default ipv4-unicast",
-			"neighbor "+nodeVRF.String()+" remote-as "+fmt.Sprint(lab.NodeASN),
-			"address-family ipv6 unicast",
-			"neighbor "+nodeVRF.String()+" activate",
-			"exit-address-family",
-		); err != nil {
-			t.Fatal(err)
-		}
+		routerBGP += " vrf " + variantVRF
+	}
+	frrConf := []string{"configure terminal", routerBGP}
+	if vrfErr == nil {
+		// The default instance already has these.
+		frrConf = append(frrConf, "bgp router-id "+lab.RouterAddr.String(), "no bgp ebgp-requires-policy", "no bgp default ipv4-unicast")
+	}
+	frrConf = append(frrConf,
+		"neighbor "+nodeVRF.String()+" remote-as "+fmt.Sprint(lab.NodeASN),
+		"address-family ipv6 unicast",
+		"neighbor "+nodeVRF.String()+" activate",
+		"exit-address-family",
+	)
+	if _, err := l.Vtysh(ctx, frrConf...); err != nil {
+		t.Fatal(err)
 	}
 	if err := l.EnsureNamespace(ctx, bgpNS); err != nil {
 		t.Fatal(err)
 	}
-	wantPeers := []string{"dual"}
-	if vrfErr == nil {
-		e.applyPeer(ctx, t, "in-vrf", variantVRFRouterAddr, lab.NodeASN, lab.RouterASN, "variants", func(s *v1beta2.BGPPeerSpec) {
-			s.VRF = variantVRF
-		})
-		wantPeers = []string{"dual", "in-vrf"}
-	}
+	wantPeers := []string{"dual", "in-vrf"}
+	e.applyPeer(ctx, t, "in-vrf", variantVRFRouterAddr, lab.NodeASN, lab.RouterASN, "variants", func(s *v1beta2.BGPPeerSpec) {
+		s.VRF = variantVRF
+	})
 	e.applyPeer(ctx, t, "dual", lab.RouterAddr, lab.NodeASN, lab.RouterASN, "variants", func(s *v1beta2.BGPPeerSpec) {
 		s.DualStackAddressFamily = true
 	})
@@ -122,25 +150,9 @@ func TestBGPPeerVariants(t *testing.T) {
 	t.Logf("Service addresses %s and %s", v4, v6)
 
 	t.Run("VRF", func(t *testing.T) {
-		if vrfErr != nil {
-			t.Skipf("this kernel has no VRF devices (CONFIG_NET_VRF): %v", vrfErr)
-		}
-		paths, err := variantWait(ctx, func() ([]bgpFRRPath, error) { return variantPrefix(ctx, l, variantVRF, v6) })
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got := paths[0].globalNextHop(); got != nodeVRF.String() || !paths[0].Valid {
-			t.Errorf("VRF path of %s: next hop %s valid %v, want %s (n1's address in the VRF)", v6, got, paths[0].Valid, nodeVRF)
-		}
-		// The VRF session is IPv6 without dualStackAddressFamily.
-		if p, err := variantPrefix(ctx, l, variantVRF, v4); err != nil || len(p) != 0 {
-			t.Errorf("VRF table has %s (%d paths, %v); the session does not carry IPv4", v4, len(p), err)
-		}
-		// Not leaked into the default VRF through the VRF session.
-		out, _ := l.Vtysh(ctx, "show bgp vrf "+variantVRF+" summary json")
-		if !strings.Contains(out, nodeVRF.String()) {
-			t.Errorf("VRF summary lacks %s: %s", nodeVRF, out)
-		}
+		t.Run(form, func(t *testing.T) {
+			variantTestVRF(ctx, t, e, frrVRF, nodeVRF, v4, v6)
+		})
 	})
 	// On the wire (a point-to-point veth to FRR, FRR naming n1's
 	// link-local address on it and sending Router Advertisements) the
@@ -217,6 +229,109 @@ func variantVRFLink(ctx context.Context, l *lab.Lab, node, rtr string) error {
 		{rtr, "link set " + variantVRFRouter + " master " + variantVRF},
 		{rtr, "addr add " + variantVRFPrefixR + " dev " + variantVRFRouter + " nodad"},
 		{rtr, "link set " + variantVRFRouter + " up"},
+	})
+}
+
+// variantPlainLink stands in for variantVRFLink on a kernel without VRF
+// devices: n1's end of the link is a plain veth named like the VRF
+// (vrf-red, 2001:db8:fe01::2/64), the router's end (red-n1,
+// 2001:db8:fe01::1/64) is in its default namespace table. A /128 route in
+// n1's main table sends the router's link address the other way, over eth0
+// (the shared segment) via the router's segment address from nodeV6, n1's
+// segment address. An unbound socket follows it: FRR sees the connection
+// come from nodeV6 (a dynamic neighbor of its listen range), the configured
+// neighbor 2001:db8:fe01::2 stays down and the path's next hop is nodeV6.
+// A socket bound to vrf-red (SO_BINDTODEVICE) has its IPv6 route lookup
+// restricted to that device (RT6_LOOKUP_F_IFACE: routes through other
+// devices are skipped, the lookup backtracks to vrf-red's /64) and its
+// source address taken from it. The routes go with the namespaces.
+func variantPlainLink(ctx context.Context, l *lab.Lab, node, rtr string, nodeV6 netip.Addr) error {
+	routerAddr := variantVRFRouterAddr.String()
+	err := variantIP(ctx, l, []variantCmd{
+		{node, "link add name " + variantVRF + " type veth peer name " + variantVRFRouter + " netns " + rtr},
+		{node, "addr add " + variantVRFPrefixN + " dev " + variantVRF + " nodad"},
+		{node, "link set " + variantVRF + " up"},
+		{rtr, "addr add " + variantVRFPrefixR + " dev " + variantVRFRouter + " nodad"},
+		{rtr, "link set " + variantVRFRouter + " up"},
+		{node, "-6 route add " + routerAddr + "/128 via " + lab.RouterAddrV6.String() + " dev eth0 src " + nodeV6.String()},
+	})
+	if err != nil {
+		return err
+	}
+	// What the kernel chooses, unbound and bound to the device (ip route
+	// get with oif and no source is a strict-interface lookup, as for a
+	// bound socket).
+	for _, c := range []struct{ args, want string }{
+		{"", "dev eth0 src " + nodeV6.String()},
+		{" oif " + variantVRF, "dev " + variantVRF + " "},
+	} {
+		out, err := l.Exec(ctx, node, append([]string{"ip", "-6", "route", "get", routerAddr}, strings.Fields(c.args)...)...)
+		if err != nil {
+			return err
+		}
+		if !strings.Contains(out, c.want) {
+			return fmt.Errorf("ip -6 route get %s%s in %s: %q, want %q", routerAddr, c.args, node, out, c.want)
+		}
+		if c.args != "" && !strings.Contains(out, "src "+netip.MustParsePrefix(variantVRFPrefixN).Addr().String()) {
+			return fmt.Errorf("ip -6 route get %s%s in %s: %q, want the source %s", routerAddr, c.args, node, out, variantVRFPrefixN)
+		}
+	}
+	return nil
+}
+
+// variantTestVRF checks the in-vrf session (BGPPeer in-vrf, vrf vrf-red)
+// from the router's VRF frrVRF ("default" opposite the plain stand-in):
+// FRR's configured neighbor nodeVRF (n1's address on the link) is
+// Established, FRR holds the Service's IPv6 prefix v6 from it with next
+// hop nodeVRF, not the IPv4 one v4, and the BGPSessionState says
+// Established in vrf-red.
+func variantTestVRF(ctx context.Context, t *testing.T, e *bgpEnv, frrVRF string, nodeVRF netip.Addr, v4, v6 netip.Prefix) {
+	t.Helper()
+	l := e.l
+	t.Cleanup(func() {
+		if t.Failed() {
+			out, _ := l.Kubectl(context.Background(), "get", "bgpsessionstates.herald.io", "-A", "-o", "wide")
+			t.Logf("kubectl get bgpsessionstates.herald.io -A -o wide:\n%s", out)
+		}
+	})
+	_, err := poll.Wait(ctx, time.Minute, "", func() error {
+		out, err := l.Vtysh(ctx, "show bgp vrf "+frrVRF+" ipv6 unicast summary json")
+		if err != nil {
+			return err
+		}
+		var sum struct {
+			Peers map[string]lab.BGPPeer `json:"peers"`
+		}
+		if err := json.Unmarshal([]byte(out), &sum); err != nil {
+			return fmt.Errorf("parse: %w: %s", err, out)
+		}
+		if p, ok := sum.Peers[nodeVRF.String()]; !ok || p.State != "Established" {
+			return fmt.Errorf("FRR's neighbor %s (VRF %s) is %+v, want Established; neighbors %+v", nodeVRF, frrVRF, p, sum.Peers)
+		}
+		return nil
+	}, bgpEvery)
+	if err != nil {
+		t.Fatal(err)
+	}
+	paths, err := variantWait(ctx, func() ([]bgpFRRPath, error) {
+		ps, err := variantPrefix(ctx, l, frrVRF, v6)
+		return variantFrom(ps, nodeVRF.String()), err
+	})
+	if err != nil {
+		t.Fatalf("%s from %s in FRR's VRF %s: %v", v6, nodeVRF, frrVRF, err)
+	}
+	if got := paths[0].globalNextHop(); got != nodeVRF.String() || !paths[0].Valid {
+		t.Errorf("path of %s from %s: next hop %s valid %v, want %s (n1's address on the link)", v6, nodeVRF, got, paths[0].Valid, nodeVRF)
+	}
+	// The session is IPv6 without dualStackAddressFamily.
+	if p, err := variantPrefix(ctx, l, frrVRF, v4); err != nil || len(variantFrom(p, nodeVRF.String())) != 0 {
+		t.Errorf("%s from %s in FRR's VRF %s (%d paths, %v); the session does not carry IPv4", v4, nodeVRF, frrVRF, len(p), err)
+	}
+	e.waitSessionStates(ctx, t, "in-vrf", []string{"n1"}, "BGPSessionState of in-vrf", func(st v1alpha1.BGPSessionStateStatus) error {
+		if st.BGPStatus != "Established" || st.VRF != variantVRF || st.Peer != variantVRFRouterAddr.String() {
+			return fmt.Errorf("want Established, vrf %q, peer %s", variantVRF, variantVRFRouterAddr)
+		}
+		return nil
 	})
 }
 
