@@ -313,8 +313,16 @@ func TestAPIServer(t *testing.T) {
 			{controller, "create servicel2statuses.metallb.io -n herald-system", false},
 			// The memberlist Secret has no owner: no Deployment read.
 			{controller, "get deployments/herald-controller -n herald-system", false},
+			// Speaker Pods: which nodes still have a speaker (the
+			// BGPSessionState clean-up, internal/k8s/sessiongc); in
+			// Herald's namespace only.
 			{controller, "get pods -n herald-system", true},
-			{controller, "list pods -n herald-system", false},
+			{controller, "list pods -n herald-system", true},
+			{controller, "watch pods -n herald-system", true},
+			{controller, "list pods -n default", false},
+			{controller, "delete pods -n herald-system", false},
+			{controller, "delete bgpsessionstates.herald.io -n herald-system", true},
+			{controller, "create bgpsessionstates.herald.io -n herald-system", false},
 			{controller, "create leases.coordination.k8s.io -n herald-system", true},
 			{controller, "create leases.coordination.k8s.io -n default", false},
 			{controller, "create tokenreviews.authentication.k8s.io", true},
