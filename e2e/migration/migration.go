@@ -185,8 +185,8 @@ type monitor struct {
 	// still running).
 	herald map[string][][2]time.Time
 	errs   []error
-	cancel   context.CancelFunc
-	wg       sync.WaitGroup
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
 }
 
 func (m *monitor) start(ctx context.Context) {
