@@ -164,6 +164,16 @@ func run(args []string) error {
 			return fmt.Errorf("layer 2 announcer: %w", err)
 		}
 		sopts.L2 = l2
+		// Layer 2 hand-over from a speaker that sends no release (MetalLB):
+		// probe the address until nobody else answers it.
+		sopts.L2Probe = func(ctx context.Context, ip netip.Addr, ifaces []string) (int, string, error) {
+			r, err := l2.Probe(ctx, ip, ifaces)
+			mac := ""
+			if r.AnsweredBy != nil {
+				mac = r.AnsweredBy.String()
+			}
+			return r.Answers, mac, err
+		}
 	}
 
 	// BGP.

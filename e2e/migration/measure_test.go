@@ -9,7 +9,8 @@ import (
 // TestMeasure: the figures of one phase from hand-made records: the
 // longest time between two answered ARP probes (also up to the end of the
 // phase), probes with two answerers split by whether one was a MetalLB
-// speaker shutting down, a node's path disappearing between two router
+// speaker shutting down (and by whether Herald's or MetalLB's speaker took
+// over), a node's path disappearing between two router
 // reads, reads without any path, and the client's lost requests.
 func TestMeasure(t *testing.T) {
 	t0 := time.Date(2026, 12, 1, 16, 0, 0, 0, time.UTC)
@@ -60,9 +61,25 @@ func TestMeasure(t *testing.T) {
 			t.Errorf("%s = %q, want %q", k, got[k], v)
 		}
 	}
-	stop := "layer 2: ARP probes (× address) answered by two nodes, one a MetalLB speaker shutting down (it leaves memberlist, then answers until it exits)"
-	if got[stop] != "1 of 12" {
-		t.Errorf("%s = %q, want 1 of 12", stop, got[stop])
+	if got[MeasureStoppingMetalLB] != "1 of 12" || got[MeasureStoppingHerald] != "0 of 12" {
+		t.Errorf("%s = %q, want 1 of 12; %s = %q, want 0 of 12", MeasureStoppingMetalLB, got[MeasureStoppingMetalLB],
+			MeasureStoppingHerald, got[MeasureStoppingHerald])
+	}
+	// The same double with Herald's speaker running on n3: Herald took
+	// over from the MetalLB speaker shutting down on n1.
+	m.herald = map[string][][2]time.Time{"n3": {{at(800), {}}}}
+	rows, _ = m.measure("p", t0, at(3000), nil)
+	for _, r := range rows {
+		switch r.Measure {
+		case MeasureStoppingHerald:
+			if r.Value != "1 of 12" || r.Met {
+				t.Errorf("%s = %q (met %v), want 1 of 12, not met", r.Measure, r.Value, r.Met)
+			}
+		case MeasureStoppingMetalLB:
+			if r.Value != "0 of 12" {
+				t.Errorf("%s = %q, want 0 of 12", r.Measure, r.Value)
+			}
+		}
 	}
 	// A change seen before the phase is not counted again.
 	rows, _ = m.measure("p", t0, at(3000), map[string]string{"ns/b": "x"})

@@ -130,6 +130,20 @@ type target struct {
 	port int
 }
 
+// The two rows of probes answered by two nodes while one of them was a
+// MetalLB speaker shutting down (it leaves memberlist first and answers
+// until its process exits), by who took the address over.
+const (
+	// MeasureStoppingHerald: the taker was Herald's speaker, which probes
+	// the address until the MetalLB speaker is silent before it answers
+	// (docs/l2-failover.md, "Hand-over"): target 0.
+	MeasureStoppingHerald = "layer 2: ARP probes (× address) answered by two nodes, one a MetalLB speaker shutting down (it leaves memberlist, then answers until it exits), the other Herald's (it probes first)"
+	// MeasureStoppingMetalLB: the taker was another MetalLB speaker,
+	// which answers at once (MetalLB's behaviour, as in its own rollout):
+	// reported.
+	MeasureStoppingMetalLB = "layer 2: ARP probes (× address) answered by two nodes, one a MetalLB speaker shutting down (it leaves memberlist, then answers until it exits), the other a MetalLB speaker"
+)
+
 // sample is one observation of the monitor.
 type sample struct {
 	at time.Time
@@ -166,9 +180,13 @@ type monitor struct {
 	// stopping are, per node, the times its MetalLB speaker was shutting
 	// down (SIGTERM until the process exited).
 	stopping map[string][][2]time.Time
-	errs     []error
-	cancel   context.CancelFunc
-	wg       sync.WaitGroup
+	// herald are, per node, the times Herald's speaker may have run there
+	// (from just before it was started until it was removed; a zero end:
+	// still running).
+	herald map[string][][2]time.Time
+	errs   []error
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
 }
 
 func (m *monitor) start(ctx context.Context) {
@@ -261,14 +279,43 @@ func (m *monitor) stopMetalLBSpeaker(ctx context.Context, ml *lab.MetalLB, node 
 	return err
 }
 
-// shuttingDown reports whether one of who is a node whose MetalLB speaker
-// was shutting down at at (or up to slack before).
-func (m *monitor) shuttingDown(who []string, at time.Time, slack time.Duration) bool {
+// shuttingDown returns the nodes of who whose MetalLB speaker was
+// shutting down at at (or up to slack before).
+func (m *monitor) shuttingDown(who []string, at time.Time, slack time.Duration) []string {
+	var out []string
 	for _, n := range who {
 		for _, iv := range m.stopping[n] {
 			if !at.Before(iv[0]) && !at.After(iv[1].Add(slack)) {
-				return true
+				out = append(out, n)
+				break
 			}
+		}
+	}
+	return out
+}
+
+// heraldSpeaker records that Herald's speaker on node is about to start
+// (running) or has been removed.
+func (m *monitor) heraldSpeaker(node string, running bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.herald == nil {
+		m.herald = map[string][][2]time.Time{}
+	}
+	ivs := m.herald[node]
+	switch {
+	case running:
+		m.herald[node] = append(ivs, [2]time.Time{time.Now()})
+	case len(ivs) > 0 && ivs[len(ivs)-1][1].IsZero():
+		ivs[len(ivs)-1][1] = time.Now()
+	}
+}
+
+// heraldAt reports whether Herald's speaker may have run on node at at.
+func (m *monitor) heraldAt(node string, at time.Time) bool {
+	for _, iv := range m.herald[node] {
+		if !at.Before(iv[0]) && (iv[1].IsZero() || !at.After(iv[1])) {
+			return true
 		}
 	}
 	return false
@@ -302,7 +349,8 @@ func (m *monitor) measure(phase string, from, to time.Time, changedBefore map[st
 	// after), and probes answered by two nodes or more.
 	var longest time.Duration
 	var longestAddr netip.Addr
-	probes, double, doubleStopping := 0, 0, 0
+	var longestFrom time.Time
+	probes, double, doubleStopping, doubleStoppingHerald := 0, 0, 0, 0
 	for _, a := range m.v4L2 {
 		lastOK, lastAt := from, from
 		for _, s := range m.samples {
@@ -314,11 +362,23 @@ func (m *monitor) measure(phase string, from, to time.Time, changedBefore map[st
 			who := s.arp[a]
 			if len(who) >= 2 {
 				// The probe collects replies for 150 ms after s.at.
-				if m.shuttingDown(who, s.at, 200*time.Millisecond) {
-					doubleStopping++
-					if doubleStopping <= 2 {
-						notes = append(notes, fmt.Sprintf("%s: %s answered by %v at %s, while MetalLB's speaker on one of them was shutting down",
-							phase, a, who, s.at.UTC().Format("15:04:05.000")))
+				if stopping := m.shuttingDown(who, s.at, 200*time.Millisecond); len(stopping) > 0 {
+					// Who took the address over: Herald's speaker probes
+					// before it answers (announce.Handover), MetalLB's
+					// answers at once.
+					herald := false
+					for _, n := range who {
+						if !slices.Contains(stopping, n) && m.heraldAt(n, s.at) {
+							herald = true
+						}
+					}
+					if herald {
+						doubleStoppingHerald++
+						notes = append(notes, fmt.Sprintf("%s: %s answered by %v at %s, while MetalLB's speaker on %v was shutting down and Herald's had taken over",
+							phase, a, who, s.at.UTC().Format("15:04:05.000"), stopping))
+					} else if doubleStopping++; doubleStopping <= 2 {
+						notes = append(notes, fmt.Sprintf("%s: %s answered by %v at %s, while MetalLB's speaker on %v was shutting down and another MetalLB speaker had taken over",
+							phase, a, who, s.at.UTC().Format("15:04:05.000"), stopping))
 					}
 				} else {
 					double++
@@ -329,23 +389,41 @@ func (m *monitor) measure(phase string, from, to time.Time, changedBefore map[st
 			}
 			if len(who) > 0 {
 				if d := s.at.Sub(lastOK); d > longest {
-					longest, longestAddr = d, a
+					longest, longestAddr, longestFrom = d, a, lastOK
 				}
 				lastOK = s.at
 			}
 		}
 		if d := lastAt.Sub(lastOK); d > longest { // unanswered until the end
-			longest, longestAddr = d, a
+			longest, longestAddr, longestFrom = d, a, lastOK
 		}
 	}
 	rows = append(rows,
 		Row{Phase: phase, Measure: "layer 2 (ARP probes every ~0.25 s): longest time between two answered probes of one address",
 			Value: fmt.Sprintf("%.3f s", longest.Seconds()), Target: "≤ 1 s", Met: longest <= time.Second},
 		countRow(phase, "layer 2: ARP probes (× address) answered by two running speakers", double, probes),
-		Row{Phase: phase, Measure: "layer 2: ARP probes (× address) answered by two nodes, one a MetalLB speaker shutting down (it leaves memberlist, then answers until it exits)",
+		countRow(phase, MeasureStoppingHerald, doubleStoppingHerald, probes),
+		Row{Phase: phase, Measure: MeasureStoppingMetalLB,
 			Value: fmt.Sprintf("%d of %d", doubleStopping, probes), Target: "reported (MetalLB's shutdown order)", Met: true})
+	// How long MetalLB's speakers took to shut down (SIGTERM to exit):
+	// they answer until they exit, so a Herald speaker that takes over
+	// waits about that long (at most --l2-handover-timeout).
+	var stops []time.Duration
+	for _, ivs := range m.stopping {
+		for _, iv := range ivs {
+			if !iv[0].Before(from) && !iv[1].After(to) {
+				stops = append(stops, iv[1].Sub(iv[0]))
+			}
+		}
+	}
+	if len(stops) > 0 {
+		slices.Sort(stops)
+		notes = append(notes, fmt.Sprintf("%s: MetalLB speakers' shutdowns (SIGTERM to exit): %d, %s to %s", phase, len(stops),
+			stops[0].Round(time.Millisecond), stops[len(stops)-1].Round(time.Millisecond)))
+	}
 	if longestAddr.IsValid() {
-		notes = append(notes, fmt.Sprintf("%s: longest layer 2 gap on %s", phase, longestAddr))
+		notes = append(notes, fmt.Sprintf("%s: longest layer 2 gap on %s, after the probe at %s", phase, longestAddr,
+			longestFrom.UTC().Format("15:04:05.000")))
 	}
 
 	// BGP, from the router's table: paths of a node that disappeared
@@ -711,6 +789,7 @@ func migrate(ctx context.Context, l *lab.Lab, ml *lab.MetalLB, h *lab.Herald, m 
 		if err := m.stopMetalLBSpeaker(ctx, ml, n.Name); err != nil {
 			return h, err
 		}
+		m.heraldSpeaker(n.Name, true)
 		if err := h.AddSpeaker(ctx, n.Name); err != nil {
 			return h, err
 		}
@@ -730,7 +809,9 @@ func migrate(ctx context.Context, l *lab.Lab, ml *lab.MetalLB, h *lab.Herald, m 
 // MetalLB's controller started.
 func rollback(ctx context.Context, l *lab.Lab, ml *lab.MetalLB, h *lab.Herald, m *monitor, o Options) error {
 	for _, n := range l.Nodes {
-		if err := h.RemoveSpeaker(ctx, n.Name); err != nil {
+		err := h.RemoveSpeaker(ctx, n.Name)
+		m.heraldSpeaker(n.Name, false)
+		if err != nil {
 			return err
 		}
 		if err := ml.StartSpeaker(ctx, n.Name); err != nil {

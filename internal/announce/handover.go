@@ -6,19 +6,22 @@ import (
 )
 
 // Layer 2 hand-over: when this node wins a layer 2 address that another
-// live speaker answers now (the previous holder), both nodes would answer
-// for it from this node's takeover until the previous holder has processed
-// the same membership change and stopped (the two speakers' views of the
-// member list converge at different moments). To avoid two answerers, the
-// taker waits: it answers once the previous holder has told it that it no
-// longer answers the address (a release, sent over memberlist by the
-// holder's speaker once its announcer stopped answering), at once when the
-// previous holder is not live (crash, graceful leave: failover costs
-// nothing), at once as well when the previous holder's speaker does not
-// advertise in its memberlist metadata that it sends releases (a MetalLB
-// speaker, an older Herald: waiting for them would leave the address
-// unanswered for the whole timeout), or after a bounded timeout when an
-// advertised release does not come (a lost packet).
+// speaker answers now (the previous holder), both nodes would answer for it
+// from this node's takeover until the previous holder has processed the
+// same membership change and stopped (the two speakers' views of the
+// member list converge at different moments), or, for a MetalLB speaker
+// shutting down, until its process exits (it leaves memberlist first and
+// answers ARP and NDP until then). To avoid two answerers, the taker
+// waits. For a previous holder whose speaker advertises in its memberlist
+// metadata that it sends releases (a Herald speaker), it waits for that
+// release (sent over memberlist once its announcer stopped answering), at
+// once when that holder is not live (crash, graceful leave: a Herald
+// speaker stops answering before it leaves, so failover costs nothing).
+// For a previous holder that sends no release (a MetalLB speaker, live or
+// just left, an older Herald, any speaker without memberlist) it probes
+// the address on the segment (ARP requests, NDP neighbor solicitations)
+// and answers once the probes go unanswered (ProbeSilent). Either wait is
+// bounded by the timeout (a lost release, a holder that keeps answering).
 // See docs/l2-failover.md, "Hand-over".
 
 // DefaultHandoverTimeout is the default bound of a hand-over wait
@@ -57,9 +60,14 @@ const (
 	HandoverTimedOut
 	// HandoverNoReleaseExpected: the previous holder's speaker does not
 	// advertise that it sends releases (a MetalLB speaker, a Herald from
-	// before the advertisement, no memberlist): waiting would only cost
-	// the timeout, a gap; answer at once, as without hand-over.
+	// before the advertisement, no memberlist) and this node cannot probe
+	// the address (ProbeUnavailable): waiting would only cost the timeout,
+	// a gap; answer at once, as without hand-over.
 	HandoverNoReleaseExpected
+	// HandoverProbedSilent: the previous holder's speaker sends no release,
+	// and this node's probes of the address went unanswered by any other
+	// host (ProbeSilent): the previous holder stopped answering.
+	HandoverProbedSilent
 )
 
 var handoverReasonNames = [...]string{
@@ -71,6 +79,39 @@ var handoverReasonNames = [...]string{
 	HandoverReleased:          "released",
 	HandoverTimedOut:          "timedOut",
 	HandoverNoReleaseExpected: "noReleaseExpected",
+	HandoverProbedSilent:      "probedSilent",
+}
+
+// ProbeResult is what probing a layer 2 address on the segment (ARP
+// requests for IPv4, RFC 826; neighbor solicitations for IPv6, RFC 4861
+// §7.2.2; internal/layer2's Announcer.Probe) found so far, the input of
+// Handover for a previous holder that sends no release.
+type ProbeResult uint8
+
+const (
+	// ProbePending: no result yet (the probe is to start, or runs: some
+	// host answered it, or too few probes went unanswered yet).
+	ProbePending ProbeResult = iota
+	// ProbeSilent: the last consecutive probes (layer2.DefaultProbeCount)
+	// drew no answer from any other host: nobody answers the address.
+	ProbeSilent
+	// ProbeUnavailable: this node cannot probe (no prober, no interface to
+	// probe on, a socket error): decide as without probing.
+	ProbeUnavailable
+)
+
+var probeResultNames = [...]string{
+	ProbePending:     "pending",
+	ProbeSilent:      "silent",
+	ProbeUnavailable: "unavailable",
+}
+
+// String returns the result's name (logs).
+func (p ProbeResult) String() string {
+	if int(p) < len(probeResultNames) {
+		return probeResultNames[p]
+	}
+	return "unknown"
 }
 
 // String returns the reason's camelCase name (metric label, logs).
@@ -95,8 +136,15 @@ type HandoverInput struct {
 	Live map[string]bool
 	// ReleaseSenders are the nodes whose speakers advertise that they send
 	// releases (members.List.ReleaseSenders: their memberlist node
-	// metadata says so); nil: none does (no memberlist).
+	// metadata says so), and those that did when last seen live (a Herald
+	// speaker that failed or left: memberlist forgets its metadata, the
+	// caller remembers it); nil: none does (no memberlist).
 	ReleaseSenders map[string]bool
+	// Probe is what probing the address found (see ProbeResult); it
+	// matters only when Previous is not among ReleaseSenders. The caller
+	// starts a probe when a result says Probe and decides again on its
+	// result.
+	Probe ProbeResult
 	// Released holds, for each node that released the address, when its
 	// release was received. Releases from this node are ignored.
 	Released map[string]time.Time
@@ -119,6 +167,10 @@ type HandoverResult struct {
 	// WaitFor is the previous holder waited for (HandoverWaiting and
 	// HandoverTimedOut), "" otherwise.
 	WaitFor string
+	// Probe (with HandoverWaiting): the previous holder sends no release;
+	// the wait ends when a probe of the address finds it silent (decide
+	// again with HandoverInput.Probe = ProbeSilent) or at Deadline.
+	Probe bool
 	// Deadline is when the wait ends (Since + Timeout) when waiting: decide
 	// again then, or on the next release.
 	Deadline time.Time
@@ -127,13 +179,25 @@ type HandoverResult struct {
 // Handover decides whether this node, which won a layer 2 address, answers
 // it now or waits for the previous holder. In order: already answering
 // (answering), timeout off (disabled), no previous holder other than this
-// node (noPreviousHolder), previous holder not live (previousNotLive), a
-// release of the address from any other node received within
-// HandoverReleaseMemory before Now (released), previous holder not among
-// ReleaseSenders (noReleaseExpected: a MetalLB speaker or an older Herald
-// never sends one, so waiting would only leave the address unanswered for
-// the timeout), Now at or past Since + Timeout (timedOut); otherwise wait
-// (waiting) until Since + Timeout.
+// node (noPreviousHolder), previous holder a release sender that is not
+// live (previousNotLive: a Herald speaker stops answering before it
+// leaves, and a crashed one answers nothing), a release of the address
+// from any other node received within HandoverReleaseMemory before Now
+// (released). Then, for a previous holder not among ReleaseSenders (a
+// MetalLB speaker, live or shutting down, an older Herald, no memberlist):
+// probe unavailable (previousNotLive when it is not live, else
+// noReleaseExpected: answer at once, as before probing existed), probe
+// silent (probedSilent). Then Now at or past Since + Timeout (timedOut);
+// otherwise wait (waiting) until Since + Timeout, with Probe set for a
+// previous holder that sends no release.
+//
+// Why probe rather than answer at once: a MetalLB speaker on SIGTERM
+// leaves memberlist first and keeps answering until its process exits, and
+// a live one stops only once it processed the membership change; answering
+// at once made two answerers (issue #13). The probe ends the wait as soon
+// as the holder is silent, so the cost is the probe's silent interval
+// (layer2.DefaultProbeCount × layer2.DefaultProbeInterval, 75 ms), not the
+// timeout.
 //
 // A release from a node other than Previous counts as well: Previous is a
 // belief (a restarted speaker does not know who answered while it was
@@ -142,9 +206,9 @@ type HandoverResult struct {
 // that did not answer the address sends none.
 //
 // Whether to wait is decided on Previous only: when Previous is a guess
-// that names a node without releases while the real holder is a Herald
-// that sends them, this node answers at once and both may answer until
-// the holder stops (as with the hand-over off).
+// that names a node that is not live while the real holder is a live
+// Herald that sends releases, this node answers at once and both may
+// answer until the holder stops (as with the hand-over off).
 func Handover(in HandoverInput) HandoverResult {
 	switch {
 	case in.Answering:
@@ -153,7 +217,10 @@ func Handover(in HandoverInput) HandoverResult {
 		return HandoverResult{Answer: true, Reason: HandoverDisabled}
 	case in.Previous == "" || in.Previous == in.Node:
 		return HandoverResult{Answer: true, Reason: HandoverNoPreviousHolder}
-	case in.Live != nil && !in.Live[in.Previous]:
+	}
+	sender := in.ReleaseSenders[in.Previous]
+	live := in.Live == nil || in.Live[in.Previous]
+	if sender && !live {
 		return HandoverResult{Answer: true, Reason: HandoverPreviousNotLive}
 	}
 	for node, at := range in.Released {
@@ -161,8 +228,16 @@ func Handover(in HandoverInput) HandoverResult {
 			return HandoverResult{Answer: true, Reason: HandoverReleased}
 		}
 	}
-	if !in.ReleaseSenders[in.Previous] {
-		return HandoverResult{Answer: true, Reason: HandoverNoReleaseExpected}
+	if !sender {
+		switch in.Probe {
+		case ProbeUnavailable:
+			if !live {
+				return HandoverResult{Answer: true, Reason: HandoverPreviousNotLive}
+			}
+			return HandoverResult{Answer: true, Reason: HandoverNoReleaseExpected}
+		case ProbeSilent:
+			return HandoverResult{Answer: true, Reason: HandoverProbedSilent}
+		}
 	}
 	since := in.Since
 	if since.IsZero() || since.After(in.Now) {
@@ -172,7 +247,7 @@ func Handover(in HandoverInput) HandoverResult {
 	if !in.Now.Before(deadline) {
 		return HandoverResult{Answer: true, Reason: HandoverTimedOut, WaitFor: in.Previous}
 	}
-	return HandoverResult{Reason: HandoverWaiting, WaitFor: in.Previous, Deadline: deadline}
+	return HandoverResult{Reason: HandoverWaiting, WaitFor: in.Previous, Deadline: deadline, Probe: !sender}
 }
 
 // PreviousL2Holder returns the node believed to answer the layer 2 address

@@ -46,12 +46,12 @@ func TestHandover(t *testing.T) {
 		{name: "this node's own release does not count",
 			change: func(in *HandoverInput) { in.Released = map[string]time.Time{"n1": t0} },
 			want:   HandoverResult{Reason: HandoverWaiting, WaitFor: "n2", Deadline: t0.Add(time.Second)}},
-		{name: "previous holder not live (crashed, left): at once, failover is not slowed",
+		{name: "previous holder a release sender not live (crashed, left): at once, failover is not slowed",
 			change: func(in *HandoverInput) { in.Previous = "n3" },
 			want:   HandoverResult{Answer: true, Reason: HandoverPreviousNotLive}},
-		{name: "previous holder unknown to memberlist counts as not live",
+		{name: "previous holder unknown to memberlist and never seen sending releases: probed",
 			change: func(in *HandoverInput) { in.Previous = "n9" },
-			want:   HandoverResult{Answer: true, Reason: HandoverPreviousNotLive}},
+			want:   HandoverResult{Reason: HandoverWaiting, WaitFor: "n9", Deadline: t0.Add(time.Second), Probe: true}},
 		{name: "nil Live: every node is live",
 			change: func(in *HandoverInput) { in.Live = nil; in.Previous = "n3" },
 			want:   HandoverResult{Reason: HandoverWaiting, WaitFor: "n3", Deadline: t0.Add(time.Second)}},
@@ -64,24 +64,65 @@ func TestHandover(t *testing.T) {
 		{name: "already answering (another Service of this node holds the address)",
 			change: func(in *HandoverInput) { in.Answering = true },
 			want:   HandoverResult{Answer: true, Reason: HandoverAnswering}},
-		{name: "previous holder sends no releases (a MetalLB speaker, an older Herald): at once, no gap",
+		{name: "already answering wins over a pending probe",
+			change: func(in *HandoverInput) { in.Answering = true; in.ReleaseSenders = nil },
+			want:   HandoverResult{Answer: true, Reason: HandoverAnswering}},
+		// A previous holder that sends no release (a MetalLB speaker, an
+		// older Herald, no memberlist): probe the address, answer once
+		// nobody answers the probes (issue #13).
+		{name: "live previous holder sends no releases (a MetalLB speaker): wait for the probe",
 			change: func(in *HandoverInput) { in.ReleaseSenders = map[string]bool{"n3": true} },
-			want:   HandoverResult{Answer: true, Reason: HandoverNoReleaseExpected}},
-		{name: "previous holder advertises false",
+			want:   HandoverResult{Reason: HandoverWaiting, WaitFor: "n2", Deadline: t0.Add(time.Second), Probe: true}},
+		{name: "the probe still gets answers (pending): keep waiting",
+			change: func(in *HandoverInput) {
+				in.ReleaseSenders = map[string]bool{"n3": true}
+				in.Probe = ProbePending
+				in.Now = t0.Add(500 * time.Millisecond)
+			},
+			want: HandoverResult{Reason: HandoverWaiting, WaitFor: "n2", Deadline: t0.Add(time.Second), Probe: true}},
+		{name: "the probe went silent: answer",
+			change: func(in *HandoverInput) {
+				in.ReleaseSenders = map[string]bool{"n3": true}
+				in.Probe = ProbeSilent
+				in.Now = t0.Add(75 * time.Millisecond)
+			},
+			want: HandoverResult{Answer: true, Reason: HandoverProbedSilent}},
+		{name: "the probe never went silent: answer at the deadline",
+			change: func(in *HandoverInput) {
+				in.ReleaseSenders = map[string]bool{"n3": true}
+				in.Now = t0.Add(time.Second)
+			},
+			want: HandoverResult{Answer: true, Reason: HandoverTimedOut, WaitFor: "n2"}},
+		{name: "previous holder advertises false: probed",
 			change: func(in *HandoverInput) { in.ReleaseSenders = map[string]bool{"n2": false} },
-			want:   HandoverResult{Answer: true, Reason: HandoverNoReleaseExpected}},
-		{name: "nil ReleaseSenders (no memberlist): nobody sends releases, at once",
+			want:   HandoverResult{Reason: HandoverWaiting, WaitFor: "n2", Deadline: t0.Add(time.Second), Probe: true}},
+		{name: "nil ReleaseSenders (no memberlist): nobody sends releases, probed",
 			change: func(in *HandoverInput) { in.ReleaseSenders = nil },
+			want:   HandoverResult{Reason: HandoverWaiting, WaitFor: "n2", Deadline: t0.Add(time.Second), Probe: true}},
+		{name: "a MetalLB speaker that just left (it answers until it exits): probed, not answered at once",
+			change: func(in *HandoverInput) { in.Previous = "n3"; in.ReleaseSenders = nil },
+			want:   HandoverResult{Reason: HandoverWaiting, WaitFor: "n3", Deadline: t0.Add(time.Second), Probe: true}},
+		{name: "a non-sender that left, probe silent: answer",
+			change: func(in *HandoverInput) { in.Previous = "n3"; in.ReleaseSenders = nil; in.Probe = ProbeSilent },
+			want:   HandoverResult{Answer: true, Reason: HandoverProbedSilent}},
+		{name: "cannot probe, live non-sender: at once, as before probing",
+			change: func(in *HandoverInput) { in.ReleaseSenders = nil; in.Probe = ProbeUnavailable },
 			want:   HandoverResult{Answer: true, Reason: HandoverNoReleaseExpected}},
+		{name: "cannot probe, non-sender not live: at once",
+			change: func(in *HandoverInput) { in.Previous = "n3"; in.ReleaseSenders = nil; in.Probe = ProbeUnavailable },
+			want:   HandoverResult{Answer: true, Reason: HandoverPreviousNotLive}},
+		{name: "a probe result does not matter for a release sender: wait for its release",
+			change: func(in *HandoverInput) { in.Probe = ProbeSilent },
+			want:   HandoverResult{Reason: HandoverWaiting, WaitFor: "n2", Deadline: t0.Add(time.Second)}},
 		{name: "a release received counts even from a node that did not advertise it",
 			change: func(in *HandoverInput) {
 				in.ReleaseSenders = nil
 				in.Released = map[string]time.Time{"n2": t0}
 			},
 			want: HandoverResult{Answer: true, Reason: HandoverReleased}},
-		{name: "a previous holder that is not live is not waited for, sender or not",
-			change: func(in *HandoverInput) { in.Previous = "n3"; in.ReleaseSenders = nil },
-			want:   HandoverResult{Answer: true, Reason: HandoverPreviousNotLive}},
+		{name: "hand-over off: no probe either",
+			change: func(in *HandoverInput) { in.Timeout = 0; in.ReleaseSenders = nil },
+			want:   HandoverResult{Answer: true, Reason: HandoverDisabled}},
 		{name: "timeout 0 disables the hand-over",
 			change: func(in *HandoverInput) { in.Timeout = 0 },
 			want:   HandoverResult{Answer: true, Reason: HandoverDisabled}},
@@ -100,13 +141,18 @@ func TestHandover(t *testing.T) {
 }
 
 func TestHandoverReasonString(t *testing.T) {
-	for r := HandoverWaiting; r <= HandoverNoReleaseExpected; r++ {
+	for r := HandoverWaiting; r <= HandoverProbedSilent; r++ {
 		if s := r.String(); s == "" || s == "unknown" {
 			t.Errorf("HandoverReason(%d) has no name", r)
 		}
 	}
 	if s := HandoverReason(200).String(); s != "unknown" {
 		t.Errorf("HandoverReason(200) = %q", s)
+	}
+	for p := ProbePending; p <= ProbeUnavailable; p++ {
+		if s := p.String(); s == "" || s == "unknown" {
+			t.Errorf("ProbeResult(%d) has no name", p)
+		}
 	}
 }
 

@@ -53,6 +53,10 @@ type Announcer struct {
 	// scan; nil before the first one.
 	ifaces *announce.NodeInterfaces
 
+	// probeMu guards probes: the running Probe calls of each IP.
+	probeMu sync.Mutex
+	probes  map[netip.Addr]map[*prober]struct{}
+
 	// scans counts completed interface scans (the tests wait on it to know
 	// that later scans changed nothing).
 	scans atomic.Uint64
@@ -125,6 +129,7 @@ func New(log *slog.Logger, reg prometheus.Registerer, opts Options) (*Announcer,
 		wake:    make(chan struct{}, 1),
 		links:   map[string]*link{},
 		ownMACs: map[string]bool{},
+		probes:  map[netip.Addr]map[*prober]struct{}{},
 	}, nil
 }
 

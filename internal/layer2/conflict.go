@@ -93,7 +93,8 @@ func unicastMAC(mac net.HardwareAddr) bool {
 	return len(mac) == 6 && mac[0]&1 == 0 && !bytes.Equal(mac, make(net.HardwareAddr, 6))
 }
 
-// claimed handles a claim read on interface ifname by a responder: when ip
+// claimed handles a claim read on interface ifname by a responder: it is
+// an answer to the running probes of its IP (probe.go), and when ip
 // is answered on that interface and mac is none of this node's interface
 // addresses, another host answers for an IP this node announces. The
 // conflict is counted (herald_layer2_conflicts_total{ip,interface}), and
@@ -106,6 +107,7 @@ func unicastMAC(mac net.HardwareAddr) bool {
 // the last one. The rate limit keeps two nodes that both believe they own
 // ip (or a host that keeps claiming it) from sending bursts in a loop.
 func (a *Announcer) claimed(ifname string, c claim) {
+	a.probeHeard(ifname, c)
 	if _, onIface := a.tbl.lookup(c.IP, ifname); !onIface {
 		return
 	}

@@ -94,6 +94,14 @@ type Options struct {
 	// goroutine, after the change is applied, and must not block; it is not
 	// called for the withdrawals of Run's own shutdown.
 	OnReleased func(ips []netip.Addr)
+	// ProbeInterval is the time between two rounds of [Announcer.Probe]
+	// and how long a round waits for answers; 0 selects
+	// DefaultProbeInterval; negative values are an error.
+	ProbeInterval time.Duration
+	// ProbeCount is the number of consecutive unanswered rounds after
+	// which [Announcer.Probe] reports the address silent; 0 selects
+	// DefaultProbeCount; negative values are an error.
+	ProbeCount int
 }
 
 // resolved is Options after defaults and regex compilation.
@@ -108,6 +116,8 @@ type resolved struct {
 	onConflict       func(netip.Addr, net.HardwareAddr, string)
 	onInterfaces     func(*announce.NodeInterfaces)
 	onReleased       func([]netip.Addr)
+	probeInterval    time.Duration
+	probeCount       int
 }
 
 func (o Options) resolve() (resolved, error) {
@@ -121,6 +131,8 @@ func (o Options) resolve() (resolved, error) {
 		onConflict:       o.OnConflict,
 		onInterfaces:     o.OnInterfaces,
 		onReleased:       o.OnReleased,
+		probeInterval:    o.ProbeInterval,
+		probeCount:       o.ProbeCount,
 	}
 	if r.count == 0 {
 		r.count = DefaultGratuitousCount
@@ -145,6 +157,18 @@ func (o Options) resolve() (resolved, error) {
 	}
 	if r.rescan == 0 {
 		r.rescan = DefaultRescanInterval
+	}
+	if r.probeInterval < 0 {
+		return r, fmt.Errorf("layer2 options: ProbeInterval %s is negative", r.probeInterval)
+	}
+	if r.probeInterval == 0 {
+		r.probeInterval = DefaultProbeInterval
+	}
+	if r.probeCount < 0 {
+		return r, fmt.Errorf("layer2 options: ProbeCount %d is negative", r.probeCount)
+	}
+	if r.probeCount == 0 {
+		r.probeCount = DefaultProbeCount
 	}
 	pats := o.ExcludeInterfaces
 	if pats == nil {

@@ -368,3 +368,57 @@ func (h countingHandler) count(msg string) int {
 	defer h.mu.Unlock()
 	return h.counts[msg]
 }
+
+// fakeProber is Options.L2Probe for the tests: another host answers each
+// address while answering says so; a probe returns once the address is
+// silent (as layer2.Announcer.Probe after its silent rounds), or ctx's
+// error.
+type fakeProber struct {
+	mu        sync.Mutex
+	answering map[netip.Addr]bool
+	calls     map[netip.Addr]int
+	// changed is closed (and replaced) on every change of answering.
+	changed chan struct{}
+}
+
+func newFakeProber() *fakeProber {
+	return &fakeProber{answering: map[netip.Addr]bool{}, calls: map[netip.Addr]int{}, changed: make(chan struct{})}
+}
+
+// fakeProberMAC is the MAC address of the host that answers the probes.
+const fakeProberMAC = "02:00:00:00:00:02"
+
+func (p *fakeProber) set(ip netip.Addr, answering bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.answering[ip] = answering
+	close(p.changed)
+	p.changed = make(chan struct{})
+}
+
+func (p *fakeProber) callsOf(ip netip.Addr) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.calls[ip]
+}
+
+func (p *fakeProber) probe(ctx context.Context, ip netip.Addr, _ []string) (int, string, error) {
+	p.mu.Lock()
+	p.calls[ip]++
+	p.mu.Unlock()
+	answers, by := 0, ""
+	for {
+		p.mu.Lock()
+		ans, ch := p.answering[ip], p.changed
+		p.mu.Unlock()
+		if !ans {
+			return answers, by, nil
+		}
+		answers, by = answers+1, fakeProberMAC
+		select {
+		case <-ctx.Done():
+			return answers, by, ctx.Err()
+		case <-ch:
+		}
+	}
+}

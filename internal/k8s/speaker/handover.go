@@ -23,14 +23,24 @@ import (
 // Layer 2 hand-over (see announce.Handover and docs/l2-failover.md,
 // "Hand-over"): a layer 2 address this node wins is answered only once the
 // live node that answered it before has released it (L2Released), or after
-// Options.HandoverTimeout; at once when that node's speaker does not
-// advertise releases (Members.ReleaseSenders: a MetalLB speaker). This file is the speaker's side of it: the
-// received releases, the waits, the re-decisions they trigger, and the
-// herald_layer2_handovers_total counter.
+// Options.HandoverTimeout. When that node's speaker does not advertise
+// releases (Members.ReleaseSenders: a MetalLB speaker, live or just left),
+// the address is probed on the segment (Options.L2Probe) and answered once
+// nobody else answers it. This file is the speaker's side of it: the
+// received releases, the probes, the waits, the re-decisions they trigger,
+// and the herald_layer2_handovers_total counter.
 
 // reasonHandoverPending: this node won the address and waits for the
-// previous holder's release (logs, herald_speaker_not_announced).
+// previous holder's release, or for it to stop answering (logs,
+// herald_speaker_not_announced).
 const reasonHandoverPending = "handoverPending"
+
+// Re-decisions whose Services could not be listed (watchHandover) are
+// retried after handoverListRetryFirst, doubling up to handoverListRetryLast at most.
+const (
+	handoverListRetryFirst = 100 * time.Millisecond
+	handoverListRetryLast  = 5 * time.Second
+)
 
 // handoverState is the speaker's hand-over state. The fields under mu are
 // written by memberlist's packet handler (L2Released) and timers; last is
@@ -49,6 +59,15 @@ type handoverState struct {
 	pending map[netip.Addr]bool
 	// timers: the deadline timer of each address waited for.
 	timers map[netip.Addr]handoverTimer
+	// probes: the probe of each address whose previous holder sends no
+	// release.
+	probes map[netip.Addr]*handoverProbe
+	// listRetry: the next retry delay of each address whose Services
+	// could not be listed.
+	listRetry map[netip.Addr]time.Duration
+	// ctx ends the probes (runHandover's context; Background before it
+	// runs).
+	ctx context.Context
 
 	// last: the last winner other than this node that a decision named for
 	// each address (announce.PreviousL2Holder's remembered), reconcile
@@ -58,6 +77,26 @@ type handoverState struct {
 	// (reconcile worker only). Before it, this speaker has just started and
 	// guesses the previous holders (announce.PreviousL2Holder's guess).
 	settled bool
+	// sendsReleases: whether each other node's speaker advertised releases
+	// when last seen live (reconcile worker only). Memberlist forgets a
+	// member's metadata when it leaves or fails; the hand-over still has
+	// to know whether a holder that just left was a Herald speaker (it
+	// stopped answering before it left) or a MetalLB one (it answers until
+	// its process exits).
+	sendsReleases map[string]bool
+	// senders: the release senders of the last noteSenders (reconcile
+	// worker only).
+	senders map[string]bool
+}
+
+// handoverProbe is the probe of one address (Options.L2Probe).
+type handoverProbe struct {
+	cancel context.CancelFunc
+	// Under handoverState.mu: the result so far, and what it heard.
+	result     announce.ProbeResult
+	answers    int
+	answeredBy string
+	err        error
 }
 
 type handoverTimer struct {
@@ -80,11 +119,17 @@ func newHandoverState(timeout time.Duration, node string, reg prometheus.Registe
 		released: map[netip.Addr]map[string]time.Time{},
 		pending:  map[netip.Addr]bool{},
 		timers:   map[netip.Addr]handoverTimer{},
+		probes:   map[netip.Addr]*handoverProbe{},
 		last:     map[netip.Addr]string{},
 		counter:  newHandoverCounter(),
+
+		listRetry:     map[netip.Addr]time.Duration{},
+		ctx:           context.Background(),
+		sendsReleases: map[string]bool{},
 	}
 	for _, r := range []announce.HandoverReason{announce.HandoverReleased, announce.HandoverTimedOut,
-		announce.HandoverPreviousNotLive, announce.HandoverNoPreviousHolder, announce.HandoverNoReleaseExpected} {
+		announce.HandoverPreviousNotLive, announce.HandoverNoPreviousHolder, announce.HandoverNoReleaseExpected,
+		announce.HandoverProbedSilent} {
 		h.counter.WithLabelValues(node, r.String())
 	}
 	if reg != nil {
@@ -100,7 +145,7 @@ func newHandoverCounter() *prometheus.CounterVec {
 		Namespace: "herald",
 		Subsystem: "layer2",
 		Name:      "handovers_total",
-		Help:      "Layer 2 addresses this node took over, by how the wait for the previous holder ended (released: its release arrived; timedOut: none within --l2-handover-timeout, e.g. a lost message; noReleaseExpected: its speaker does not advertise releases, e.g. a MetalLB speaker, no wait; previousNotLive: it had failed or left, no wait; noPreviousHolder: no other node could have answered; disabled: hand-over off).",
+		Help:      "Layer 2 addresses this node took over, by how the wait for the previous holder ended (released: its release arrived; probedSilent: its speaker sends no release, e.g. a MetalLB speaker, and probes of the address went unanswered; timedOut: no release or still answering within --l2-handover-timeout, e.g. a lost message; noReleaseExpected: its speaker sends no release and the address could not be probed, no wait; previousNotLive: it had failed or left, no wait; noPreviousHolder: no other node could have answered; disabled: hand-over off).",
 	}, []string{"node", "outcome"})
 }
 
@@ -162,9 +207,86 @@ func (h *handoverState) redecideAt(ip netip.Addr, at time.Time) {
 	})}
 }
 
-// done ends the wait for ip (answered, or no longer wanted): its timer is
-// stopped and, when consume is set, its releases are used up (a later
-// takeover of ip waits for a new one).
+// redecideAfter makes the Services holding ip be decided again after d
+// (a retry; the deadline timer of ip is not touched).
+func (h *handoverState) redecideAfter(ip netip.Addr, d time.Duration) {
+	time.AfterFunc(d, func() {
+		h.mu.Lock()
+		h.pending[ip] = true
+		h.mu.Unlock()
+		h.wake()
+	})
+}
+
+// listFailed returns how long to wait before deciding ip's Services again
+// after listing them failed (doubling per consecutive failure).
+func (h *handoverState) listFailed(ip netip.Addr) time.Duration {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	d := h.listRetry[ip]
+	if d == 0 {
+		d = handoverListRetryFirst
+	}
+	h.listRetry[ip] = min(2*d, handoverListRetryLast)
+	return d
+}
+
+// listed resets ip's list retry delay.
+func (h *handoverState) listed(ip netip.Addr) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	delete(h.listRetry, ip)
+}
+
+// probeOf returns the result of ip's probe so far: ProbePending while it
+// runs or before it started.
+func (h *handoverState) probeOf(ip netip.Addr) handoverProbe {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if p := h.probes[ip]; p != nil {
+		return handoverProbe{result: p.result, answers: p.answers, answeredBy: p.answeredBy, err: p.err}
+	}
+	return handoverProbe{result: announce.ProbePending}
+}
+
+// startProbe starts probing ip on ifaces (empty: every interface) with
+// probe, until the prober finds it silent, fails, or deadline passes,
+// unless a probe of ip runs or has a result already. Its result decides
+// the Services holding ip again.
+func (h *handoverState) startProbe(probe L2ProbeFunc, ip netip.Addr, ifaces []string, deadline time.Time) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.probes[ip] != nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(h.ctx, deadline.Sub(h.now()))
+	p := &handoverProbe{cancel: cancel, result: announce.ProbePending}
+	h.probes[ip] = p
+	go func() {
+		defer cancel()
+		answers, by, err := probe(ctx, ip, ifaces)
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		if h.probes[ip] != p {
+			return // the wait ended meanwhile
+		}
+		p.answers, p.answeredBy = answers, by
+		switch {
+		case err == nil:
+			p.result = announce.ProbeSilent
+		case ctx.Err() != nil:
+			return // the deadline passed: its timer decides again
+		default:
+			p.result, p.err = announce.ProbeUnavailable, err
+		}
+		h.pending[ip] = true
+		h.wake()
+	}()
+}
+
+// done ends the wait for ip (answered, or no longer wanted): its timer
+// and its probe are stopped and, when consume is set, its releases are
+// used up (a later takeover of ip waits for a new one).
 func (h *handoverState) done(ip netip.Addr, consume bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -172,9 +294,39 @@ func (h *handoverState) done(ip netip.Addr, consume bool) {
 		t.timer.Stop()
 		delete(h.timers, ip)
 	}
+	if p := h.probes[ip]; p != nil {
+		p.cancel()
+		delete(h.probes, ip)
+	}
 	if consume {
 		delete(h.released, ip)
 	}
+}
+
+// noteSenders records the nodes that send releases for the hand-over
+// decisions (announce.HandoverInput.ReleaseSenders): those whose speakers
+// advertise it now (senders, Members.ReleaseSenders), and those that did
+// when last seen live and are not live now (a Herald speaker that failed
+// or left). It remembers what each live node advertises. clusterView
+// calls it with each view of the members; reconcile worker only.
+func (h *handoverState) noteSenders(self string, senders, live map[string]bool) {
+	for n, alive := range live {
+		if alive && n != self {
+			h.sendsReleases[n] = senders[n]
+		}
+	}
+	out := make(map[string]bool, len(senders))
+	for n, ok := range senders {
+		if ok {
+			out[n] = true
+		}
+	}
+	for n, ok := range h.sendsReleases {
+		if ok && live != nil && !live[n] {
+			out[n] = true
+		}
+	}
+	h.senders = out
 }
 
 func (h *handoverState) releasesOf(ip netip.Addr) map[string]time.Time {
@@ -191,6 +343,9 @@ func (h *handoverState) releasesOf(ip netip.Addr) map[string]time.Time {
 // Services holding them, until ctx ends.
 func (s *Controller) runHandover(ctx context.Context) error {
 	h := s.handover
+	h.mu.Lock()
+	h.ctx = ctx
+	h.mu.Unlock()
 	for {
 		select {
 		case <-ctx.Done():
@@ -215,21 +370,34 @@ func (s *Controller) runHandover(ctx context.Context) error {
 }
 
 // watchHandover adds the source of the hand-over re-decisions to b: each
-// address queues the Services holding it.
+// address queues the Services holding it (handoverRequests).
 func (s *Controller) watchHandover(b *builder.TypedBuilder[reconcile.Request]) *builder.TypedBuilder[reconcile.Request] {
 	return b.WatchesRawSource(source.TypedChannel(s.handover.events,
-		handler.TypedEnqueueRequestsFromMapFunc(func(ctx context.Context, ip netip.Addr) []reconcile.Request {
-			var list corev1.ServiceList
-			if err := s.client.List(ctx, &list, client.MatchingFields{indexServiceIP: ip.String()}); err != nil {
-				s.log.Debug("hand-over: list Services of an address", "ip", ip, "error", err)
-				return nil
-			}
-			reqs := make([]reconcile.Request, 0, len(list.Items))
-			for i := range list.Items {
-				reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
-			}
-			return reqs
-		})))
+		handler.TypedEnqueueRequestsFromMapFunc(s.handoverRequests)))
+}
+
+// handoverRequests returns the requests of the Services holding ip (from
+// the cache). When they cannot be listed, the re-decision is not dropped:
+// it logs a warning and pokes ip again later (handoverListRetryFirst,
+// doubling up to handoverListRetryLast), since a taker waiting for that
+// re-decision would otherwise wait for its timeout, or, for a previous
+// holder that sends no release, leave the address unanswered until then.
+func (s *Controller) handoverRequests(ctx context.Context, ip netip.Addr) []reconcile.Request {
+	h := s.handover
+	var list corev1.ServiceList
+	if err := s.client.List(ctx, &list, client.MatchingFields{indexServiceIP: ip.String()}); err != nil {
+		d := h.listFailed(ip)
+		s.log.Warn("layer 2 hand-over: cannot list the Services of an address; deciding them again later",
+			"ip", ip, "retryIn", d, "error", err)
+		h.redecideAfter(ip, d)
+		return nil
+	}
+	h.listed(ip)
+	reqs := make([]reconcile.Request, 0, len(list.Items))
+	for i := range list.Items {
+		reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
+	}
+	return reqs
 }
 
 // handOver filters targets, the layer 2 addresses the decision d of one
@@ -251,10 +419,11 @@ func (s *Controller) handOver(log *slog.Logger, st *serviceState, in *announce.I
 	var out []announce.L2Target
 	var held map[announcement]notAnnounced
 	now := h.now()
-	// Without memberlist no release can arrive: nobody is waited for.
+	// Without memberlist no release can arrive: nobody is waited for a
+	// release (a previous holder is probed).
 	var senders map[string]bool
-	if s.opts.Members != nil && len(targets) > 0 {
-		senders = s.opts.Members.ReleaseSenders()
+	if s.opts.Members != nil {
+		senders = h.senders
 	}
 	for _, t := range targets {
 		wanted[t.IP] = true
@@ -264,12 +433,17 @@ func (s *Controller) handOver(log *slog.Logger, st *serviceState, in *announce.I
 			continue
 		}
 		since, waiting := st.waiting[t.IP]
+		probe := handoverProbe{result: announce.ProbeUnavailable}
+		if s.opts.L2Probe != nil {
+			probe = h.probeOf(t.IP)
+		}
 		r := announce.Handover(announce.HandoverInput{
 			Node:           s.opts.NodeName,
 			Previous:       announce.PreviousL2Holder(*in, t.IP, h.last[t.IP], !h.settled),
 			Live:           in.Live,
 			ReleaseSenders: senders,
 			Released:       h.releasesOf(t.IP),
+			Probe:          probe.result,
 			Since:          since,
 			Now:            now,
 			Timeout:        h.timeout,
@@ -284,15 +458,20 @@ func (s *Controller) handOver(log *slog.Logger, st *serviceState, in *announce.I
 				}
 				st.waiting[t.IP] = now
 				log.Debug("layer 2 hand-over: waiting for the previous holder to stop answering", "ip", t.IP,
-					"previous", r.WaitFor, "timeout", h.timeout)
+					"previous", r.WaitFor, "probing", r.Probe, "timeout", h.timeout)
 			}
 			h.redecideAt(t.IP, r.Deadline)
+			detail := fmt.Sprintf("node %s won %s; waiting for node %s, which answers it, to release it (at most %s)",
+				s.opts.NodeName, t.IP, r.WaitFor, h.timeout)
+			if r.Probe {
+				h.startProbe(s.opts.L2Probe, t.IP, t.Interfaces, r.Deadline)
+				detail = fmt.Sprintf("node %s won %s; waiting for node %s's speaker, which sends no release, to stop answering it (probing; at most %s)",
+					s.opts.NodeName, t.IP, r.WaitFor, h.timeout)
+			}
 			if held == nil {
 				held = map[announcement]notAnnounced{}
 			}
-			held[announcement{protoL2, t.IP.String()}] = notAnnounced{reason: reasonHandoverPending, winner: s.opts.NodeName,
-				detail: fmt.Sprintf("node %s won %s; waiting for node %s, which answers it, to release it (at most %s)",
-					s.opts.NodeName, t.IP, r.WaitFor, h.timeout)}
+			held[announcement{protoL2, t.IP.String()}] = notAnnounced{reason: reasonHandoverPending, winner: s.opts.NodeName, detail: detail}
 			continue
 		}
 		out = append(out, t)
@@ -304,9 +483,17 @@ func (s *Controller) handOver(log *slog.Logger, st *serviceState, in *announce.I
 		if waiting {
 			attrs = append(attrs, "waited", now.Sub(since))
 		}
-		if r.Reason == announce.HandoverTimedOut {
-			log.Info("layer 2 hand-over: the previous holder sent no release in time, taking over anyway", append(attrs, "previous", r.WaitFor)...)
-		} else {
+		if probe.answers > 0 || probe.answeredBy != "" {
+			attrs = append(attrs, "probeAnswers", probe.answers, "answeredBy", probe.answeredBy)
+		}
+		switch {
+		case r.Reason == announce.HandoverTimedOut:
+			log.Info("layer 2 hand-over: the previous holder sent no release or still answered in time, taking over anyway", append(attrs, "previous", r.WaitFor)...)
+		case r.Reason == announce.HandoverProbedSilent:
+			log.Info("layer 2 hand-over: the previous holder, whose speaker sends no release, stopped answering; taking over", attrs...)
+		case probe.err != nil:
+			log.Warn("layer 2 hand-over: cannot probe the address, taking over at once", append(attrs, "error", probe.err)...)
+		default:
 			log.Debug("layer 2 hand-over: taking over", attrs...)
 		}
 	}

@@ -1,13 +1,19 @@
 package speaker
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/netip"
 	"slices"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -129,8 +135,9 @@ func TestHandoverTimeout(t *testing.T) {
 
 // TestHandoverFromSpeakerWithoutReleases: a previous holder whose speaker
 // does not advertise releases (a MetalLB speaker during the migration, an
-// older Herald) is not waited for: the taker answers at once instead of
-// leaving the address unanswered for the timeout (issue #13).
+// older Herald), with no prober (Options.L2Probe nil), is not waited for:
+// the taker answers at once instead of leaving the address unanswered for
+// the timeout (issue #13).
 func TestHandoverFromSpeakerWithoutReleases(t *testing.T) {
 	f := newL2Fixture(t, "n1", "n2")
 	ip := ipWonBy(t, "n1", "n1", "n2")
@@ -145,6 +152,91 @@ func TestHandoverFromSpeakerWithoutReleases(t *testing.T) {
 	})
 	if v, _ := gauge(s1.reg, "herald_layer2_handovers_total", map[string]string{"outcome": "noReleaseExpected"}); v != 1 {
 		t.Errorf("herald_layer2_handovers_total{outcome=noReleaseExpected} = %v, want 1", v)
+	}
+}
+
+func withProber(p *fakeProber) func(*testSpeaker, *Options) {
+	return func(_ *testSpeaker, o *Options) { o.L2Probe = p.probe }
+}
+
+// msgProbedSilent is the log message of a takeover after a silent probe.
+const msgProbedSilent = "layer 2 hand-over: the previous holder, whose speaker sends no release, stopped answering; taking over"
+
+// TestHandoverProbesSpeakerWithoutReleases is the migration case of issue
+// #13: the previous holder of an address is a MetalLB speaker (it sends
+// no release), and it still answers the address, either live (it has not
+// processed the membership change yet) or after it left memberlist (a
+// MetalLB speaker on SIGTERM leaves first and answers until it exits).
+// The taker must not answer while it does (two answerers, 2-4 ARP probes
+// in 300 in the e2e runs when the taker answered at once): it probes the
+// address and answers once nobody else does, long before the timeout.
+func TestHandoverProbesSpeakerWithoutReleases(t *testing.T) {
+	f := newL2Fixture(t, "n1", "n2")
+	ipLive := ipWonBy(t, "n1", "n1", "n2") // n1 wins it with n2 live
+	ipLeft := ipWonBy(t, "n2", "n1", "n2") // n1 wins it once n2 left
+	keyLive := f.service("live", ipLive, "n2")
+	keyLeft := f.service("left", ipLeft, "n1")
+	p := newFakeProber()
+	p.set(ipLive, true)
+	p.set(ipLeft, true)
+	view1 := &liveness{live: map[string]bool{"n1": true, "n2": true}, noReleases: map[string]bool{"n2": true}}
+	s1 := startSpeakerProbedWith(t, f, "n1", view1, withHandoverTimeout(handoverWait), withProber(p))
+
+	// n2, live, still answers ipLive: held while the probe gets answers.
+	poll.Until(t, 30*time.Second, "n1 probes "+ipLive.String(), func() error {
+		if p.callsOf(ipLive) == 0 {
+			return errors.New("no probe yet")
+		}
+		return decidedOrWaiting(s1, keyLive, ipLive)()
+	})
+	if got := s1.l2.announced(keyLive); len(got) != 0 {
+		t.Fatalf("n1 answers %v while n2's speaker, which sends no release, still answers it: two answerers", got)
+	}
+	if v, _ := gauge(s1.reg, "herald_speaker_not_announced", map[string]string{"protocol": protoL2, "reason": reasonHandoverPending}); v != 1 {
+		t.Errorf("herald_speaker_not_announced{reason=handoverPending} = %v, want 1", v)
+	}
+	// n2 stops answering it: n1 answers.
+	p.set(ipLive, false)
+	poll.Until(t, 30*time.Second, "n1 answers "+ipLive.String()+" once n2 is silent", func() error {
+		if got := s1.l2.announced(keyLive); !slices.Equal(got, []string{ipLive.String()}) {
+			return fmt.Errorf("n1 announces %v", got)
+		}
+		return nil
+	})
+	if v, _ := gauge(s1.reg, "herald_layer2_handovers_total", map[string]string{"outcome": "probedSilent"}); v != 1 {
+		t.Errorf("herald_layer2_handovers_total{outcome=probedSilent} = %v, want 1", v)
+	}
+	if got := s1.l2.announced(keyLeft); len(got) != 0 {
+		t.Fatalf("n1 answers %v, which n2 wins", got)
+	}
+
+	// n2's speaker leaves memberlist and keeps answering until it exits:
+	// n1 wins ipLeft, and waits until the probe finds it silent.
+	view1.set("n2", false)
+	poll.Until(t, 30*time.Second, "n1 probes "+ipLeft.String()+" after n2 left", func() error {
+		if p.callsOf(ipLeft) == 0 {
+			return errors.New("no probe yet")
+		}
+		return decidedOrWaiting(s1, keyLeft, ipLeft)()
+	})
+	if got := s1.l2.announced(keyLeft); len(got) != 0 {
+		t.Fatalf("n1 answers %v while n2's speaker, which left memberlist, still answers it: two answerers", got)
+	}
+	p.set(ipLeft, false)
+	poll.Until(t, 30*time.Second, "n1 answers "+ipLeft.String()+" once n2 is silent", func() error {
+		if got := s1.l2.announced(keyLeft); !slices.Equal(got, []string{ipLeft.String()}) {
+			return fmt.Errorf("n1 announces %v", got)
+		}
+		return nil
+	})
+	if v, _ := gauge(s1.reg, "herald_layer2_handovers_total", map[string]string{"outcome": "probedSilent"}); v != 2 {
+		t.Errorf("herald_layer2_handovers_total{outcome=probedSilent} = %v, want 2", v)
+	}
+	if n := s1.logs.count(msgProbedSilent); n != 2 {
+		t.Errorf("%d takeover logs %q, want 2", n, msgProbedSilent)
+	}
+	if v, ok := gauge(s1.reg, "herald_speaker_not_announced", map[string]string{"protocol": protoL2, "reason": reasonHandoverPending}); ok && v != 0 {
+		t.Errorf("still %v address(es) reported waiting after the takeovers", v)
 	}
 }
 
@@ -239,16 +331,22 @@ func TestHandOverGlue(t *testing.T) {
 		t.Fatalf("settled, no previous holder known: answered %v, want at once", got)
 	}
 
-	// The previous holder's speaker sends no releases (MetalLB): at once.
-	s.opts.Members.(*fakeMembers).live.noReleases = map[string]bool{"n2": true}
+	// The previous holder's speaker sends no releases (MetalLB) and this
+	// node cannot probe: at once.
+	m := s.opts.Members.(*fakeMembers)
+	m.live.noReleases = map[string]bool{"n2": true}
+	s.handover.noteSenders("n1", m.ReleaseSenders(), in.Live)
 	s.handover.last[ip] = "n2"
 	if got, _ = s.handOver(log, &serviceState{}, &in, &d, targets, true); len(got) != 1 {
 		t.Fatalf("previous holder without releases: answered %v, want at once", got)
 	}
-	s.opts.Members.(*fakeMembers).live.noReleases = nil
+	m.live.noReleases = nil
+	s.handover.noteSenders("n1", m.ReleaseSenders(), in.Live)
 
-	// The previous holder crashed: at once.
+	// The previous holder crashed (a Herald speaker, seen advertising
+	// releases while it was live): at once.
 	dead := f.input("n1", map[string]bool{"n1": true, "n2": false})
+	s.handover.noteSenders("n1", map[string]bool{}, dead.Live)
 	dd := announce.Decide(dead)
 	if got, _ = s.handOver(log, &serviceState{}, &dead, &dd, dd.L2Targets(), true); len(got) != 1 {
 		t.Fatalf("dead previous holder: answered %v, want at once", got)
@@ -258,6 +356,154 @@ func TestHandOverGlue(t *testing.T) {
 	if got, _ = s.handOver(log, applied, &in, &d, targets, true); len(got) != 1 {
 		t.Fatalf("already answering: answered %v", got)
 	}
+}
+
+// TestHandOverGlueProbe drives handOver with a prober: a previous holder
+// that sends no release and still answers holds the address (one probe,
+// however often it is decided), the probe's silence lets it be answered;
+// the same for such a holder that left memberlist; a probe that fails
+// answers at once; hand-over off does not probe.
+func TestHandOverGlueProbe(t *testing.T) {
+	f := newPureFixture(t)
+	s := f.controller("n1", time.Minute)
+	p := newFakeProber()
+	s.opts.L2Probe = p.probe
+	m := s.opts.Members.(*fakeMembers)
+	m.live.noReleases = map[string]bool{"n2": true}
+	ip := f.ip
+	in := f.input("n1", map[string]bool{"n1": true, "n2": true})
+	s.handover.noteSenders("n1", m.ReleaseSenders(), in.Live)
+	d := announce.Decide(in)
+	targets := d.L2Targets()
+	log := slog.New(slog.DiscardHandler)
+	probedSilent := func() float64 {
+		return testutil.ToFloat64(s.handover.counter.WithLabelValues("n1", announce.HandoverProbedSilent.String()))
+	}
+
+	p.set(ip, true)
+	st := &serviceState{}
+	got, held := s.handOver(log, st, &in, &d, targets, true)
+	h := held[announcement{protoL2, ip.String()}]
+	if len(got) != 0 || h.reason != reasonHandoverPending ||
+		!strings.Contains(h.detail, "waiting for node n2's speaker, which sends no release, to stop answering") {
+		t.Fatalf("previous holder without releases, still answering: answered %v, held %+v; want a wait", got, h)
+	}
+	poll.Until(t, 10*time.Second, "a probe of "+ip.String(), func() error {
+		if p.callsOf(ip) != 1 {
+			return fmt.Errorf("%d probes", p.callsOf(ip))
+		}
+		return nil
+	})
+	if got, _ = s.handOver(log, st, &in, &d, targets, true); len(got) != 0 || p.callsOf(ip) != 1 {
+		t.Fatalf("decided again while it answers: answered %v, %d probes (want 1)", got, p.callsOf(ip))
+	}
+	p.set(ip, false)
+	poll.Until(t, 10*time.Second, "answered once silent", func() error {
+		if got, _ := s.handOver(log, st, &in, &d, targets, true); len(got) != 1 {
+			return errors.New("still held")
+		}
+		return nil
+	})
+	if v := probedSilent(); v != 1 {
+		t.Errorf("probedSilent = %v, want 1", v)
+	}
+	if pr := s.handover.probeOf(ip); pr.result != announce.ProbePending {
+		t.Errorf("probe state left after the takeover: %+v", pr)
+	}
+
+	// A holder without releases that left memberlist (MetalLB answers
+	// until its process exits): probed too.
+	left := f.input("n1", map[string]bool{"n1": true, "n2": false})
+	s.handover.noteSenders("n1", map[string]bool{}, left.Live)
+	dl := announce.Decide(left)
+	s.handover.last[ip] = "n2"
+	p.set(ip, true)
+	st = &serviceState{}
+	if got, _ = s.handOver(log, st, &left, &dl, dl.L2Targets(), true); len(got) != 0 {
+		t.Fatalf("holder without releases that left, still answering: answered %v, want a wait", got)
+	}
+	p.set(ip, false)
+	poll.Until(t, 10*time.Second, "answered once silent", func() error {
+		if got, _ := s.handOver(log, st, &left, &dl, dl.L2Targets(), true); len(got) != 1 {
+			return errors.New("still held")
+		}
+		return nil
+	})
+	if v := probedSilent(); v != 2 {
+		t.Errorf("probedSilent = %v, want 2", v)
+	}
+
+	// The probe fails (no interface): answered at once after it.
+	s.opts.L2Probe = func(context.Context, netip.Addr, []string) (int, string, error) {
+		return 0, "", errors.New("no interface to probe on")
+	}
+	s.handover.last[ip] = "n2"
+	st = &serviceState{}
+	poll.Until(t, 10*time.Second, "answered after a failed probe", func() error {
+		if got, _ := s.handOver(log, st, &in, &d, targets, true); len(got) != 1 {
+			return errors.New("still held")
+		}
+		return nil
+	})
+	if v := testutil.ToFloat64(s.handover.counter.WithLabelValues("n1", announce.HandoverNoReleaseExpected.String())); v != 1 {
+		t.Errorf("noReleaseExpected = %v, want 1", v)
+	}
+
+	// Hand-over off: no probe, at once.
+	off := f.controller("n1", -1)
+	off.opts.L2Probe = p.probe
+	p.set(ip, true)
+	calls := p.callsOf(ip)
+	if got, _ = off.handOver(log, &serviceState{}, &in, &d, targets, true); len(got) != 1 || p.callsOf(ip) != calls {
+		t.Errorf("hand-over off: answered %v, %d probes", got, p.callsOf(ip)-calls)
+	}
+}
+
+// TestHandoverRequestsListFails: when the Services of an address cannot
+// be listed, its re-decision is retried (a warning, and the address is
+// poked again), not dropped.
+func TestHandoverRequestsListFails(t *testing.T) {
+	f := newPureFixture(t)
+	s := f.controller("n1", time.Minute)
+	fl := &failingLister{}
+	fl.fails.Store(1)
+	s.client = fl
+	s.log = slog.New(newCountingHandler())
+	if reqs := s.handoverRequests(context.Background(), f.ip); reqs != nil {
+		t.Fatalf("requests %v from a failed List", reqs)
+	}
+	select {
+	case <-s.handover.poke:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the address was not poked again after the failed List")
+	}
+	s.handover.mu.Lock()
+	pending := s.handover.pending[f.ip]
+	s.handover.mu.Unlock()
+	if !pending {
+		t.Fatal("the address is not pending again after the failed List")
+	}
+	if reqs := s.handoverRequests(context.Background(), f.ip); len(reqs) != 1 {
+		t.Fatalf("requests %v after the List works again, want 1", reqs)
+	}
+	if d := s.handover.listFailed(f.ip); d != handoverListRetryFirst {
+		t.Errorf("retry delay after a success = %s, want it reset to %s", d, handoverListRetryFirst)
+	}
+}
+
+// failingLister fails List while fails > 0, then lists one Service.
+type failingLister struct {
+	client.Client
+	fails atomic.Int32
+}
+
+func (l *failingLister) List(_ context.Context, list client.ObjectList, _ ...client.ListOption) error {
+	if l.fails.Add(-1) >= 0 {
+		return errors.New("cache not synced")
+	}
+	sl := list.(*corev1.ServiceList)
+	sl.Items = []corev1.Service{{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web"}}}
+	return nil
 }
 
 // pureFixture builds decision inputs for a two-node cluster with one layer
@@ -301,6 +547,8 @@ func (f *pureFixture) controller(node string, timeout time.Duration) *Controller
 		f.t.Fatal(err)
 	}
 	// Every node sends releases (a Herald group).
-	m := (&liveness{live: map[string]bool{"n1": true, "n2": true}}).member(node)
+	live := map[string]bool{"n1": true, "n2": true}
+	m := (&liveness{live: live}).member(node)
+	h.noteSenders(node, m.ReleaseSenders(), live)
 	return &Controller{opts: Options{NodeName: node, L2: &fakeL2{}, Members: m}, log: slog.New(slog.DiscardHandler), handover: h}
 }

@@ -1,6 +1,7 @@
 package speaker
 
 import (
+	"context"
 	"errors"
 	"log/slog"
 	"net/netip"
@@ -36,6 +37,16 @@ type L2Announcer interface {
 	// Controller.L2InterfacesChanged when it changes.
 	EligibleInterfaces() *announce.NodeInterfaces
 }
+
+// L2ProbeFunc asks the segment whether another host still answers the
+// layer 2 address ip on the named interfaces (empty: every eligible one):
+// it probes (ARP requests, neighbor solicitations) until consecutive
+// probes go unanswered and then returns a nil error; it returns ctx's
+// error when ctx ends first, and another error when it cannot probe.
+// answers counts the answers it heard from other hosts, answeredBy is the
+// MAC address of the last one ("" when none); both are for logs.
+// speaker/main.go wires layer2.Announcer.Probe.
+type L2ProbeFunc func(ctx context.Context, ip netip.Addr, interfaces []string) (answers int, answeredBy string, err error)
 
 // Members is what the speaker needs from memberlist (*members.List
 // implements it).
@@ -105,6 +116,12 @@ type Options struct {
 	Recorder EventRecorder
 	// L2 announces in layer 2; nil disables layer 2 (--enable-l2=false).
 	L2 L2Announcer
+	// L2Probe probes a layer 2 address before this node takes it over from
+	// a previous holder that sends no hand-over release (a MetalLB
+	// speaker; announce.Handover): the taker answers once the probe finds
+	// the address silent, at most after HandoverTimeout. nil: no probing,
+	// such an address is answered at once.
+	L2Probe L2ProbeFunc
 	// BGP announces over BGP; nil disables BGP (--enable-bgp=false).
 	BGP bgp.Speaker
 	// PeerStates, if set, delivers BGP session state changes (from the

@@ -103,6 +103,9 @@ func (s *Controller) clusterView(ctx context.Context) (*clusterView, error) {
 		// Joined before Live: a Live read after the gate opened is complete.
 		v.joined = s.opts.Members.Joined()
 		v.live = s.opts.Members.Live()
+		if s.handover != nil {
+			s.handover.noteSenders(s.opts.NodeName, s.opts.Members.ReleaseSenders(), v.live)
+		}
 	} else {
 		v.live = announce.LiveFromNodeConditions(v.nodes)
 	}
