@@ -174,12 +174,15 @@ unit:
 # `kubectl apply` (INSTALL=kubectl, the default) or from charts/herald by
 # `helm install` of release "herald" (INSTALL=helm, with bin/helm), running
 # the binaries built here.
+# LAB_PREFIX names the lab's network namespaces (default herald-lab):
+# two labs on one machine need two prefixes, since lab-down removes every
+# namespace of its prefix.
 INSTALL ?= kubectl
 lab: deps test-assets build $(if $(filter helm,$(INSTALL)),$(BIN)/helm)
-	hack/lab.sh up --install=$(INSTALL) --bin-dir=$(BIN) $(if $(RELEASE),--release=$(RELEASE))
+	hack/lab.sh up --install=$(INSTALL) --bin-dir=$(BIN) $(if $(RELEASE),--release=$(RELEASE)) $(if $(LAB_PREFIX),--prefix=$(LAB_PREFIX))
 
 lab-down:
-	hack/lab.sh down
+	hack/lab.sh down $(if $(LAB_PREFIX),--prefix=$(LAB_PREFIX))
 
 e2e: deps test-assets metallb-assets tools build release-ci
 	HERALD_LAB_BIN_DIR=$(BIN) HERALD_RELEASE_DIR=$(RELEASE_CI_DIR) go test -count=1 -timeout 40m ./e2e/...
