@@ -50,17 +50,18 @@ func main() {
 	flag.DurationVar(&o.Observe, "observe", 3*time.Second, "polling after each node's swap, once converged")
 	flag.DurationVar(&o.Interval, "interval", 100*time.Millisecond, "pause between two requests of one address")
 	flag.BoolVar(&o.Helm, "helm", false, "install Herald with its chart and "+migration.HelmValues+" instead of the overlay "+migration.Manifests)
+	keepLogs := flag.Bool("keep-logs", false, "keep the lab's state directory (the speakers' and controllers' logs) after a successful run too, and print its path")
 	record := flag.String("record", "", "Markdown file whose \""+SectionTitle+"\" section (\""+HelmSectionTitle+"\" with --helm) gets the table")
 	flag.Parse()
 	crlog.SetLogger(logr.Discard())
 	o.Log = slog.New(slog.NewTextHandler(os.Stderr, nil))
-	if err := run(o, *record); err != nil {
+	if err := run(o, *record, *keepLogs); err != nil {
 		fmt.Fprintln(os.Stderr, "bench-migration:", err)
 		os.Exit(1)
 	}
 }
 
-func run(o migration.Options, record string) error {
+func run(o migration.Options, record string, keepLogs bool) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Minute)
@@ -83,7 +84,11 @@ func run(o migration.Options, record string) error {
 	if downErr != nil {
 		return downErr
 	}
-	_ = os.RemoveAll(dir)
+	if keepLogs {
+		fmt.Fprintln(os.Stderr, "bench-migration: lab logs kept in", dir)
+	} else {
+		_ = os.RemoveAll(dir)
+	}
 	out := machine() + "\n\n" + fmt.Sprintf("Full form: %d rounds, %s observation after each node, requests every %s per address.\n\n",
 		o.Rounds, o.Observe, o.Interval) + res.Table()
 	fmt.Println(out)
