@@ -68,7 +68,7 @@ func (o *options) register(fs *flag.FlagSet, getenv func(string) string) {
 	str(&o.podName, "pod-name", "METALLB_POD_NAME", "Name of the controller Pod, owner of the ConfigurationState \"controller\".")
 	serving.EnvString(fs, getenv, &o.speakerLabels, "speaker-labels", "HERALD_SPEAKER_LABELS", "",
 		"Label selector of the speaker Pods in --namespace (the speakers' METALLB_ML_LABELS): the BGPSessionStates of a node without one for --speaker-gone-grace are deleted (empty: never).")
-	fs.DurationVar(&o.speakerGrace, "speaker-gone-grace", sessiongc.DefaultGrace, "How long a node may be without a speaker Pod (a rollout re-creates it) before its BGPSessionStates are deleted.")
+	fs.DurationVar(&o.speakerGrace, "speaker-gone-grace", sessiongc.DefaultGrace, "How long a node may be without a speaker Pod (a rollout re-creates it) before its BGPSessionStates are deleted; they are marked bgpStatus Unknown as soon as no speaker runs there.")
 	fs.BoolVar(&o.version, "version", false, "Print the version, commit and Go version, then exit.")
 	fs.StringVar(&o.lbClass, "lb-class", "", "loadBalancerClass handled by this controller (empty: Services without a class).")
 	fs.StringVar(&o.logLevel, "log-level", "info", "Log level: all, debug, info, warn, error, none.")

@@ -51,13 +51,17 @@ type BGPSessionStateStatus struct {
 
 	// BGPStatus is the session's BGP finite state machine state (RFC 4271
 	// §8.2.2): Idle, Connect, Active, OpenSent, OpenConfirm or Established;
-	// Unknown before the speaker has seen a state.
+	// Unknown before the speaker has seen a state, and Unknown when the
+	// controller marks the object because no speaker runs on the node (no
+	// Pod, a Pod being deleted, a speaker container not running; LastError
+	// then says so and LastTransitionTime is since when).
 	// +optional
 	BGPStatus string `json:"bgpStatus,omitempty"`
 
 	// BFDStatus is the state of the peer's BFD session (RFC 5880 §4.1):
 	// Up, Down, Init or AdminDown; "N/A" when the BGPPeer names no
-	// BFDProfile.
+	// BFDProfile; Unknown when the controller marks the object (see
+	// BGPStatus).
 	// +optional
 	BFDStatus string `json:"bfdStatus,omitempty"`
 
@@ -96,7 +100,10 @@ type BGPSessionStateStatus struct {
 // BGPPeer. The speaker of the node writes it in Herald's namespace from its
 // session callbacks, labelled LabelNode and LabelBGPPeer, owned by the Node
 // (it survives a speaker restart and is garbage-collected with the Node),
-// and deletes it when the node no longer has a session to that peer.
+// and deletes it when the node no longer has a session to that peer. The
+// controller marks the node's objects Unknown as soon as no speaker runs
+// on the node, and deletes them once no speaker Pod has existed there for
+// --speaker-gone-grace (internal/k8s/sessiongc).
 // Writes are coalesced: a flapping session's object shows its latest state,
 // written at most about once a second.
 //

@@ -323,6 +323,11 @@ func TestAPIServer(t *testing.T) {
 			{controller, "delete pods -n herald-system", false},
 			{controller, "delete bgpsessionstates.herald.io -n herald-system", true},
 			{controller, "create bgpsessionstates.herald.io -n herald-system", false},
+			// Marks them not known while no speaker runs on their node;
+			// the status only.
+			{controller, "update bgpsessionstates.herald.io --subresource=status -n herald-system", true},
+			{controller, "update bgpsessionstates.herald.io -n herald-system", false},
+			{controller, "update bgpsessionstates.herald.io --subresource=status -n default", false},
 			{controller, "create leases.coordination.k8s.io -n herald-system", true},
 			{controller, "create leases.coordination.k8s.io -n default", false},
 			{controller, "create tokenreviews.authentication.k8s.io", true},

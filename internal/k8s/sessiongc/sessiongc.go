@@ -1,16 +1,37 @@
-// Package sessiongc deletes the BGPSessionState objects (herald.io/v1alpha1)
-// of a node on which no speaker Pod has existed for a grace period: the
-// speaker that wrote them is gone for good (DaemonSet deleted, node no
-// longer selected by it), so their last state would be stale forever.
+// Package sessiongc keeps the BGPSessionState objects (herald.io/v1alpha1)
+// of a node honest when that node's speaker cannot write them: while no
+// speaker runs there it marks them not known, and once no speaker Pod has
+// existed there for a grace period it deletes them.
 //
-// The speaker deletes the objects of peers that are no longer configured;
-// this is the case it cannot handle, its own absence. The grace period
-// (DefaultGrace) covers a speaker Pod deleted and re-created during a
-// rollout or a restart: its objects stay and the new speaker adopts them.
-// Absence is timed by the controller from when it first saw the node's
-// objects without a speaker Pod (a controller restart starts the clock
-// again, which only delays a deletion). A terminating speaker Pod counts
-// as absent.
+// The speaker writes its node's objects from its session callbacks and
+// deletes those of peers that are no longer configured; a dead speaker
+// writes nothing (a clean stop neither: the writer ends with the process),
+// so its last states, often Established, would stay. The controller
+// therefore looks at the node's speaker Pods (Classify) and:
+//
+//   - marks every object of the node not known (Mark: bgpStatus Unknown,
+//     since and lastErrorTime the time the controller first saw the
+//     speaker down, lastError "speaker on node N not running since T: ...")
+//     as soon as no speaker container runs there: no Pod, a Pod being
+//     deleted, or a Pod that is not Ready and whose speaker container is
+//     not running (crashed, in CrashLoopBackOff, killed, not started yet);
+//   - does not mark a Pod whose speaker container runs but that is not Ready
+//     yet (starting, loading its configuration): that speaker is alive and
+//     writes its own states; marking it would overwrite them and the two
+//     would take turns. A speaker that runs but hangs is marked once its
+//     liveness probe has the kubelet restart it;
+//   - deletes the objects once no speaker Pod (or only Pods being
+//     deleted) has existed for the grace (DefaultGrace): the speaker is
+//     gone for good (DaemonSet deleted, node no longer selected). The
+//     grace covers a rollout: the new speaker adopts the objects.
+//
+// A speaker that starts again reads its node's objects before its first
+// write and rewrites each one whose status differs from its own, so the
+// mark goes with the first write of the new process.
+//
+// Times are the controller's: from when it first saw the speaker down or
+// absent (a controller restart starts the clocks again, which only delays
+// a deletion; objects already marked keep their mark and its time).
 //
 // The reconciler is keyed by node name, from BGPSessionState events (label
 // metallb.io/node) and from speaker Pod events (spec.nodeName).
@@ -20,11 +41,13 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -40,7 +63,17 @@ import (
 // takes to re-create one node's Pod.
 const DefaultGrace = time.Minute
 
-// Speaker is what a node has of a speaker Pod.
+// StatusUnknown is the bgpStatus (and, for a peer with BFD, the bfdStatus)
+// of an object marked by the controller: its speaker does not run, so the
+// session's state is not known (the router has likely closed it; with
+// graceful restart it may keep the routes for a while).
+const StatusUnknown = "Unknown"
+
+// ContainerName is the speaker's container in its Pod (the chart's); when a
+// Pod has no container status of that name, any running container counts.
+const ContainerName = "speaker"
+
+// Speaker is what a node has of a speaker Pod, best first.
 type Speaker int
 
 const (
@@ -49,15 +82,80 @@ const (
 	// SpeakerTerminating: only speaker Pods being deleted
 	// (deletionTimestamp set).
 	SpeakerTerminating
-	// SpeakerPresent: a speaker Pod that is not being deleted.
-	SpeakerPresent
+	// SpeakerNotRunning: a speaker Pod that is not Ready and whose speaker
+	// container does not run (waiting, terminated, no status yet).
+	SpeakerNotRunning
+	// SpeakerStarting: a speaker Pod that is not Ready but whose speaker
+	// container runs.
+	SpeakerStarting
+	// SpeakerReady: a speaker Pod whose Ready condition is True.
+	SpeakerReady
 )
+
+func (s Speaker) String() string {
+	switch s {
+	case SpeakerNone:
+		return "no speaker Pod"
+	case SpeakerTerminating:
+		return "speaker Pod being deleted"
+	case SpeakerNotRunning:
+		return "speaker container not running"
+	case SpeakerStarting:
+		return "speaker Pod not Ready yet"
+	case SpeakerReady:
+		return "speaker Pod Ready"
+	}
+	return fmt.Sprintf("Speaker(%d)", int(s))
+}
+
+// Classify says what node has of the speaker Pods pods (any node's: the
+// others are skipped): the best of its Pods.
+func Classify(pods []corev1.Pod, node string) Speaker {
+	best := SpeakerNone
+	for i := range pods {
+		if p := &pods[i]; p.Spec.NodeName == node {
+			best = max(best, classifyPod(p))
+		}
+	}
+	return best
+}
+
+func classifyPod(p *corev1.Pod) Speaker {
+	if p.DeletionTimestamp != nil {
+		return SpeakerTerminating
+	}
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
+			return SpeakerReady
+		}
+	}
+	anyRunning := false
+	for _, cs := range p.Status.ContainerStatuses {
+		if cs.Name == ContainerName {
+			anyRunning = cs.State.Running != nil
+			break
+		}
+		anyRunning = anyRunning || cs.State.Running != nil
+	}
+	if anyRunning {
+		return SpeakerStarting
+	}
+	return SpeakerNotRunning
+}
 
 // Decision is what Decide answers.
 type Decision struct {
-	// AbsentSince is when the speaker was first seen absent; zero while a
-	// speaker is present. The caller keeps it for the next call.
+	// DownSince is when no speaker was first seen running (SpeakerNone,
+	// SpeakerTerminating or SpeakerNotRunning); zero while one runs. The
+	// caller keeps it for the next call.
+	DownSince time.Time
+	// AbsentSince is when no speaker Pod (SpeakerNone or
+	// SpeakerTerminating) was first seen; zero while a Pod exists. The
+	// caller keeps it for the next call.
 	AbsentSince time.Time
+	// Mark: the node's objects are to be marked not known (Mark), since
+	// DownSince.
+	Mark bool
 	// Delete: the node's objects are to be deleted now.
 	Delete bool
 	// After is when to look again if nothing changes (the rest of the
@@ -65,25 +163,60 @@ type Decision struct {
 	After time.Duration
 }
 
-// Decide says whether the BGPSessionState objects of a node are to be
-// deleted. s is the node's speaker, absentSince when it was first seen
-// absent (zero: not yet), now the current time and grace the period
-// (DefaultGrace when <= 0). It is pure.
-func Decide(s Speaker, absentSince, now time.Time, grace time.Duration) Decision {
+// Decide says what to do with the BGPSessionState objects of a node. s is
+// the node's speaker (Classify), downSince and absentSince the clocks of
+// the previous Decision (zero: not yet), now the current time and grace
+// the period (DefaultGrace when <= 0). It is pure.
+func Decide(s Speaker, downSince, absentSince, now time.Time, grace time.Duration) Decision {
 	if grace <= 0 {
 		grace = DefaultGrace
 	}
-	if s == SpeakerPresent {
+	start := func(t time.Time) time.Time {
+		if t.IsZero() || t.After(now) {
+			return now
+		}
+		return t
+	}
+	switch s {
+	case SpeakerReady, SpeakerStarting:
 		return Decision{}
+	case SpeakerNotRunning:
+		return Decision{DownSince: start(downSince), Mark: true}
 	}
-	if absentSince.IsZero() || absentSince.After(now) {
-		absentSince = now
+	d := Decision{DownSince: start(downSince), AbsentSince: start(absentSince)}
+	if d.DownSince.After(d.AbsentSince) {
+		d.DownSince = d.AbsentSince
 	}
-	gone := now.Sub(absentSince)
-	if gone >= grace {
-		return Decision{AbsentSince: absentSince, Delete: true}
+	if gone := now.Sub(d.AbsentSince); gone < grace {
+		d.Mark, d.After = true, grace-gone
+	} else {
+		d.Delete = true
 	}
-	return Decision{AbsentSince: absentSince, After: grace - gone}
+	return d
+}
+
+// markPrefix starts the lastError of node's objects marked by the
+// controller.
+func markPrefix(node string) string { return "speaker on node " + node + " not running since " }
+
+// Mark returns st marked not known: no speaker has run on node since since
+// (whole seconds, UTC), for reason (Speaker.String). The speaker's fields
+// (node, peer, bgpPeer, vrf, prefix counts) are kept; a bfdStatus other
+// than "N/A" becomes Unknown. changed is false when st is already marked
+// for node (its mark and time are kept). It is pure.
+func Mark(st v1alpha1.BGPSessionStateStatus, node string, since time.Time, reason Speaker) (out v1alpha1.BGPSessionStateStatus, changed bool) {
+	if st.BGPStatus == StatusUnknown && strings.HasPrefix(st.LastError, markPrefix(node)) {
+		return st, false
+	}
+	t := metav1.NewTime(since.UTC().Truncate(time.Second))
+	st.BGPStatus = StatusUnknown
+	if st.BFDStatus != "" && st.BFDStatus != v1alpha1.BFDStatusNotConfigured {
+		st.BFDStatus = StatusUnknown
+	}
+	st.LastTransitionTime = &t
+	st.LastError = markPrefix(node) + t.Format(time.RFC3339) + ": " + reason.String()
+	st.LastErrorTime = t.DeepCopy()
+	return st, true
 }
 
 // Options configure Setup.
@@ -117,7 +250,7 @@ func Setup(mgr manager.Manager, o Options) error {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	r := &reconciler{c: mgr.GetClient(), o: o, absent: map[string]time.Time{}}
+	r := &reconciler{c: mgr.GetClient(), o: o, clocks: map[string]clock{}}
 	inNS := func(obj client.Object) bool { return obj.GetNamespace() == o.Namespace }
 	return builder.ControllerManagedBy(mgr).
 		Named("bgpsessionstate-gc").
@@ -143,8 +276,10 @@ type reconciler struct {
 	o Options
 
 	mu     sync.Mutex
-	absent map[string]time.Time // node -> when its speaker was first seen absent
+	clocks map[string]clock // node -> when its speaker was first seen down, absent
 }
+
+type clock struct{ down, absent time.Time }
 
 func (r *reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	node := req.Name
@@ -154,7 +289,7 @@ func (r *reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	}
 	if len(states.Items) == 0 {
 		r.mu.Lock()
-		delete(r.absent, node)
+		delete(r.clocks, node)
 		r.mu.Unlock()
 		return reconcile.Result{}, nil
 	}
@@ -162,29 +297,22 @@ func (r *reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if err := r.c.List(ctx, &pods, client.InNamespace(r.o.Namespace), client.MatchingLabelsSelector{Selector: r.o.SpeakerSelector}); err != nil {
 		return reconcile.Result{}, err
 	}
-	s := SpeakerNone
-	for i := range pods.Items {
-		p := &pods.Items[i]
-		if p.Spec.NodeName != node {
-			continue
-		}
-		if p.DeletionTimestamp == nil {
-			s = SpeakerPresent
-			break
-		}
-		s = SpeakerTerminating
-	}
+	s := Classify(pods.Items, node)
 	now := r.o.Now()
 	r.mu.Lock()
-	d := Decide(s, r.absent[node], now, r.o.Grace)
-	if d.AbsentSince.IsZero() {
-		delete(r.absent, node)
+	prev := r.clocks[node]
+	d := Decide(s, prev.down, prev.absent, now, r.o.Grace)
+	if d.DownSince.IsZero() {
+		delete(r.clocks, node)
 	} else {
-		r.absent[node] = d.AbsentSince
+		r.clocks[node] = clock{d.DownSince, d.AbsentSince}
 	}
 	r.mu.Unlock()
 	if r.o.observe != nil {
 		r.o.observe(node, s, now, d)
+	}
+	if d.Mark {
+		return reconcile.Result{RequeueAfter: d.After}, r.mark(ctx, node, states.Items, d.DownSince, s)
 	}
 	if !d.Delete {
 		return reconcile.Result{RequeueAfter: d.After}, nil
@@ -197,7 +325,30 @@ func (r *reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		r.o.Log.Info("deleted BGPSessionState of a node without speaker", "node", node, "bgpsessionstate", st.Name, "absentSince", d.AbsentSince)
 	}
 	r.mu.Lock()
-	delete(r.absent, node)
+	delete(r.clocks, node)
 	r.mu.Unlock()
 	return reconcile.Result{}, nil
+}
+
+// mark writes the not-known mark (Mark) into the status of every object in
+// states not yet marked. A conflict (the speaker, or the cache, was
+// faster) is retried by the caller's requeue; the object's update event
+// brings it back anyway.
+func (r *reconciler) mark(ctx context.Context, node string, states []v1alpha1.BGPSessionState, since time.Time, s Speaker) error {
+	for i := range states {
+		st := &states[i]
+		status, changed := Mark(st.Status, node, since, s)
+		if !changed {
+			continue
+		}
+		st.Status = status
+		if err := r.c.Status().Update(ctx, st); err != nil {
+			if apierrors.IsNotFound(err) {
+				continue
+			}
+			return fmt.Errorf("mark BGPSessionState %s not known: %w", st.Name, err)
+		}
+		r.o.Log.Info("marked BGPSessionState not known: no speaker runs on its node", "node", node, "bgpsessionstate", st.Name, "since", since, "speaker", s.String())
+	}
+	return nil
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -68,6 +69,19 @@ func TestBGPSessionStates(t *testing.T) {
 		obj.Status = v1alpha1.BGPSessionStateStatus{Node: o.node, BGPPeer: o.peer, BGPStatus: "Established"}
 		must(t, c.Status().Update(ctx, obj))
 	}
+	// n1's for p1, marked not known by the controller while no speaker
+	// ran (internal/k8s/sessiongc): the new speaker overwrites the mark.
+	marked := metav1.NewTime(time.Now().Add(-time.Minute).Truncate(time.Second))
+	var n1 corev1.Node
+	must(t, c.Get(ctx, client.ObjectKey{Name: "n1"}, &n1))
+	p1Marked := &v1alpha1.BGPSessionState{ObjectMeta: metav1.ObjectMeta{Name: sessionStateName("n1", "p1"), Namespace: ns,
+		Labels:          map[string]string{v1alpha1.LabelNode: "n1", v1alpha1.LabelBGPPeer: "p1"},
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Node", Name: "n1", UID: n1.UID}}}}
+	must(t, c.Create(ctx, p1Marked))
+	p1Marked.Status = v1alpha1.BGPSessionStateStatus{Node: "n1", Peer: "203.0.113.1", BGPPeer: "p1", BGPStatus: "Unknown", BFDStatus: "N/A",
+		LastTransitionTime: &marked, LastErrorTime: &marked,
+		LastError: "speaker on node n1 not running since " + marked.UTC().Format(time.RFC3339) + ": speaker container not running"}
+	must(t, c.Status().Update(ctx, p1Marked))
 
 	// And one of n1 that no speaker names so (another writer's).
 	stray := &v1alpha1.BGPSessionState{ObjectMeta: metav1.ObjectMeta{Name: "stray", Namespace: ns,
