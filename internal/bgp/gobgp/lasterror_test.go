@@ -9,6 +9,8 @@ import (
 	"time"
 
 	api "github.com/osrg/gobgp/v3/api"
+	gobgplog "github.com/osrg/gobgp/v3/pkg/log"
+	gobgppkt "github.com/osrg/gobgp/v3/pkg/packet/bgp"
 	apb "google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/herald-lb/herald/internal/bgp"
@@ -146,4 +148,100 @@ func TestMissingVRFDeviceIsLastError(t *testing.T) {
 		t.Fatalf("session %+v without its VRF device", st)
 	}
 	t.Logf("LastError %q", st.LastError)
+}
+
+// logSpeaker is a Speaker with one applied peer "r" at 192.0.2.1, enough
+// for the gobgp log hooks (gobgpWarning, gobgpInfo, gobgpDebug).
+func logSpeaker() *Speaker {
+	return &Speaker{
+		byKey:   map[string]string{"192.0.2.1": "r"},
+		runtime: map[string]*peerRuntime{"r": {state: bgp.StateActive}},
+	}
+}
+
+// TestNotificationFromOpenErrorIsLastError: a NOTIFICATION gobgp sends
+// because of the router's OPEN (wrong AS, bad BGP identifier, unacceptable
+// hold time) is logged by gobgp (fsm.go, sendNotificationFromErrorMsg)
+// with its *MessageError as Data and without Code and Subcode; it
+// becomes LastError with gobgp's explanation.
+func TestNotificationFromOpenErrorIsLastError(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want string
+	}{
+		{gobgppkt.NewMessageError(gobgppkt.BGP_ERROR_OPEN_MESSAGE_ERROR, gobgppkt.BGP_ERROR_SUB_BAD_PEER_AS, nil, "as number mismatch expected 64999, received 64500"),
+			"notification sent: code 2(open) subcode 2(bad peer as): as number mismatch expected 64999, received 64500"},
+		{gobgppkt.NewMessageError(gobgppkt.BGP_ERROR_OPEN_MESSAGE_ERROR, gobgppkt.BGP_ERROR_SUB_BAD_BGP_IDENTIFIER, nil, "bad BGP identifier"),
+			"notification sent: code 2(open) subcode 3(bad bgp identifier): bad BGP identifier"},
+		{gobgppkt.NewMessageError(gobgppkt.BGP_ERROR_OPEN_MESSAGE_ERROR, gobgppkt.BGP_ERROR_SUB_UNACCEPTABLE_HOLD_TIME, nil, "hold time is too short"),
+			"notification sent: code 2(open) subcode 6(unacceptable hold time): hold time is too short"},
+	} {
+		s := logSpeaker()
+		s.gobgpWarning("sent notification", gobgplog.Fields{"Topic": "Peer", "Key": "192.0.2.1", "Data": tc.err})
+		if got := s.runtime["r"].lastError; got != tc.want {
+			t.Errorf("LastError %q, want %q", got, tc.want)
+		}
+		if s.runtime["r"].lastErrorTime.IsZero() {
+			t.Error("LastErrorTime is zero")
+		}
+	}
+	// With Code and Subcode (written by the session's sender) as before.
+	s := logSpeaker()
+	s.gobgpWarning("received notification", gobgplog.Fields{"Topic": "Peer", "Key": "192.0.2.1", "Code": uint8(6), "Subcode": uint8(2), "Communicated-Reason": "maintenance", "Data": []byte{}})
+	if got, want := s.runtime["r"].lastError, `notification received: code 6(cease) subcode 2(administrative shutdown): "maintenance"`; got != want {
+		t.Errorf("LastError %q, want %q", got, want)
+	}
+}
+
+// TestOwnPeerReplacementIsNoLastError: "Peer Down" with reason "dying" is
+// gobgp's neighbor deleted or its server stopped, which only Herald does
+// (a changed BGPPeer recreates the neighbor, a router ID change restarts
+// gobgp): gobgp logs it after DeletePeer returned, when the new neighbor
+// with the same address may be registered. It is not the router's error.
+func TestOwnPeerReplacementIsNoLastError(t *testing.T) {
+	s := logSpeaker()
+	s.gobgpInfo("Peer Down", gobgplog.Fields{"Topic": "Peer", "Key": "192.0.2.1", "State": "BGP_FSM_ESTABLISHED", "Reason": "dying"})
+	if got := s.runtime["r"].lastError; got != "" {
+		t.Errorf("LastError %q after Herald replaced its own neighbor, want none", got)
+	}
+	s.gobgpInfo("Peer Down", gobgplog.Fields{"Topic": "Peer", "Key": "192.0.2.1", "State": "BGP_FSM_ESTABLISHED", "Reason": "hold-timer-expired"})
+	if got, want := s.runtime["r"].lastError, "session down: hold-timer-expired"; got != want {
+		t.Errorf("LastError %q, want %q", got, want)
+	}
+}
+
+// TestWrongPeerASNIsLastError: against a real gobgp router, a peerASN that
+// is not the router's makes gobgp send an OPEN error NOTIFICATION, which
+// becomes LastError; correcting the ASN (Herald recreates its neighbor,
+// the router then sees Herald's side as "dying") leaves no error of
+// Herald's own making once the session is Established.
+func TestWrongPeerASNIsLastError(t *testing.T) {
+	skipShort(t)
+	r := newRouter(t, routerASN, "198.51.100.254", "127.0.0.1")
+	r.addPeer(t, "127.0.0.1", ourASN)
+	s := newSpeaker(t, Options{})
+	ctx := context.Background()
+	wrong := r.peerConfig("r", ourASN)
+	wrong.PeerASN = 64999
+	if err := s.SetPeers(ctx, []bgp.PeerConfig{wrong}); err != nil {
+		t.Fatal(err)
+	}
+	want := fmt.Sprintf("notification sent: code 2(open) subcode 2(bad peer as): as number mismatch expected 64999, received %d", routerASN)
+	poll.Until(t, 30*time.Second, "the AS mismatch as LastError", func() bool { return stateOf(s, "r").LastError == want })
+
+	if err := s.SetPeers(ctx, []bgp.PeerConfig{r.peerConfig("r", ourASN)}); err != nil {
+		t.Fatal(err)
+	}
+	waitEstablished(t, s, "r")
+	// Replaced once more while Established: gobgp logs the old neighbor's
+	// "Peer Down" (dying) after the new one is registered.
+	changed := r.peerConfig("r", ourASN)
+	changed.HoldTime = 12 * time.Second
+	if err := s.SetPeers(ctx, []bgp.PeerConfig{changed}); err != nil {
+		t.Fatal(err)
+	}
+	waitEstablished(t, s, "r")
+	if got := stateOf(s, "r").LastError; got != "" {
+		t.Errorf("LastError %q after Herald recreated its neighbor, want none", got)
+	}
 }

@@ -715,13 +715,23 @@ func (s *Speaker) gobgpDebug(msg string, f gobgplog.Fields) {
 
 // gobgpInfo sees gobgp's info messages (gobgp goroutine): "Peer Down"
 // gives the reason an Established session ended. A NOTIFICATION is
-// recorded in more detail from its own warning (recordNotification).
+// recorded in more detail from its own warning (recordNotification);
+// "dying" (Herald deleted the neighbor itself) is not recorded.
 func (s *Speaker) gobgpInfo(msg string, f gobgplog.Fields) {
 	if msg != "Peer Down" {
 		return
 	}
 	reason := fmt.Sprint(f["Reason"])
 	if strings.HasPrefix(reason, "notification-") {
+		return
+	}
+	if reason == "dying" {
+		// gobgp's neighbor was deleted or its server stopped: only Herald
+		// does that (a changed BGPPeer recreates the neighbor, a router ID
+		// change restarts gobgp, the prefix-limit hold-down replaces it).
+		// gobgp logs it after DeletePeer returned, when the new neighbor
+		// with the same address may be registered: it is not the
+		// router's error, and not the new session's.
 		return
 	}
 	s.setLastError(f, "session down: "+reason)
@@ -742,17 +752,35 @@ func (s *Speaker) setLastError(f gobgplog.Fields, text string) {
 // logged as "sent notification" or "received notification": its error
 // code and subcode, by name and number, and the shutdown communication
 // of a Cease (RFC 8203) when there is one.
+//
+// gobgp v3.37 logs a NOTIFICATION in two shapes: with Code and Subcode
+// (written by the session's sender, and every one received), or, for the
+// errors its FSM finds in a received message (the router's OPEN: AS
+// mismatch, bad BGP identifier, unacceptable hold time; a malformed
+// UPDATE; the hold timer), with only Data, the *bgp.MessageError that
+// caused it (fsm.go, sendNotificationFromErrorMsg). The second shape
+// carries gobgp's explanation, appended after the codes: "notification
+// sent: code 2(open) subcode 2(bad peer as): as number mismatch expected
+// 64999, received 64500".
 func (s *Speaker) recordNotification(msg string, f gobgplog.Fields) {
-	code, okc := f["Code"].(uint8)
-	sub, oks := f["Subcode"].(uint8)
-	if !okc || !oks {
-		return
-	}
 	dir := "received"
 	if msg == "sent notification" {
 		dir = "sent"
 	}
-	text := notificationText(dir, code, sub, fmt.Sprint(f["Communicated-Reason"]))
+	code, okc := f["Code"].(uint8)
+	sub, oks := f["Subcode"].(uint8)
+	if okc && oks {
+		s.setLastError(f, notificationText(dir, code, sub, fmt.Sprint(f["Communicated-Reason"])))
+		return
+	}
+	var me *gobgppkt.MessageError
+	if err, ok := f["Data"].(error); !ok || !errors.As(err, &me) {
+		return
+	}
+	text := notificationText(dir, me.TypeCode, me.SubTypeCode, "")
+	if me.Message != "" {
+		text += ": " + me.Message
+	}
 	s.setLastError(f, text)
 }
 

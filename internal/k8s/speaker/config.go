@@ -211,12 +211,20 @@ func (s *Controller) syncPeers(ctx context.Context, snap *config.Snapshot, view 
 		s.sessions.setPeers(desired, withBFD)
 		return s.syncBFD(bfdSessions)
 	}
+	// The session writer learns the peers before BGP applies them: the
+	// BGP speaker reports the state of a new or recreated session while
+	// SetPeers runs (gobgp: Idle, then Active on the trigger goroutine),
+	// and setPeers, which starts a session whose address changed as
+	// Unknown, must not overwrite it afterwards (a session retrying in
+	// Active reports no further change). If SetPeers fails, the objects
+	// already show the desired peers (a peer BGP could not add stays
+	// Unknown) and SetPeers is retried.
+	s.sessions.setPeers(desired, withBFD)
 	if err := s.opts.BGP.SetPeers(ctx, desired); err != nil {
 		s.peersApplied = false
 		s.log.Error("applying BGP peers failed", "error", err)
 		return fmt.Errorf("apply BGP peers: %w", err)
 	}
-	s.sessions.setPeers(desired, withBFD)
 	bfdErr := s.syncBFD(bfdSessions)
 	names := make([]string, 0, len(desired))
 	for _, p := range desired {

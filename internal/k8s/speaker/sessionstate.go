@@ -108,8 +108,10 @@ func (w *sessionStates) entry(name string) *sessionEntry {
 	return e
 }
 
-// setPeers records the peers applied on this node (bgp.Speaker.SetPeers
-// succeeded) and which of them name a BFDProfile. Every other peer's object
+// setPeers records the peers to apply on this node and which of them name
+// a BFDProfile; it is called before bgp.Speaker.SetPeers, whose state
+// changes of a new session (another address or VRF: its state starts
+// Unknown here) would otherwise be overwritten. Every other peer's object
 // is deleted.
 func (w *sessionStates) setPeers(peers []bgp.PeerConfig, withBFD map[string]bool) {
 	w.mu.Lock()
@@ -124,7 +126,9 @@ func (w *sessionStates) setPeers(peers []bgp.PeerConfig, withBFD map[string]bool
 		e := w.entry(p.Name)
 		if !e.configured || e.cfg != p || e.bfd != withBFD[p.Name] {
 			if e.configured && (e.cfg.Key() != p.Key() || e.cfg.VRF != p.VRF) {
-				e.state, e.since = bgp.StateUnknown, time.Time{} // another session
+				// Another session: its state and errors are its own.
+				e.state, e.since = bgp.StateUnknown, time.Time{}
+				e.lastError, e.errorTime = "", time.Time{}
 			}
 			e.configured, e.cfg = true, p
 			if e.bfd != withBFD[p.Name] || e.bfdState == "" {

@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -209,4 +210,84 @@ func TestBGPSessionStates(t *testing.T) {
 	if _, err := get("p1"); err != nil {
 		t.Errorf("p1's object: %v", err)
 	}
+}
+
+// reportingBGP is bgp.Fake whose SetPeers, when it applies a peer at
+// reportAddr, reports that session Active (as gobgp does while it adds the
+// neighbor) and waits until the speaker has recorded it: the state change
+// of the new session arrives before SetPeers returns.
+type reportingBGP struct {
+	*bgp.Fake
+	reportAddr string
+	report     func(bgp.PeerState) // sends into the speaker and waits
+}
+
+func (b *reportingBGP) SetPeers(ctx context.Context, peers []bgp.PeerConfig) error {
+	if err := b.Fake.SetPeers(ctx, peers); err != nil {
+		return err
+	}
+	for _, p := range peers {
+		if p.Address.String() == b.reportAddr {
+			b.report(bgp.PeerState{Name: p.Name, Peer: p.MetricLabel(), State: bgp.StateActive})
+		}
+	}
+	return nil
+}
+
+// TestBGPSessionStateAfterAddressChange: a BGPPeer's peerAddress changes;
+// the speaker's BGP reports the new session Active while it applies the
+// peers (before SetPeers returns). The object shows Active, the new
+// session's state, not Unknown (the state it had before it was reported):
+// a session retrying in Active reports no further change. The old
+// session's lastError is not the new one's.
+func TestBGPSessionStateAfterAddressChange(t *testing.T) {
+	env := testenv.Start(t)
+	ctx := context.Background()
+	c := env.Client
+	ns := env.Namespace(t)
+	createReadyNode(t, c, "n1", "198.51.100.11")
+	peer := &v1beta2.BGPPeer{ObjectMeta: metav1.ObjectMeta{Name: "p1", Namespace: ns},
+		Spec: v1beta2.BGPPeerSpec{MyASN: 64512, PeerASN: 64513, PeerAddress: "203.0.113.1"}}
+	must(t, c.Create(ctx, peer))
+	s := startSpeakerProbed(t, env, ns, "n1", nil, 7946, "0", func(ts *testSpeaker, o *Options) {
+		o.BGP = &reportingBGP{Fake: ts.bgp, reportAddr: "198.51.100.8", report: func(st bgp.PeerState) {
+			ts.states <- st
+			poll.Until(t, 30*time.Second, "the speaker recorded the new session's state", func() bool {
+				w := ts.spk.sessions
+				w.mu.Lock()
+				defer w.mu.Unlock()
+				e := w.entries[st.Name]
+				return e != nil && e.state == st.State
+			})
+		}}
+	})
+	get := func() (*v1alpha1.BGPSessionState, error) {
+		var o v1alpha1.BGPSessionState
+		err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: sessionStateName("n1", "p1")}, &o)
+		return &o, err
+	}
+	const oldErr = "connect: dial tcp 203.0.113.1:179: connect: connection refused"
+	s.states <- bgp.PeerState{Name: "p1", State: bgp.StateEstablished, LastError: oldErr, LastErrorTime: time.Now()}
+	poll.Until(t, 30*time.Second, "p1 Established at 203.0.113.1", func() error {
+		o, err := get()
+		if err != nil {
+			return err
+		}
+		if o.Status.BGPStatus != "Established" || o.Status.Peer != "203.0.113.1" || o.Status.LastError != oldErr {
+			return fmt.Errorf("status %+v", o.Status)
+		}
+		return nil
+	})
+
+	must(t, c.Patch(ctx, peer, client.RawPatch(types.MergePatchType, []byte(`{"spec":{"peerAddress":"198.51.100.8"}}`))))
+	poll.Until(t, 30*time.Second, "p1 Active at 198.51.100.8", func() error {
+		o, err := get()
+		if err != nil {
+			return err
+		}
+		if o.Status.BGPStatus != "Active" || o.Status.Peer != "198.51.100.8" || o.Status.LastError != "" || o.Status.LastErrorTime != nil {
+			return fmt.Errorf("status %+v", o.Status)
+		}
+		return nil
+	})
 }
