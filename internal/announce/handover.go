@@ -140,8 +140,14 @@ type HandoverInput struct {
 	// speaker that failed or left: memberlist forgets its metadata, the
 	// caller remembers it); nil: none does (no memberlist).
 	ReleaseSenders map[string]bool
+	// Guessed: Previous is PreviousL2Holder's guess (this speaker has just
+	// started and does not know who answers the address), not a holder a
+	// decision named. A guessed release sender is probed as well as waited
+	// for: it may not answer the address at all (a speaker that is not
+	// Herald held it), and then no release ever comes.
+	Guessed bool
 	// Probe is what probing the address found (see ProbeResult); it
-	// matters only when Previous is not among ReleaseSenders. The caller
+	// matters only when Previous is not among ReleaseSenders, or Guessed. The caller
 	// starts a probe when a result says Probe and decides again on its
 	// result.
 	Probe ProbeResult
@@ -228,13 +234,17 @@ func Handover(in HandoverInput) HandoverResult {
 			return HandoverResult{Answer: true, Reason: HandoverReleased}
 		}
 	}
-	if !sender {
+	probe := !sender || in.Guessed
+	if probe {
 		switch in.Probe {
 		case ProbeUnavailable:
-			if !live {
+			switch {
+			case sender: // a guessed release sender: wait for its release
+			case !live:
 				return HandoverResult{Answer: true, Reason: HandoverPreviousNotLive}
+			default:
+				return HandoverResult{Answer: true, Reason: HandoverNoReleaseExpected}
 			}
-			return HandoverResult{Answer: true, Reason: HandoverNoReleaseExpected}
 		case ProbeSilent:
 			return HandoverResult{Answer: true, Reason: HandoverProbedSilent}
 		}
@@ -247,7 +257,7 @@ func Handover(in HandoverInput) HandoverResult {
 	if !in.Now.Before(deadline) {
 		return HandoverResult{Answer: true, Reason: HandoverTimedOut, WaitFor: in.Previous}
 	}
-	return HandoverResult{Reason: HandoverWaiting, WaitFor: in.Previous, Deadline: deadline, Probe: !sender}
+	return HandoverResult{Reason: HandoverWaiting, WaitFor: in.Previous, Deadline: deadline, Probe: probe && in.Probe != ProbeUnavailable}
 }
 
 // PreviousL2Holder returns the node believed to answer the layer 2 address

@@ -73,6 +73,11 @@ type handoverState struct {
 	// each address (announce.PreviousL2Holder's remembered), reconcile
 	// worker only.
 	last map[netip.Addr]string
+	// guessed: the addresses whose wait began on a guessed previous holder
+	// (announce.HandoverInput.Guessed), until the wait ends (reconcile
+	// worker only): later decisions of the wait name that node in last,
+	// and must still probe.
+	guessed map[netip.Addr]bool
 	// settled: a full pass over every Service ran with memberlist joined
 	// (reconcile worker only). Before it, this speaker has just started and
 	// guesses the previous holders (announce.PreviousL2Holder's guess).
@@ -121,6 +126,7 @@ func newHandoverState(timeout time.Duration, node string, reg prometheus.Registe
 		timers:   map[netip.Addr]handoverTimer{},
 		probes:   map[netip.Addr]*handoverProbe{},
 		last:     map[netip.Addr]string{},
+		guessed:  map[netip.Addr]bool{},
 		counter:  newHandoverCounter(),
 
 		listRetry:     map[netip.Addr]time.Duration{},
@@ -412,6 +418,7 @@ func (s *Controller) handOver(log *slog.Logger, st *serviceState, in *announce.I
 		for _, ipd := range d.IPs {
 			if w := ipd.L2.Winner; w != "" && w != s.opts.NodeName {
 				h.last[ipd.IP] = w
+				delete(h.guessed, ipd.IP)
 			}
 		}
 	}
@@ -437,9 +444,13 @@ func (s *Controller) handOver(log *slog.Logger, st *serviceState, in *announce.I
 		if s.opts.L2Probe != nil {
 			probe = h.probeOf(t.IP)
 		}
+		remembered := h.last[t.IP]
+		previous := announce.PreviousL2Holder(*in, t.IP, remembered, !h.settled)
+		guessed := previous != "" && (h.guessed[t.IP] || (!h.settled && (remembered == "" || remembered == s.opts.NodeName)))
 		r := announce.Handover(announce.HandoverInput{
 			Node:           s.opts.NodeName,
-			Previous:       announce.PreviousL2Holder(*in, t.IP, h.last[t.IP], !h.settled),
+			Previous:       previous,
+			Guessed:        guessed,
 			Live:           in.Live,
 			ReleaseSenders: senders,
 			Released:       h.releasesOf(t.IP),
@@ -452,6 +463,9 @@ func (s *Controller) handOver(log *slog.Logger, st *serviceState, in *announce.I
 			// Later decisions of this wait (after the start-up pass, which
 			// ends guessing) wait for the same node.
 			h.last[t.IP] = r.WaitFor
+			if guessed {
+				h.guessed[t.IP] = true
+			}
 			if !waiting {
 				if st.waiting == nil {
 					st.waiting = map[netip.Addr]time.Time{}
@@ -463,7 +477,7 @@ func (s *Controller) handOver(log *slog.Logger, st *serviceState, in *announce.I
 			h.redecideAt(t.IP, r.Deadline)
 			detail := fmt.Sprintf("node %s won %s; waiting for node %s, which answers it, to release it (at most %s)",
 				s.opts.NodeName, t.IP, r.WaitFor, h.timeout)
-			if r.Probe {
+			if r.Probe && s.opts.L2Probe != nil {
 				h.startProbe(s.opts.L2Probe, t.IP, t.Interfaces, r.Deadline)
 				detail = fmt.Sprintf("node %s won %s; waiting for node %s's speaker, which sends no release, to stop answering it (probing; at most %s)",
 					s.opts.NodeName, t.IP, r.WaitFor, h.timeout)
@@ -477,6 +491,7 @@ func (s *Controller) handOver(log *slog.Logger, st *serviceState, in *announce.I
 		out = append(out, t)
 		delete(st.waiting, t.IP)
 		delete(h.last, t.IP)
+		delete(h.guessed, t.IP)
 		h.done(t.IP, true)
 		h.counter.WithLabelValues(s.opts.NodeName, r.Reason.String()).Inc()
 		attrs := []any{"ip", t.IP, "outcome", r.Reason.String()}
@@ -500,6 +515,7 @@ func (s *Controller) handOver(log *slog.Logger, st *serviceState, in *announce.I
 	for ip := range st.waiting {
 		if !wanted[ip] {
 			delete(st.waiting, ip)
+			delete(h.guessed, ip)
 			h.done(ip, false)
 		}
 	}
@@ -527,6 +543,7 @@ func (s *Controller) answering(st *serviceState, ip netip.Addr) bool {
 func (s *Controller) forgetHandover(st *serviceState) {
 	for _, ip := range st.ips {
 		delete(s.handover.last, ip)
+		delete(s.handover.guessed, ip)
 	}
 	for ip := range st.waiting {
 		s.handover.done(ip, false)

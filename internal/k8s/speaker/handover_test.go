@@ -552,3 +552,57 @@ func (f *pureFixture) controller(node string, timeout time.Duration) *Controller
 	h.noteSenders(node, m.ReleaseSenders(), live)
 	return &Controller{opts: Options{NodeName: node, L2: &fakeL2{}, Members: m}, log: slog.New(slog.DiscardHandler), handover: h}
 }
+
+// TestHandOverGuessedSenderProbed: a speaker that has just started guesses
+// the previous holder of an address it wins (announce.PreviousL2Holder).
+// When the guess is a Herald speaker (a release sender) that never held
+// the address (a MetalLB speaker did, and has exited: the node-by-node
+// migration), no release ever comes: the address is probed as well, and
+// answered once silent, not after the hand-over timeout.
+func TestHandOverGuessedSenderProbed(t *testing.T) {
+	f := newPureFixture(t)
+	s := f.controller("n1", time.Minute)
+	p := newFakeProber()
+	s.opts.L2Probe = p.probe
+	m := s.opts.Members.(*fakeMembers)
+	ip := f.ip
+	in := f.input("n1", map[string]bool{"n1": true, "n2": true})
+	s.handover.noteSenders("n1", m.ReleaseSenders(), in.Live)
+	if !s.handover.senders["n2"] {
+		t.Fatalf("fixture: n2 is not a release sender: %v", s.handover.senders)
+	}
+	d := announce.Decide(in)
+	targets := d.L2Targets()
+	log := slog.New(slog.DiscardHandler)
+
+	// Somebody still answers: held, probing.
+	p.set(ip, true)
+	st := &serviceState{}
+	got, held := s.handOver(log, st, &in, &d, targets, true)
+	if h := held[announcement{protoL2, ip.String()}]; len(got) != 0 || h.reason != reasonHandoverPending {
+		t.Fatalf("guessed release sender, address answered: answered %v, held %+v; want a wait", got, h)
+	}
+	poll.Until(t, 10*time.Second, "a probe of "+ip.String(), func() error {
+		if p.callsOf(ip) != 1 {
+			return fmt.Errorf("%d probes", p.callsOf(ip))
+		}
+		return nil
+	})
+	// Later decisions of the wait (n2 is now remembered) still use the probe.
+	if got, _ = s.handOver(log, st, &in, &d, targets, true); len(got) != 0 {
+		t.Fatalf("decided again while it answers: answered %v", got)
+	}
+	p.set(ip, false)
+	poll.Until(t, 10*time.Second, "answered once silent (timeout 1 min)", func() error {
+		if got, _ := s.handOver(log, st, &in, &d, targets, true); len(got) != 1 {
+			return errors.New("still held")
+		}
+		return nil
+	})
+	if v := testutil.ToFloat64(s.handover.counter.WithLabelValues("n1", announce.HandoverProbedSilent.String())); v != 1 {
+		t.Errorf("probedSilent = %v, want 1", v)
+	}
+	if len(s.handover.guessed) != 0 {
+		t.Errorf("guessed left after the takeover: %v", s.handover.guessed)
+	}
+}
