@@ -122,6 +122,7 @@ func wantRBAC(namespace, prefix string) map[string]map[grant]bool {
 				"update core secrets "+prefix+"memberlist,"+prefix+"webhook-cert",
 				"get,list,watch core pods", // its own; the speakers' (BGPSessionState clean-up, issue 14)
 				"list,watch,delete herald.io bgpsessionstates",
+				"update herald.io bgpsessionstates/status", // marks a node's sessions Unknown while its speaker is not running
 				"get,create,update coordination.k8s.io leases",
 			),
 		),
