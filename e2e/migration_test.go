@@ -16,8 +16,9 @@ import (
 // MetalLB (e2e/migration; the full form is `make bench-migration`):
 // MetalLB v0.16.2 built from its Go module and installed from its own
 // manifests, then the documented in-place, node-by-node migration to
-// Herald and the rollback to MetalLB, while the client polls every
-// address. Count rows with target 0 must be 0 (no address changed, no
+// Herald and the rollback to MetalLB (each node drained with the
+// exclude-from-external-load-balancers label around its speaker's swap),
+// while the client polls every address. Count rows with target 0 must be 0 (no address changed, no
 // address answered twice, no prefix without a path); the layer 2 gap is
 // bounded generously for a noisy 2-core machine (the product target, 1 s,
 // is reported in the log and by bench-migration).
