@@ -10,9 +10,10 @@
 // node by node, each node drained first (labeled
 // node.kubernetes.io/exclude-from-external-load-balancers until nothing is
 // announced from it, the speaker swapped, the label removed); then the
-// rollback to MetalLB the same way, node by node, and the controller. Run measures each of the two switches: Services whose
-// address changed, layer 2 addresses without an answerer or with two, BGP
-// paths the router lost, and the client's requests lost.
+// rollback to MetalLB the same way, node by node, and the controller. Run
+// measures each of the two switches: Services whose address changed, layer
+// 2 addresses without an answerer or with two, BGP paths the router lost,
+// and the client's requests lost.
 package migration
 
 import (
@@ -886,10 +887,10 @@ func swap(ctx context.Context, l *lab.Lab, m *monitor, node string, replace func
 }
 
 // rollback undoes migrate: on each node, drained as in migrate, Herald's
-// speaker is stopped (Pod deleted) and MetalLB's started; then Herald's controller is stopped, its
-// webhook configuration deleted, MetalLB's manifests applied again (its
-// CRDs, with the conversion webhook pointing at MetalLB's Service) and
-// MetalLB's controller started.
+// speaker is stopped (Pod deleted) and MetalLB's started; then Herald's
+// controller is stopped, its webhook configuration deleted, MetalLB's
+// manifests applied again (its CRDs, with the conversion webhook pointing
+// at MetalLB's Service) and MetalLB's controller started.
 func rollback(ctx context.Context, l *lab.Lab, ml *lab.MetalLB, h *lab.Herald, m *monitor, o Options) error {
 	for _, n := range l.Nodes {
 		err := swap(ctx, l, m, n.Name, func() error {
