@@ -419,7 +419,7 @@ func (s *Controller) handOver(log *slog.Logger, st *serviceState, in *announce.I
 			w := ipd.L2.Winner
 			if w == "" && in != nil && notCandidate(ipd.L2.Reason) {
 				// This node is no candidate (excluded, NetworkUnavailable,
-				// no local endpoint, not live), so the decision names no
+				// no local endpoint), so the decision names no
 				// winner; the node that answers meanwhile is the winner
 				// among the others, and it still answers when this node
 				// becomes a candidate again and wins the address (the
@@ -564,10 +564,13 @@ func (s *Controller) forgetHandover(st *serviceState) {
 // node is no candidate of the election while other nodes may be: the
 // decision then names no winner (announce.L2Decision.Winner), and handOver
 // elects the one among the others to remember who answers the address.
+// This speaker's own view of itself as not live (notOwner) is not one: a
+// speaker back from the other side of a partition answered meanwhile too,
+// and takes its addresses back at once (TestHealReannounces).
 func notCandidate(r announce.Reason) bool {
 	switch r {
 	case announce.ReasonNodeLabeledExcludeBalancers, announce.ReasonNodeNetworkUnavailable,
-		announce.ReasonNoLocalEndpoints, announce.ReasonNotOwner:
+		announce.ReasonNoLocalEndpoints:
 		return true
 	}
 	return false
