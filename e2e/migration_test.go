@@ -57,10 +57,11 @@ func testMigration(t *testing.T, helm bool) {
 		}
 		if !r.Met && strings.HasPrefix(r.Measure, "layer 2: ARP probes (× address) answered by two running speakers") {
 			// Known, documented gap (docs/migrating-from-metallb.md, "Node
-			// by node", and docs/reliability.md): when a speaker starts on a
-			// node that wins an address back, it announces at once, and the
-			// speaker that held the address meanwhile withdraws only once it
-			// has processed the memberlist join. MetalLB's own rollout
+			// by node", and docs/reliability.md): a MetalLB speaker that
+			// takes an address (a node drained or back from its drain, a
+			// speaker started on a node that wins an address back) answers
+			// at once, and the speaker that held it withdraws only once it
+			// has processed the same Node event or memberlist join. MetalLB's own rollout
 			// shows it too (the comparison row), in either direction of the
 			// switch: one probe in a few hundred, timing-dependent.
 			// Reported, not asserted, until Herald hands over.
