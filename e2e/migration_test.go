@@ -16,8 +16,9 @@ import (
 // MetalLB (e2e/migration; the full form is `make bench-migration`):
 // MetalLB v0.16.2 built from its Go module and installed from its own
 // manifests, then the documented in-place, node-by-node migration to
-// Herald and the rollback to MetalLB, while the client polls every
-// address. Count rows with target 0 must be 0 (no address changed, no
+// Herald and the rollback to MetalLB (each node drained with the
+// exclude-from-external-load-balancers label around its speaker's swap),
+// while the client polls every address. Count rows with target 0 must be 0 (no address changed, no
 // address answered twice, no prefix without a path); the layer 2 gap is
 // bounded generously for a noisy 2-core machine (the product target, 1 s,
 // is reported in the log and by bench-migration).
@@ -56,10 +57,11 @@ func testMigration(t *testing.T, helm bool) {
 		}
 		if !r.Met && strings.HasPrefix(r.Measure, "layer 2: ARP probes (× address) answered by two running speakers") {
 			// Known, documented gap (docs/migrating-from-metallb.md, "Node
-			// by node", and docs/reliability.md): when a speaker starts on a
-			// node that wins an address back, it announces at once, and the
-			// speaker that held the address meanwhile withdraws only once it
-			// has processed the memberlist join. MetalLB's own rollout
+			// by node", and docs/reliability.md): a MetalLB speaker that
+			// takes an address (a node drained or back from its drain, a
+			// speaker started on a node that wins an address back) answers
+			// at once, and the speaker that held it withdraws only once it
+			// has processed the same Node event or memberlist join. MetalLB's own rollout
 			// shows it too (the comparison row), in either direction of the
 			// switch: one probe in a few hundred, timing-dependent.
 			// Reported, not asserted, until Herald hands over.

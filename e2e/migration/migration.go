@@ -7,10 +7,13 @@
 // in-place migration (docs/migrating-from-metallb.md, "Node by node"):
 // Herald's manifests for metallb-system in the migration mode
 // (manifests/metallb-migration), the controller swapped, then the speakers
-// node by node; then the rollback to MetalLB, node by node and the
-// controller. Run measures each of the two switches: Services whose
-// address changed, layer 2 addresses without an answerer or with two, BGP
-// paths the router lost, and the client's requests lost.
+// node by node, each node drained first (labeled
+// node.kubernetes.io/exclude-from-external-load-balancers until nothing is
+// announced from it, the speaker swapped, the label removed); then the
+// rollback to MetalLB the same way, node by node, and the controller. Run
+// measures each of the two switches: Services whose address changed, layer
+// 2 addresses without an answerer or with two, BGP paths the router lost,
+// and the client's requests lost.
 package migration
 
 import (
@@ -35,6 +38,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/herald-lb/herald/e2e/lab"
+	"github.com/herald-lb/herald/internal/poll"
 )
 
 // Manifests is the kustomize directory of Herald in metallb-system in the
@@ -81,8 +85,10 @@ func (o *Options) defaults() {
 
 // Phase names.
 const (
-	// PhaseBaseline is MetalLB's own speaker rollout, for comparison.
-	PhaseBaseline = "MetalLB → MetalLB (its own rollout, for comparison)"
+	// PhaseBaseline is MetalLB's own speaker rollout, for comparison: a
+	// plain DaemonSet rollout (each speaker restarted on its node, no
+	// drain), the baseline a MetalLB user has today.
+	PhaseBaseline = "MetalLB → MetalLB (its own rollout, no drain, for comparison)"
 	PhaseMigrate  = "MetalLB → Herald"
 	PhaseRollback = "Herald → MetalLB (rollback)"
 )
@@ -184,6 +190,9 @@ type monitor struct {
 	// (from just before it was started until it was removed; a zero end:
 	// still running).
 	herald map[string][][2]time.Time
+	// drains are the times each drain took (the label set until the node
+	// answered nothing and the router had no path from it).
+	drains [][2]time.Time
 	errs   []error
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -292,6 +301,13 @@ func (m *monitor) shuttingDown(who []string, at time.Time, slack time.Duration) 
 		}
 	}
 	return out
+}
+
+// drained records a drain that ran from from to to.
+func (m *monitor) drained(from, to time.Time) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.drains = append(m.drains, [2]time.Time{from, to})
 }
 
 // heraldSpeaker records that Herald's speaker on node is about to start
@@ -421,6 +437,17 @@ func (m *monitor) measure(phase string, from, to time.Time, changedBefore map[st
 		notes = append(notes, fmt.Sprintf("%s: MetalLB speakers' shutdowns (SIGTERM to exit): %d, %s to %s", phase, len(stops),
 			stops[0].Round(time.Millisecond), stops[len(stops)-1].Round(time.Millisecond)))
 	}
+	var drains []time.Duration
+	for _, iv := range m.drains {
+		if !iv[0].Before(from) && !iv[1].After(to) {
+			drains = append(drains, iv[1].Sub(iv[0]))
+		}
+	}
+	if len(drains) > 0 {
+		slices.Sort(drains)
+		notes = append(notes, fmt.Sprintf("%s: drains (node labeled until it announced nothing, as the monitor saw it): %d, %s to %s", phase, len(drains),
+			drains[0].Round(time.Millisecond), drains[len(drains)-1].Round(time.Millisecond)))
+	}
 	if longestAddr.IsValid() {
 		notes = append(notes, fmt.Sprintf("%s: longest layer 2 gap on %s, after the probe at %s", phase, longestAddr,
 			longestFrom.UTC().Format("15:04:05.000")))
@@ -452,7 +479,7 @@ func (m *monitor) measure(phase string, from, to time.Time, changedBefore map[st
 	}
 	rows = append(rows,
 		Row{Phase: phase, Measure: "BGP: paths withdrawn from the router (prefix × node, a node's path gone between two reads)",
-			Value: fmt.Sprint(withdrawn), Target: "reported (no graceful restart in MetalLB's native mode)", Met: true},
+			Value: fmt.Sprint(withdrawn), Target: "reported (a drained or restarted node's paths; no graceful restart in MetalLB's native mode)", Met: true},
 		countRow(phase, "BGP: router table reads (× prefix) with no path at all", empty, reads))
 
 	// The client's requests.
@@ -591,7 +618,11 @@ spec:
 `, lab.MetalLBNamespace, l2Pool, l2Pool6, bgpPool, lab.NodeASN, lab.RouterASN, lab.RouterAddr)
 }
 
-// services are the run's LoadBalancer Services.
+// services are the run's LoadBalancer Services, all with
+// externalTrafficPolicy Cluster and a ready endpoint on every node: none
+// loses its announcement while a node is drained (an
+// externalTrafficPolicy Local Service whose endpoints all run on the
+// drained node would: docs/migrating-from-metallb.md says so).
 func services() []*corev1.Service {
 	svc := func(name, pool string, port int32) *corev1.Service {
 		return &corev1.Service{
@@ -683,7 +714,7 @@ func Run(ctx context.Context, l *lab.Lab, o Options) (res Result, err error) {
 		return res, fmt.Errorf("metallb: %w", err)
 	}
 	log.Info("services have their addresses", "addresses", m.want)
-	if err := waitConverged(ctx, l, m, nil, 90*time.Second); err != nil {
+	if err := waitConverged(ctx, l, m, nil, "", 90*time.Second); err != nil {
 		return res, fmt.Errorf("metallb announcing: %w", err)
 	}
 	log.Info("metallb announces every address")
@@ -702,7 +733,7 @@ func Run(ctx context.Context, l *lab.Lab, o Options) (res Result, err error) {
 		return maps.Clone(m.changed)
 	}
 	// For comparison: MetalLB's speakers restarted node by node, as a
-	// MetalLB DaemonSet rollout does.
+	// MetalLB DaemonSet rollout does (no drain: the baseline).
 	from, before := time.Now(), snapshotChanged()
 	for _, n := range l.Nodes {
 		if err := m.stopMetalLBSpeaker(ctx, ml, n.Name); err != nil {
@@ -711,7 +742,7 @@ func Run(ctx context.Context, l *lab.Lab, o Options) (res Result, err error) {
 		if err := ml.StartSpeaker(ctx, n.Name); err != nil {
 			return res, fmt.Errorf("%s: %w", PhaseBaseline, err)
 		}
-		if err := waitConverged(ctx, l, m, m, 60*time.Second); err != nil {
+		if err := waitConverged(ctx, l, m, m, "", 60*time.Second); err != nil {
 			return res, fmt.Errorf("%s: after %s: %w", PhaseBaseline, n.Name, err)
 		}
 		log.Info("speaker restarted", "node", n.Name, "as", "metallb")
@@ -747,8 +778,9 @@ func Run(ctx context.Context, l *lab.Lab, o Options) (res Result, err error) {
 // metallb.io CRDs become Herald's), MetalLB's controller is stopped and
 // its webhook configuration deleted, Herald's controller started (it
 // imports every address), then on each node MetalLB's speaker Pod is
-// deleted and Herald's started, waiting each time until every address is
-// answered by one node and the router has a path from every node again.
+// deleted and Herald's started (swap: with the node drained), waiting each
+// time until every address is answered by one node and the router has a
+// path from every node again.
 func migrate(ctx context.Context, l *lab.Lab, ml *lab.MetalLB, h *lab.Herald, m *monitor, o Options) (*lab.Herald, error) {
 	if err := ml.StopController(ctx); err != nil {
 		return h, err
@@ -786,15 +818,15 @@ func migrate(ctx context.Context, l *lab.Lab, ml *lab.MetalLB, h *lab.Herald, m 
 	}
 	o.Log.Info("controller swapped: Herald's runs")
 	for _, n := range l.Nodes {
-		if err := m.stopMetalLBSpeaker(ctx, ml, n.Name); err != nil {
+		err := swap(ctx, l, m, n.Name, func() error {
+			if err := m.stopMetalLBSpeaker(ctx, ml, n.Name); err != nil {
+				return err
+			}
+			m.heraldSpeaker(n.Name, true)
+			return h.AddSpeaker(ctx, n.Name)
+		})
+		if err != nil {
 			return h, err
-		}
-		m.heraldSpeaker(n.Name, true)
-		if err := h.AddSpeaker(ctx, n.Name); err != nil {
-			return h, err
-		}
-		if err := waitConverged(ctx, l, m, m, 60*time.Second); err != nil {
-			return h, fmt.Errorf("after %s: %w", n.Name, err)
 		}
 		o.Log.Info("speaker swapped", "node", n.Name, "to", "herald")
 		sleep(ctx, o.Observe)
@@ -802,23 +834,75 @@ func migrate(ctx context.Context, l *lab.Lab, ml *lab.MetalLB, h *lab.Herald, m 
 	return h, nil
 }
 
-// rollback undoes migrate: on each node Herald's speaker is stopped (Pod
-// deleted) and MetalLB's started; then Herald's controller is stopped, its
-// webhook configuration deleted, MetalLB's manifests applied again (its
-// CRDs, with the conversion webhook pointing at MetalLB's Service) and
-// MetalLB's controller started.
-func rollback(ctx context.Context, l *lab.Lab, ml *lab.MetalLB, h *lab.Herald, m *monitor, o Options) error {
-	for _, n := range l.Nodes {
-		err := h.RemoveSpeaker(ctx, n.Name)
-		m.heraldSpeaker(n.Name, false)
+// ExcludeLabel is the well-known node label both MetalLB's speaker (unless
+// --ignore-exclude-lb) and Herald's honour: a node carrying it is no layer
+// 2 candidate and announces no BGP path.
+const ExcludeLabel = "node.kubernetes.io/exclude-from-external-load-balancers"
+
+// swap replaces node's speaker (replace: stop one, start the other and
+// wait until it is ready) with the node drained: the node is labeled
+// ExcludeLabel (kubectl label node N ExcludeLabel=true) and swap waits
+// until it answers no layer 2 address and the router has no path from it
+// (every address moved to another node, between two running speakers);
+// then replace runs; then the label is removed and swap waits until every
+// address is answered by one node and the router has a path from every
+// node again. Without the drain the address of the swapped node has no
+// answerer from the old speaker's exit until the new one answers (the
+// Pod's restart: seconds on a real kubelet).
+func swap(ctx context.Context, l *lab.Lab, m *monitor, node string, replace func() error) error {
+	from := time.Now()
+	if _, err := l.Kubectl(ctx, "label", "node", node, ExcludeLabel+"=true", "--overwrite"); err != nil {
+		return fmt.Errorf("drain %s: %w", node, err)
+	}
+	if err := waitConverged(ctx, l, m, m, node, 60*time.Second); err != nil {
+		return fmt.Errorf("drain %s: %w", node, err)
+	}
+	// What the guide tells users to wait for: no ServiceL2Status or
+	// ServiceBGPStatus names the node (both speakers write them).
+	_, err := poll.Wait(ctx, 60*time.Second, "", func() error {
+		out, err := l.Kubectl(ctx, "-n", lab.MetalLBNamespace, "get", "servicel2statuses,servicebgpstatuses",
+			"-l", "metallb.io/node="+node, "-o", "name")
 		if err != nil {
 			return err
 		}
-		if err := ml.StartSpeaker(ctx, n.Name); err != nil {
-			return err
+		if out = strings.TrimSpace(out); out != "" {
+			return fmt.Errorf("still announced from %s: %s", node, strings.ReplaceAll(out, "\n", " "))
 		}
-		if err := waitConverged(ctx, l, m, m, 60*time.Second); err != nil {
-			return fmt.Errorf("after %s: %w", n.Name, err)
+		return nil
+	}, poll.Every(200*time.Millisecond))
+	if err != nil {
+		return fmt.Errorf("drain %s: %w", node, err)
+	}
+	m.drained(from, time.Now())
+	if err := replace(); err != nil {
+		return err
+	}
+	if _, err := l.Kubectl(ctx, "label", "node", node, ExcludeLabel+"-"); err != nil {
+		return fmt.Errorf("undrain %s: %w", node, err)
+	}
+	if err := waitConverged(ctx, l, m, m, "", 60*time.Second); err != nil {
+		return fmt.Errorf("after %s: %w", node, err)
+	}
+	return nil
+}
+
+// rollback undoes migrate: on each node, drained as in migrate, Herald's
+// speaker is stopped (Pod deleted) and MetalLB's started; then Herald's
+// controller is stopped, its webhook configuration deleted, MetalLB's
+// manifests applied again (its CRDs, with the conversion webhook pointing
+// at MetalLB's Service) and MetalLB's controller started.
+func rollback(ctx context.Context, l *lab.Lab, ml *lab.MetalLB, h *lab.Herald, m *monitor, o Options) error {
+	for _, n := range l.Nodes {
+		err := swap(ctx, l, m, n.Name, func() error {
+			err := h.RemoveSpeaker(ctx, n.Name)
+			m.heraldSpeaker(n.Name, false)
+			if err != nil {
+				return err
+			}
+			return ml.StartSpeaker(ctx, n.Name)
+		})
+		if err != nil {
+			return err
 		}
 		o.Log.Info("speaker swapped", "node", n.Name, "to", "metallb")
 		sleep(ctx, o.Observe)
@@ -901,13 +985,15 @@ func waitAddresses(ctx context.Context, l *lab.Lab, m *monitor) (map[string][]st
 
 // waitConverged waits until every layer 2 IPv4 address has exactly one ARP
 // answerer, every layer 2 IPv6 address answers HTTP, and the router has a
-// path from every node for every BGP prefix. With a running monitor mon
-// it reads the monitor's latest samples instead of probing itself.
-func waitConverged(ctx context.Context, l *lab.Lab, m, mon *monitor, timeout time.Duration) error {
+// path from every node for every BGP prefix. With drained set, that node
+// must answer no address and the router must have no path from it (and a
+// path from every other node). With a running monitor mon it reads the
+// monitor's latest samples instead of probing itself.
+func waitConverged(ctx context.Context, l *lab.Lab, m, mon *monitor, drained string, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	var last error
 	for {
-		last = converged(ctx, l, m, mon)
+		last = converged(ctx, l, m, mon, drained)
 		if last == nil {
 			return nil
 		}
@@ -918,7 +1004,7 @@ func waitConverged(ctx context.Context, l *lab.Lab, m, mon *monitor, timeout tim
 	}
 }
 
-func converged(ctx context.Context, l *lab.Lab, m, mon *monitor) error {
+func converged(ctx context.Context, l *lab.Lab, m, mon *monitor, drained string) error {
 	since := time.Now()
 	var arp map[netip.Addr][]string
 	var paths map[string][]string
@@ -963,12 +1049,16 @@ func converged(ctx context.Context, l *lab.Lab, m, mon *monitor) error {
 		}
 	}
 	for _, a := range m.v4L2 {
-		if len(arp[a]) != 1 {
+		if len(arp[a]) != 1 || arp[a][0] == drained {
 			return fmt.Errorf("%s answered by %v", a, arp[a])
 		}
 	}
+	want := len(l.Nodes)
+	if drained != "" {
+		want--
+	}
 	for _, p := range m.bgp {
-		if len(paths[p]) != len(l.Nodes) {
+		if len(paths[p]) != want || slices.Contains(paths[p], drained) {
 			return fmt.Errorf("router has %s from %v", p, paths[p])
 		}
 	}

@@ -270,6 +270,10 @@ func Handover(in HandoverInput) HandoverResult {
 // in.Node's speaker came back. Otherwise "": an address this running
 // speaker never saw won by another node (a new Service, endpoints that
 // just appeared) was answered by nobody, and waiting would only delay it.
+// With remembered "" and guess set, on an input where in.Node is no
+// candidate (excluded, NetworkUnavailable, no local endpoint),
+// it is the node that answers ip meanwhile: the speaker remembers it so
+// that a later takeover by in.Node waits for that node.
 // It returns "" as well when there is no such node, when ip lies in no
 // pool, or when the Service has no serving endpoint. With Input.L2Winners
 // (balanced election) the runner-up is the plain election's, a guess:

@@ -416,7 +416,17 @@ func (s *Controller) handOver(log *slog.Logger, st *serviceState, in *announce.I
 	h := s.handover
 	if joined {
 		for _, ipd := range d.IPs {
-			if w := ipd.L2.Winner; w != "" && w != s.opts.NodeName {
+			w := ipd.L2.Winner
+			if w == "" && in != nil && notCandidate(ipd.L2.Reason) {
+				// This node is no candidate (excluded, NetworkUnavailable,
+				// no local endpoint), so the decision names no
+				// winner; the node that answers meanwhile is the winner
+				// among the others, and it still answers when this node
+				// becomes a candidate again and wins the address (the
+				// exclude label removed after a migration's drain).
+				w = announce.PreviousL2Holder(*in, ipd.IP, "", true)
+			}
+			if w != "" && w != s.opts.NodeName {
 				h.last[ipd.IP] = w
 				delete(h.guessed, ipd.IP)
 			}
@@ -548,4 +558,20 @@ func (s *Controller) forgetHandover(st *serviceState) {
 	for ip := range st.waiting {
 		s.handover.done(ip, false)
 	}
+}
+
+// notCandidate reports whether a layer 2 decision's reason means that this
+// node is no candidate of the election while other nodes may be: the
+// decision then names no winner (announce.L2Decision.Winner), and handOver
+// elects the one among the others to remember who answers the address.
+// This speaker's own view of itself as not live (notOwner) is not one: a
+// speaker back from the other side of a partition answered meanwhile too,
+// and takes its addresses back at once (TestHealReannounces).
+func notCandidate(r announce.Reason) bool {
+	switch r {
+	case announce.ReasonNodeLabeledExcludeBalancers, announce.ReasonNodeNetworkUnavailable,
+		announce.ReasonNoLocalEndpoints:
+		return true
+	}
+	return false
 }

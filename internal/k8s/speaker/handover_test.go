@@ -606,3 +606,78 @@ func TestHandOverGuessedSenderProbed(t *testing.T) {
 		t.Errorf("guessed left after the takeover: %v", s.handover.guessed)
 	}
 }
+
+// TestHandOverAfterNotCandidate: a node that was no candidate for an
+// address (labeled node.kubernetes.io/exclude-from-external-load-balancers,
+// as during the node-by-node migration's drain; or without a local
+// endpoint of an externalTrafficPolicy Local Service) while its speaker
+// ran, and becomes one and wins the address, takes it from the node that
+// answered it meanwhile: that node still answers until it has processed
+// the same change. The taker waits for its release (a Herald speaker), or
+// probes it (a speaker that sends no release), as when it lost the
+// election before; it does not answer at once as for an address nobody
+// held.
+func TestHandOverAfterNotCandidate(t *testing.T) {
+	f := newPureFixture(t)
+	ip := f.ip
+	live := map[string]bool{"n1": true, "n2": true}
+	excluded := f.input("n1", live)
+	excluded.Nodes[0].Labels = map[string]string{announce.ExcludeFromLBLabel: "true"}
+	local := f.input("n1", live)
+	local.Service.ExternalTrafficPolicy = announce.TrafficPolicyLocal // the only endpoint is on n2
+	localBoth := f.input("n1", live)
+	localBoth.Service.ExternalTrafficPolicy = announce.TrafficPolicyLocal
+	localBoth.Endpoints = append(localBoth.Endpoints, announce.Endpoint{NodeName: "n1", Ready: true})
+	log := slog.New(slog.DiscardHandler)
+	for _, c := range []struct {
+		name          string
+		before, after announce.Input
+		reason        announce.Reason
+	}{
+		{"excluded then not", excluded, f.input("n1", live), announce.ReasonNodeLabeledExcludeBalancers},
+		{"local endpoint appears", local, localBoth, announce.ReasonNoLocalEndpoints},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			for _, sender := range []bool{true, false} {
+				s := f.controller("n1", time.Minute)
+				s.handover.settled = true // the speaker ran a full pass meanwhile
+				p := newFakeProber()
+				s.opts.L2Probe = p.probe
+				if !sender { // n2 runs a MetalLB speaker
+					m := s.opts.Members.(*fakeMembers)
+					m.live.noReleases = map[string]bool{"n2": true}
+					s.handover.noteSenders("n1", m.ReleaseSenders(), live)
+				}
+				st := &serviceState{}
+				db := announce.Decide(c.before)
+				if r := db.IPs[0].L2.Reason; r != c.reason || len(db.L2Targets()) != 0 {
+					t.Fatalf("fixture: before, n1 decides %v (%v), want %v and no target", r, db.L2Targets(), c.reason)
+				}
+				if got, _ := s.handOver(log, st, &c.before, &db, nil, true); len(got) != 0 {
+					t.Fatalf("before: answered %v", got)
+				}
+				da := announce.Decide(c.after)
+				targets := da.L2Targets()
+				if len(targets) != 1 {
+					t.Fatalf("fixture: after, n1 does not win %s: %+v", ip, da)
+				}
+				p.set(ip, true) // n2 still answers
+				got, held := s.handOver(log, st, &c.after, &da, targets, true)
+				if h := held[announcement{protoL2, ip.String()}]; len(got) != 0 || h.reason != reasonHandoverPending {
+					t.Fatalf("release sender %v: n1 answered %v at once (held %+v) while n2 still answers: two answerers", sender, got, h)
+				}
+				if sender {
+					s.L2Released("n2", []netip.Addr{ip})
+				} else {
+					p.set(ip, false)
+				}
+				poll.Until(t, 10*time.Second, "answered once n2 stopped (timeout 1 min)", func() error {
+					if got, _ := s.handOver(log, st, &c.after, &da, targets, true); len(got) != 1 {
+						return errors.New("still held")
+					}
+					return nil
+				})
+			}
+		})
+	}
+}
