@@ -126,24 +126,16 @@ func run(ctx context.Context, log *slog.Logger, o options) (err error) {
 		}
 	}
 	missed := false // a target not met: the logs are kept
-	stateDir, err := os.MkdirTemp("", "bench-chaos-")
+	cfg := lab.Config{Prefix: lab.RandomPrefix(), Nodes: o.nodes}
+	l, finish, err := lab.UpTemp(ctx, cfg, "bench-chaos-")
 	if err != nil {
 		return err
 	}
-	cfg := lab.Config{Prefix: lab.RandomPrefix(), Nodes: o.nodes, StateDir: stateDir}
-	log.Info("lab up", "prefix", cfg.Prefix, "state", stateDir)
-	l, err := lab.Up(ctx, cfg)
-	if err != nil {
-		return err
-	}
+	log.Info("lab up", "prefix", cfg.Prefix, "state", l.StateDir())
 	defer func() {
-		if derr := l.Down(); derr != nil {
-			err = errors.Join(err, derr)
-		}
-		if err == nil && !missed {
-			_ = os.RemoveAll(stateDir)
-		} else {
-			log.Info("logs kept", "dir", stateDir)
+		var kept string
+		if kept, err = finish(err, missed); kept != "" {
+			log.Info("logs kept", "dir", kept)
 		}
 	}()
 	h, err := l.InstallHerald(ctx, lab.InstallOptions{BinDir: o.binDir})
