@@ -255,8 +255,9 @@ bench-scale: deps test-assets build
 # rollout, memberlist key rotation, a peer sending 200k prefixes, ...):
 # what each transition loses, target 0, and records the table in
 # docs/reliability.md ("Chaos results"). e2e's TestChaos runs the short forms.
-# CHAOS_ARGS passes flags (e.g. --scenarios=rollout,mlkey; see
-# e2e/cmd/bench-chaos); CHAOS_RECORD is the file whose section gets the table.
+# CHAOS_ARGS passes flags (e.g. --scenarios=rollout,mlkey, which replaces
+# only those scenarios' rows and notes; see e2e/cmd/bench-chaos);
+# CHAOS_RECORD is the file whose section gets the table.
 CHAOS_ARGS ?=
 CHAOS_RECORD ?= docs/reliability.md
 .PHONY: bench-chaos

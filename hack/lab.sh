@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Herald's lab: `hack/lab.sh up|down|status|diagnose|kubectl ARGS...`, a thin wrapper
-# around e2e/cmd/herald-lab (built into bin/herald-lab). The lab's state
+# Herald's lab: `hack/lab.sh up|down|status|diagnose|kubectl ARGS...|restart-speaker|
+# stop-speaker|start-speaker [--kill] NODE`, a thin wrapper around e2e/cmd/herald-lab
+# (built into bin/herald-lab). The lab's state
 # (logs, kubeconfigs, etcd data) lives in $HERALD_LAB_DIR, default <repo>/.lab.
 # kubectl (for `up` and `kubectl`) is $KUBECTL, else bin/k8s/kubectl (built by
 # `make test-assets`), else the one on PATH: see e2e/lab.KubectlPath.
@@ -18,6 +19,6 @@ if [[ ! -x "$bin" ]] || [[ -n "$(find e2e/lab e2e/cmd/herald-lab go.mod go.sum -
   go build -o "$bin" ./e2e/cmd/herald-lab
 fi
 case "${1:-}" in
-  up|down|status|kubectl|diagnose) exec "$bin" "$@" ;;
-  *) echo "usage: hack/lab.sh up|down|status|diagnose|kubectl ARGS..." >&2; exit 2 ;;
+  up|down|status|kubectl|diagnose|restart-speaker|stop-speaker|start-speaker) exec "$bin" "$@" ;;
+  *) echo "usage: hack/lab.sh up|down|status|diagnose|kubectl ARGS...|restart-speaker [--kill] NODE|stop-speaker [--kill] NODE|start-speaker NODE" >&2; exit 2 ;;
 esac

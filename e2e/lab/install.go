@@ -167,6 +167,9 @@ func (l *Lab) InstallHerald(ctx context.Context, opts InstallOptions) (*Herald, 
 			return nil, fmt.Errorf("install herald: %w", err)
 		}
 	}
+	if err := l.recordHeraldBinDir(h.binDir); err != nil {
+		return nil, fmt.Errorf("install herald: %w", err)
+	}
 	if err := h.ensureNodes(ctx); err != nil {
 		return nil, fmt.Errorf("install herald: %w", err)
 	}
@@ -382,7 +385,9 @@ func (h *Herald) ensureNodes(ctx context.Context) error {
 // speaker Pods are found in the API by label (the lab's Pods of component
 // controller and speaker in HeraldNamespace), their processes by the Pods'
 // names, and the install method and release by the Pods' labels
-// (app.kubernetes.io/instance is set by the chart only).
+// (app.kubernetes.io/instance is set by the chart only). Its binaries are
+// those InstallHerald ran (recorded in the lab's state), else
+// StateDir/bin.
 func (l *Lab) OpenHerald(ctx context.Context) (*Herald, error) {
 	sch, err := scheme.New()
 	if err != nil {
@@ -432,7 +437,25 @@ func (l *Lab) OpenHerald(ctx context.Context) (*Herald, error) {
 		}
 	}
 	sort.Strings(h.opts.SpeakerNodes)
+	l.mu.Lock()
+	if d := l.st.HeraldBinDir; d != "" {
+		h.binDir = d
+	}
+	l.mu.Unlock()
 	return h, nil
+}
+
+// recordHeraldBinDir writes dir, made absolute, into the lab's state as
+// the binaries Herald runs from (see OpenHerald).
+func (l *Lab) recordHeraldBinDir(dir string) error {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.st.HeraldBinDir = abs
+	return l.st.save()
 }
 
 // ReleaseOptions returns the InstallOptions that install Herald from a

@@ -21,6 +21,10 @@ type state struct {
 	Processes  []procRecord `json:"processes"`
 	// ProxyPort is the loopback proxy's port in the root namespace, 0 when none runs.
 	ProxyPort int `json:"proxyPort,omitempty"`
+	// HeraldBinDir is the absolute directory of the controller and speaker
+	// binaries InstallHerald ran, for OpenHerald (herald-lab
+	// restart-speaker); "" when Herald was not installed.
+	HeraldBinDir string `json:"heraldBinDir,omitempty"`
 }
 
 // procRecord identifies one long-lived process. StartTime (clock ticks since

@@ -38,12 +38,14 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"runtime"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -98,7 +100,12 @@ func main() {
 			}
 			o.sizes = append(o.sizes, n)
 		}
-		err = runBench(o)
+		// SIGINT and SIGTERM end the run through runBench's clean-up
+		// (the allocators, kube-apiserver and etcd stopped, their
+		// directories removed); a second signal still waits for it.
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		err = runBench(ctx, o)
+		stop()
 	default:
 		err = fmt.Errorf("-mode %q: bench or ideal", *mode)
 	}
@@ -199,7 +206,9 @@ type benchOptions struct {
 	cpuSeconds     int
 }
 
-func runBench(o benchOptions) error {
+// runBench runs the measurement until it is done or ctx ends; every exit
+// path stops what it started and removes its files.
+func runBench(ctx context.Context, o benchOptions) error {
 	if _, err := os.Stat(o.controller); err != nil {
 		return fmt.Errorf("controller binary: %w (run make build)", err)
 	}
@@ -230,7 +239,6 @@ func runBench(o benchOptions) error {
 	if err != nil {
 		return err
 	}
-	ctx := context.Background()
 	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: heraldNS}}, metav1.CreateOptions{}); err != nil {
 		return err
 	}
@@ -288,7 +296,7 @@ func runBench(o benchOptions) error {
 	var usages []usage
 	for i, a := range allocs {
 		rs, u, err := runAllocator(ctx, cs, a, o)
-		if err != nil && a.who == "metallb" {
+		if err != nil && a.who == "metallb" && ctx.Err() == nil {
 			// Not this project's binary: its failure leaves it out.
 			log.Printf("MetalLB left out: %v", err)
 			for _, n := range o.sizes {
@@ -440,6 +448,8 @@ func probe(ctx context.Context, cs kubernetes.Interface, who string, class *stri
 			}
 		case <-t.C:
 			return errors.New("the probe Service got no address")
+		case <-ctx.Done():
+			return ctx.Err()
 		}
 	}
 }
@@ -563,6 +573,9 @@ func measureBurst(ctx context.Context, cs kubernetes.Interface, who, ns string, 
 		if done >= n || time.Now().After(deadline) {
 			break
 		}
+		if err := ctx.Err(); err != nil {
+			return result{}, err
+		}
 		time.Sleep(20 * time.Millisecond)
 	}
 	mu.Lock()
@@ -655,11 +668,14 @@ func deleteNamespaceServices(ctx context.Context, cs kubernetes.Interface, ns st
 	wg.Wait()
 }
 
-// startProc starts bin with args; env is added to this process's.
+// startProc starts bin with args; env is added to this process's. The
+// process gets SIGTERM when this one dies (even by SIGKILL, which skips
+// every clean-up here), so no allocator outlives the bench.
 func startProc(env []string, bin string, args ...string) (*exec.Cmd, error) {
 	cmd := exec.Command(bin, args...)
 	cmd.Env = append(os.Environ(), env...)
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start %s: %w", bin, err)
 	}

@@ -31,12 +31,14 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"runtime"
 	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/vishvananda/netlink"
@@ -88,7 +90,11 @@ func main() {
 // run brings the lab up and measures; the BGP table is recorded in record
 // (if set) when services > 0, the failover table when rounds > 0.
 func run(services, bulk, workers int, bulkSetup time.Duration, stateDir string, keep bool, record string, rounds int, f failover) (err error) {
-	ctx, stop := context.WithTimeout(context.Background(), 40*time.Minute)
+	// SIGINT and SIGTERM end the run through the clean-up below (lab
+	// down, temporary state directory removed), as a failure does.
+	sctx, sstop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer sstop()
+	ctx, stop := context.WithTimeout(sctx, 40*time.Minute)
 	defer stop()
 	if stateDir == "" {
 		d, err := os.MkdirTemp("", "bench-bgp-")
@@ -107,8 +113,8 @@ func run(services, bulk, workers int, bulkSetup time.Duration, stateDir string, 
 	}
 	if !keep {
 		defer func() {
-			if derr := l.Down(); derr != nil && err == nil {
-				err = derr
+			if derr := l.Down(); derr != nil {
+				err = errors.Join(err, derr)
 			}
 		}()
 	}

@@ -14,11 +14,13 @@
 // The scenarios and what they count are described in package e2e/chaos
 // (and in the intro it writes above the table).
 //
-// With --record the table replaces the "## Chaos results" section of that
-// file (appended when missing), with the date and the machine; with a
-// subset of --scenarios it holds only their rows (`make bench-chaos
-// CHAOS_ARGS=--scenarios=rollout,mlkey CHAOS_RECORD=/tmp/chaos.md` runs two
-// and records elsewhere, to merge by hand). The exit
+// With --record and every scenario the table replaces the "## Chaos
+// results" section of that file (appended when missing), with the date and
+// the machine. With a subset of --scenarios (`make bench-chaos
+// CHAOS_ARGS=--scenarios=rollout,mlkey`) only their rows and notes in that
+// section are replaced, the other scenarios' stay, and a paragraph above
+// the table says which scenarios were re-run when (chaos.RecordScenarios);
+// a scenario that did not complete keeps its old rows. The exit
 // status is 0 when every scenario ran, whether or not its targets were met
 // (the table says so); 1 when a scenario could not run. The lab's logs
 // (state directory) are kept when a scenario failed or missed a target.
@@ -63,6 +65,24 @@ type options struct {
 // scenarioNames in the order they run.
 var scenarioNames = []string{"restarts", "rollout", "controller", "ctlrollout", "linkcut", "cpuload", "apiserver", "mlkey", "prefixes"}
 
+// scenarioTitles are the scenarios' names in the table (chaos.Result.Scenario).
+var scenarioTitles = map[string]string{
+	"restarts": chaos.ScenarioRestarts, "rollout": chaos.ScenarioRollout, "controller": chaos.ScenarioBurst,
+	"ctlrollout": chaos.ScenarioControllerRollout, "linkcut": chaos.ScenarioLinkCut, "cpuload": chaos.ScenarioCPULoad,
+	"apiserver": chaos.ScenarioAPIOutage, "mlkey": chaos.ScenarioMLKey, "prefixes": chaos.ScenarioPrefixFlood,
+}
+
+// allScenarios reports whether scenarios names every scenario: the run
+// then replaces the whole recorded table.
+func allScenarios(scenarios []string) bool {
+	for _, s := range scenarioNames {
+		if !slices.Contains(scenarios, s) {
+			return false
+		}
+	}
+	return true
+}
+
 func main() {
 	chaos.RunAnnouncerIfAsked() // the prefix flood's router, when started as it
 	var o options
@@ -106,24 +126,16 @@ func run(ctx context.Context, log *slog.Logger, o options) (err error) {
 		}
 	}
 	missed := false // a target not met: the logs are kept
-	stateDir, err := os.MkdirTemp("", "bench-chaos-")
+	cfg := lab.Config{Prefix: lab.RandomPrefix(), Nodes: o.nodes}
+	l, finish, err := lab.UpTemp(ctx, cfg, "bench-chaos-")
 	if err != nil {
 		return err
 	}
-	cfg := lab.Config{Prefix: lab.RandomPrefix(), Nodes: o.nodes, StateDir: stateDir}
-	log.Info("lab up", "prefix", cfg.Prefix, "state", stateDir)
-	l, err := lab.Up(ctx, cfg)
-	if err != nil {
-		return err
-	}
+	log.Info("lab up", "prefix", cfg.Prefix, "state", l.StateDir())
 	defer func() {
-		if derr := l.Down(); derr != nil {
-			err = errors.Join(err, derr)
-		}
-		if err == nil && !missed {
-			_ = os.RemoveAll(stateDir)
-		} else {
-			log.Info("logs kept", "dir", stateDir)
+		var kept string
+		if kept, err = finish(err, missed); kept != "" {
+			log.Info("logs kept", "dir", kept)
 		}
 	}()
 	h, err := l.InstallHerald(ctx, lab.InstallOptions{BinDir: o.binDir})
@@ -157,6 +169,10 @@ func run(ctx context.Context, log *slog.Logger, o options) (err error) {
 		case "apiserver":
 			res, serr = chaos.APIOutage(ctx, e, o.outage)
 		}
+		if res.Scenario == "" {
+			// It failed before it named its result: its notes need the name.
+			res.Scenario = scenarioTitles[s]
+		}
 		if serr != nil {
 			log.Error("scenario failed", "name", s, "error", serr)
 			errs = append(errs, fmt.Errorf("%s: %w", s, serr))
@@ -167,9 +183,19 @@ func run(ctx context.Context, log *slog.Logger, o options) (err error) {
 	}
 	table := chaos.Table(results, o.nodes)
 	fmt.Print(table)
-	if o.record != "" {
+	switch {
+	case o.record == "":
+	case allScenarios(o.scenarios):
 		if err := chaos.RecordSection(o.record, chaos.Intro, table); err != nil {
 			return err
+		}
+	default:
+		stale, err := chaos.RecordScenarios(o.record, chaos.Intro, table)
+		if err != nil {
+			return err
+		}
+		if stale {
+			log.Warn("the text above the table in "+o.record+" is not the current chaos.Intro; a run of every scenario rewrites it", "file", o.record)
 		}
 	}
 	return errors.Join(errs...)

@@ -16,7 +16,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -29,12 +28,7 @@ import (
 	"syscall"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/intstr"
-
 	"github.com/go-logr/logr"
-	"github.com/herald-lb/herald/api/v1beta1"
 	crlog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/herald-lb/herald/e2e/lab"
@@ -82,31 +76,23 @@ func run(ctx context.Context, log *slog.Logger, trials int, modes []string, node
 			return fmt.Errorf("unknown mode %q", m)
 		}
 	}
-	stateDir, err := os.MkdirTemp("", "bench-failover-")
+	cfg := lab.Config{Prefix: lab.RandomPrefix(), Nodes: nodes}
+	l, finish, err := lab.UpTemp(ctx, cfg, "bench-failover-")
 	if err != nil {
 		return err
 	}
-	cfg := lab.Config{Prefix: lab.RandomPrefix(), Nodes: nodes, StateDir: stateDir}
-	log.Info("lab up", "prefix", cfg.Prefix, "state", stateDir)
-	l, err := lab.Up(ctx, cfg)
-	if err != nil {
-		return err
-	}
+	log.Info("lab up", "prefix", cfg.Prefix, "state", l.StateDir())
 	defer func() {
-		if derr := l.Down(); derr != nil {
-			err = errors.Join(err, derr)
-		}
-		if err == nil {
-			_ = os.RemoveAll(stateDir)
-		} else {
-			log.Info("logs kept", "dir", stateDir)
+		var kept string
+		if kept, err = finish(err, false); kept != "" {
+			log.Info("logs kept", "dir", kept)
 		}
 	}()
 	h, err := l.InstallHerald(ctx, lab.InstallOptions{BinDir: binDir})
 	if err != nil {
 		return err
 	}
-	ip, err := setup(ctx, h)
+	ip, err := h.CreateL2BenchService(ctx)
 	if err != nil {
 		return err
 	}
@@ -136,44 +122,6 @@ func run(ctx context.Context, log *slog.Logger, trials int, modes []string, node
 		return recordSection(record, table)
 	}
 	return nil
-}
-
-// setup creates an L2 pool, its advertisement and one Service with a ready
-// endpoint on every node, and returns the Service's address.
-func setup(ctx context.Context, h *lab.Herald) (netip.Addr, error) {
-	c := h.Client()
-	pool := &v1beta1.IPAddressPool{ObjectMeta: metav1.ObjectMeta{Name: "bench", Namespace: lab.HeraldNamespace},
-		Spec: v1beta1.IPAddressPoolSpec{Addresses: []string{"198.51.100.200/32"}}}
-	adv := &v1beta1.L2Advertisement{ObjectMeta: metav1.ObjectMeta{Name: "bench", Namespace: lab.HeraldNamespace},
-		Spec: v1beta1.L2AdvertisementSpec{IPAddressPools: []string{"bench"}}}
-	if err := c.Create(ctx, pool); err != nil {
-		return netip.Addr{}, err
-	}
-	if err := c.Create(ctx, adv); err != nil {
-		return netip.Addr{}, err
-	}
-	l := h.Lab()
-	if err := l.EnsureNamespace(ctx, "bench"); err != nil {
-		return netip.Addr{}, err
-	}
-	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "bench"},
-		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, Selector: map[string]string{"app": "web"},
-			Ports: []corev1.ServicePort{{Port: 80, TargetPort: intstr.FromInt32(int32(lab.BackendPort))}}}}
-	if _, err := l.Client().CoreV1().Services("bench").Create(ctx, svc, metav1.CreateOptions{}); err != nil {
-		return netip.Addr{}, err
-	}
-	var eps []lab.Endpoint
-	for _, n := range l.Nodes {
-		eps = append(eps, lab.Endpoint{Node: n.Name, Ready: true})
-	}
-	if err := l.SetEndpoints(ctx, "bench", "web", eps); err != nil {
-		return netip.Addr{}, err
-	}
-	ips, err := h.WaitServiceIPs(ctx, "bench", "web", 1)
-	if err != nil {
-		return netip.Addr{}, err
-	}
-	return ips[0], nil
 }
 
 type bench struct {

@@ -67,27 +67,20 @@ func run(o migration.Options, record string, keepLogs bool) error {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Minute)
 	defer cancel()
 	cfg := lab.Config{Nodes: 3, Prefix: lab.RandomPrefix()}
-	dir, err := os.MkdirTemp("", "bench-migration-")
+	l, finish, err := lab.UpTemp(ctx, cfg, "bench-migration-")
 	if err != nil {
 		return err
 	}
-	cfg.StateDir = dir
-	l, err := lab.Up(ctx, cfg)
+	res, err := migration.Run(ctx, l, o)
+	kept, err := finish(err, keepLogs)
 	if err != nil {
+		if kept != "" {
+			return fmt.Errorf("%w (lab logs kept in %s)", err, kept)
+		}
 		return err
 	}
-	res, runErr := migration.Run(ctx, l, o)
-	downErr := l.Down()
-	if runErr != nil {
-		return fmt.Errorf("%w (lab logs kept in %s)", runErr, dir)
-	}
-	if downErr != nil {
-		return downErr
-	}
-	if keepLogs {
-		fmt.Fprintln(os.Stderr, "bench-migration: lab logs kept in", dir)
-	} else {
-		_ = os.RemoveAll(dir)
+	if kept != "" {
+		fmt.Fprintln(os.Stderr, "bench-migration: lab logs kept in", kept)
 	}
 	out := machine() + "\n\n" + fmt.Sprintf("Full form: %d rounds, %s observation after each node, requests every %s per address.\n\n",
 		o.Rounds, o.Observe, o.Interval) + res.Table()

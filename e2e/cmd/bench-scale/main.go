@@ -34,7 +34,6 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
-	"net/netip"
 	"os"
 	"os/signal"
 	"runtime"
@@ -180,27 +179,19 @@ type bench struct {
 
 func runSize(ctx context.Context, log *slog.Logger, o options, n int) (r row, err error) {
 	r.nodes = n
-	stateDir, err := os.MkdirTemp("", "bench-scale-")
+	cfg := lab.Config{Prefix: "hsc-" + strings.TrimPrefix(lab.RandomPrefix(), "hl-"), Nodes: n}
+	l, finish, err := lab.UpTemp(ctx, cfg, "bench-scale-")
 	if err != nil {
 		return r, err
 	}
-	cfg := lab.Config{Prefix: "hsc-" + strings.TrimPrefix(lab.RandomPrefix(), "hl-"), Nodes: n, StateDir: stateDir}
-	log.Info("lab up", "nodes", n, "prefix", cfg.Prefix, "state", stateDir)
-	l, err := lab.Up(ctx, cfg)
-	if err != nil {
-		return r, err
-	}
+	log.Info("lab up", "nodes", n, "prefix", cfg.Prefix, "state", l.StateDir())
 	if r.neigh = l.NeighbourLimitsRaised(); r.neigh != "" {
 		log.Info("host neighbour table limits raised", "nodes", n, "changes", r.neigh)
 	}
 	defer func() {
-		if derr := l.Down(); derr != nil {
-			err = errors.Join(err, derr)
-		}
-		if err == nil {
-			_ = os.RemoveAll(stateDir)
-		} else {
-			log.Info("logs kept", "dir", stateDir)
+		var kept string
+		if kept, err = finish(err, false); kept != "" {
+			log.Info("logs kept", "dir", kept)
 		}
 	}()
 	// No speaker yet: they start together below, on the clock.
@@ -212,7 +203,7 @@ func runSize(ctx context.Context, log *slog.Logger, o options, n int) (r row, er
 	for _, nd := range l.Nodes {
 		b.nodes = append(b.nodes, nd.Name)
 	}
-	ip, err := setup(ctx, h)
+	ip, err := h.CreateL2BenchService(ctx)
 	if err != nil {
 		return r, err
 	}
@@ -285,41 +276,6 @@ func runSize(ctx context.Context, log *slog.Logger, o options, n int) (r row, er
 		log.Info("burst", "nodes", n, "took", r.burst.d.Round(time.Millisecond), "req/s", r.burst.requests/r.burst.d.Seconds())
 	}
 	return r, nil
-}
-
-// setup creates an L2 pool, its advertisement and one Service with a ready
-// endpoint on every node, and returns the Service's address (as
-// bench-failover does).
-func setup(ctx context.Context, h *lab.Herald) (netip.Addr, error) {
-	c := h.Client()
-	pool := &v1beta1.IPAddressPool{ObjectMeta: metav1.ObjectMeta{Name: "bench", Namespace: lab.HeraldNamespace},
-		Spec: v1beta1.IPAddressPoolSpec{Addresses: []string{"198.51.100.200/32"}}}
-	adv := &v1beta1.L2Advertisement{ObjectMeta: metav1.ObjectMeta{Name: "bench", Namespace: lab.HeraldNamespace},
-		Spec: v1beta1.L2AdvertisementSpec{IPAddressPools: []string{"bench"}}}
-	for _, o := range []client.Object{pool, adv} {
-		if err := c.Create(ctx, o); err != nil {
-			return netip.Addr{}, err
-		}
-	}
-	l := h.Lab()
-	if err := l.EnsureNamespace(ctx, "bench"); err != nil {
-		return netip.Addr{}, err
-	}
-	if _, err := l.Client().CoreV1().Services("bench").Create(ctx, lbService("bench", "web", "bench", false), metav1.CreateOptions{}); err != nil {
-		return netip.Addr{}, err
-	}
-	var eps []lab.Endpoint
-	for _, n := range l.Nodes {
-		eps = append(eps, lab.Endpoint{Node: n.Name, Ready: true})
-	}
-	if err := l.SetEndpoints(ctx, "bench", "web", eps); err != nil {
-		return netip.Addr{}, err
-	}
-	ips, err := h.WaitServiceIPs(ctx, "bench", "web", 1)
-	if err != nil {
-		return netip.Addr{}, err
-	}
-	return ips[0], nil
 }
 
 func lbService(ns, name, pool string, v6 bool) *corev1.Service {

@@ -43,12 +43,14 @@ import (
 	"net/http"
 	"net/netip"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -116,7 +118,11 @@ type sample struct {
 }
 
 func run(counts []int, workers int, baseline string, baselinePprof bool, profiles, record, stateDir string, keep bool) (err error) {
-	ctx, stop := context.WithTimeout(context.Background(), 90*time.Minute)
+	// SIGINT and SIGTERM end the run through the clean-up below (lab
+	// down, temporary state directory removed), as a failure does.
+	sctx, sstop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer sstop()
+	ctx, stop := context.WithTimeout(sctx, 90*time.Minute)
 	defer stop()
 	if stateDir == "" {
 		d, err := os.MkdirTemp("", "bench-speaker-mem-")
@@ -143,8 +149,8 @@ func run(counts []int, workers int, baseline string, baselinePprof bool, profile
 	}
 	if !keep {
 		defer func() {
-			if derr := l.Down(); derr != nil && err == nil {
-				err = derr
+			if derr := l.Down(); derr != nil {
+				err = errors.Join(err, derr)
 			}
 		}()
 	}

@@ -11,6 +11,12 @@
 //	herald-lab status            print the summary (with the demo Services) and any problem; exit 1 if unhealthy
 //	herald-lab diagnose          what the client, FRR and the speakers see (neighbours, routes, announcements, logs)
 //	herald-lab kubectl ARGS...   kubectl against the lab's API server (inside its namespace)
+//	herald-lab restart-speaker [--kill] NODE
+//	                             restart NODE's speaker as the kubelet restarts a container: SIGTERM
+//	                             (SIGKILL with --kill), the same binary and flags again, the Pod's
+//	                             container status Terminated, then Running with restartCount+1
+//	herald-lab stop-speaker [--kill] NODE    the first half: the speaker stays down
+//	herald-lab start-speaker NODE            the second half: start a stopped speaker again
 //	herald-lab backend ...       lab scaffolding: the HTTP backend of one node
 //	herald-lab proxy ...         loopback proxy from the root namespace to the API server
 //
@@ -29,6 +35,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -60,7 +67,26 @@ func main() {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: herald-lab up|down|status|diagnose|kubectl|backend|proxy [flags]")
+	fmt.Fprintln(os.Stderr, "usage: herald-lab up|down|status|diagnose|kubectl|restart-speaker|stop-speaker|start-speaker|backend|proxy [flags]")
+}
+
+// parseNode parses args, flags before or after the one positional
+// argument, the node's name.
+func parseNode(fs *flag.FlagSet, args []string) (string, error) {
+	if err := fs.Parse(args); err != nil {
+		return "", err
+	}
+	if fs.NArg() == 0 {
+		return "", fmt.Errorf("%s: want a node name (n1, n2, ...)", fs.Name())
+	}
+	node := fs.Arg(0)
+	if err := fs.Parse(fs.Args()[1:]); err != nil {
+		return "", err
+	}
+	if fs.NArg() > 0 {
+		return "", fmt.Errorf("%s: want one node name, got %q and %q", fs.Name(), node, strings.Join(fs.Args(), " "))
+	}
+	return node, nil
 }
 
 func defaultStateDir() string {
@@ -202,6 +228,44 @@ func dispatch(ctx context.Context, log *slog.Logger, cmd string, args []string) 
 			return err
 		}
 		fmt.Print(h.Diagnose(ctx))
+		return nil
+	case "restart-speaker", "stop-speaker", "start-speaker":
+		kill := false
+		if cmd != "start-speaker" {
+			fs.BoolVar(&kill, "kill", false, "SIGKILL (a crash) instead of SIGTERM with the Pod's grace period")
+		}
+		node, err := parseNode(fs, args)
+		if err != nil {
+			return err
+		}
+		l, err := lab.Open(*stateDir)
+		if err != nil {
+			return fmt.Errorf("no lab recorded in %s (run `make lab`): %w", *stateDir, err)
+		}
+		h, err := l.OpenHerald(ctx)
+		if err != nil {
+			return err
+		}
+		if !slices.Contains(h.SpeakerNodes(), node) {
+			return fmt.Errorf("%s: no speaker Pod on node %q (speakers on %s)", cmd, node, strings.Join(h.SpeakerNodes(), ", "))
+		}
+		start := time.Now()
+		switch cmd {
+		case "restart-speaker":
+			err = h.RestartSpeakerContainer(ctx, node, kill)
+		case "stop-speaker":
+			err = h.StopSpeakerContainer(ctx, node, kill)
+		default:
+			err = h.StartSpeakerContainer(ctx, node)
+		}
+		if err != nil {
+			return fmt.Errorf("%s %s: %w", cmd, node, err)
+		}
+		msg := []any{"node", node, "took", time.Since(start).Round(time.Millisecond)}
+		if p := h.Speaker(node); p != nil {
+			msg = append(msg, "pid", p.PID, "log", p.Log)
+		}
+		log.Info(cmd, msg...)
 		return nil
 	case "kubectl":
 		// No flags of our own: everything goes to kubectl.
