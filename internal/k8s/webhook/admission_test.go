@@ -246,6 +246,52 @@ spec:
 			}
 		})
 
+		// A node's peers move from no routerID to routerID R one ordinary
+		// apply at a time (refusing set next to unset, as MetalLB's FRR
+		// mode does, refused the first of these edits); two different
+		// routerIDs stay refused, naming both peers.
+		t.Run("routerID introduced one peer at a time", func(t *testing.T) {
+			const upstream = "peerASN: 64500, peerAddress: 198.51.100.1"
+			defer func() {
+				if out, ok := k.apply(t, peer("upstream", upstream)); !ok {
+					t.Errorf("restoring upstream: %s", out)
+				}
+				if out, ok := k.run(t, "", "delete", "-n", heraldNS, "bgppeer", "second"); !ok {
+					t.Errorf("delete: %s", out)
+				}
+			}()
+			if out, ok := k.apply(t, peer("second", "peerASN: 64501, peerAddress: 198.51.100.7")); !ok {
+				t.Fatalf("second peer refused:\n%s", out)
+			}
+			out, ok := k.apply(t, peer("upstream", upstream+", routerID: 198.51.100.50"))
+			if !ok {
+				t.Fatalf("routerID on the first peer refused:\n%s", out)
+			}
+			want := `Warning: BGPPeer herald-system/second: spec.routerID: unset, so on the nodes it shares with BGPPeer upstream this session uses that peer's routerID 198.51.100.50`
+			if !strings.Contains(out, want) {
+				t.Errorf("output lacks %q:\n%s", want, out)
+			}
+			out, ok = k.apply(t, peer("second", "peerASN: 64501, peerAddress: 198.51.100.7, routerID: 198.51.100.50"))
+			if !ok {
+				t.Fatalf("the same routerID on the second peer refused:\n%s", out)
+			}
+			if strings.Contains(out, "Warning") {
+				t.Errorf("routerID on every peer draws a warning:\n%s", out)
+			}
+			before := stored(t, c)
+			out, ok = k.apply(t, peer("second", "peerASN: 64501, peerAddress: 198.51.100.7, routerID: 198.51.100.51"))
+			if ok {
+				t.Fatalf("a second routerID for the node accepted:\n%s", out)
+			}
+			want = `BGPPeer herald-system/second: spec.routerID "198.51.100.51": BGPPeer upstream selects the same node with routerID 198.51.100.50`
+			if !strings.Contains(out, want) {
+				t.Errorf("output lacks %q:\n%s", want, out)
+			}
+			if after := stored(t, c); !maps.Equal(before, after) {
+				t.Errorf("stored objects changed:\nbefore %v\nafter  %v", before, after)
+			}
+		})
+
 		t.Run("deleting a Community alias in use is refused", func(t *testing.T) {
 			before := stored(t, c)
 			out, ok := k.run(t, "", "delete", "-n", heraldNS, "community", "comms")
