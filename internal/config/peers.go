@@ -286,7 +286,7 @@ func resolvePasswordSecret(ref objRef, sr *corev1.SecretReference, env peerEnv, 
 	key := ns + "/" + sr.Name
 	sec, ok := env.secrets[key]
 	if !ok {
-		p.addTransient(ref.transient("spec.passwordSecret", key, "Secret not found"))
+		p.addTransient(ref.transient(KindSecret, "spec.passwordSecret", key, "Secret not found"))
 		return "", key
 	}
 	if sec.Type != corev1.SecretTypeBasicAuth {
@@ -343,7 +343,7 @@ func resolveBFDProfile(ref objRef, s *v1beta2.BGPPeerSpec, env peerEnv, p *probl
 	case s.EBGPMultiHop && s.SourceAddress == "":
 		p.add(ref.invalid("spec.bfdProfile", s.BFDProfile, "multihop BFD (RFC 5883, with spec.ebgpMultiHop) needs spec.sourceAddress, the address BFD packets are sent from"))
 	case !ok:
-		p.addTransient(ref.transient("spec.bfdProfile", s.BFDProfile, "BFDProfile not found"))
+		p.addTransient(ref.transient(KindBFDProfile, "spec.bfdProfile", s.BFDProfile, "BFDProfile not found"))
 	case b == nil:
 		p.add(ref.invalid("spec.bfdProfile", s.BFDProfile, "BFDProfile %s is invalid (see its errors)", s.BFDProfile))
 	default:
