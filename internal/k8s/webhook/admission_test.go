@@ -198,6 +198,12 @@ spec:
 			yaml: peer("zero-hold", "peerASN: 64501, peerAddress: 198.51.100.4, holdTime: 0s"),
 			want: []string{`BGPPeer herald-system/zero-hold: spec.holdTime "0s": a hold time of 0 (no keepalives, allowed by RFC 4271 §4.2) is not supported by Herald's BGP backend`},
 		}, {
+			// Passes the CRD schema (a string), not the Go type: the
+			// decode error used to name neither object nor field.
+			name: "holdTime that is not a duration",
+			yaml: peer("bad-duration", "peerASN: 64501, peerAddress: 198.51.100.4, holdTime: abc"),
+			want: []string{`BGPPeer herald-system/bad-duration: spec.holdTime "abc": does not decode: time: invalid duration "abc"`},
+		}, {
 			name: "ebgpMultiHop on iBGP",
 			yaml: peer("ibgp-multihop", "peerASN: 64512, peerAddress: 198.51.100.5, ebgpMultiHop: true"),
 			want: []string{"BGPPeer herald-system/ibgp-multihop: spec.ebgpMultiHop: cannot be set on an iBGP session"},
