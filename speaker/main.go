@@ -179,19 +179,14 @@ func run(args []string) error {
 	// BGP.
 	var bgpSpeaker *gobgp.Speaker
 	if o.enableBGP {
-		states := make(chan bgp.PeerState, 64)
+		states := bgp.NewStateChanges(0)
 		if o.bgpMaxReceivedPrefixes > math.MaxUint32 {
 			return fmt.Errorf("--bgp-max-received-prefixes %d: must be at most %d", o.bgpMaxReceivedPrefixes, uint32(math.MaxUint32))
 		}
 		bgpSpeaker, err = gobgp.New(gobgp.Options{
 			Logger: log.With(logging.KeySubsystem, "bgp"), Registerer: reg,
 			MaxReceivedPrefixes: uint32(o.bgpMaxReceivedPrefixes),
-			OnPeerState: func(st bgp.PeerState) {
-				select {
-				case states <- st:
-				default: // never block gobgp; the next change is reported
-				}
-			},
+			OnPeerState:         states.Put, // never blocks gobgp; keeps each session's latest state
 		})
 		if err != nil {
 			return fmt.Errorf("BGP speaker: %w", err)

@@ -224,7 +224,7 @@ func buildBGPAdvertisement(obj *v1beta1.BGPAdvertisement, pools []*Pool, peerNam
 		c, transient, err := resolveCommunity(s, aliases)
 		switch {
 		case transient:
-			p.addTransient(ref.transient(field, s, "%s", err))
+			p.addTransient(ref.transient(KindCommunity, field, s, "%s", err))
 			ad.unresolved = append(ad.unresolved, s)
 			continue
 		case err != nil:

@@ -89,7 +89,7 @@ func Build(r Resources, opts Options) (*Snapshot, error) {
 			}
 		}
 		if !found {
-			p.addTransient(&TransientError{Kind: KindNode, Name: opts.NodeName, Rule: "the speaker's own Node was not found"})
+			p.addTransient(&TransientError{Kind: KindNode, Name: opts.NodeName, Rule: "the speaker's own Node was not found", Missing: KindNode})
 			self = labels.Set{}
 		}
 		nodeSets = []labels.Set{self}

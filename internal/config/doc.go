@@ -32,6 +32,7 @@
 // dynamicASN (gobgp would accept any remote ASN without checking the
 // internal/external class), has a zoned peerAddress (use interface), or a
 // holdTime above 65535 s (the OPEN's Hold Time is 2 octets, RFC 4271 §4.2);
-// the peers selecting one node must share myASN and routerID and must not
-// share a neighbor address or interface (one gobgp server per node).
+// the peers selecting one node must share myASN, must not set different
+// routerIDs (unset takes the one set, with a warning) and must not share a
+// neighbor address or interface (one gobgp server per node).
 package config

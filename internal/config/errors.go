@@ -17,6 +17,7 @@ const (
 	KindCommunity        = "Community"
 	KindBFDProfile       = "BFDProfile"
 	KindNode             = "Node"
+	KindSecret           = "Secret"
 )
 
 // ValidationError reports an object that is invalid as written: it will stay
@@ -52,6 +53,10 @@ type TransientError struct {
 	Field     string
 	Value     string
 	Rule      string
+	// Missing is the kind of the object that does not exist: KindCommunity
+	// (an alias), KindSecret, KindBFDProfile or KindNode. It is not part of
+	// Error().
+	Missing string
 }
 
 func (e *TransientError) Error() string {
@@ -151,11 +156,13 @@ func (o objRef) invalid(field, value, rule string, args ...any) *ValidationError
 	return &ValidationError{Kind: o.kind, Namespace: o.ns, Name: o.name, Field: field, Value: value, Rule: rule}
 }
 
-func (o objRef) transient(field, value, rule string, args ...any) *TransientError {
+// transient reports a reference from field to a missing object of kind
+// missing.
+func (o objRef) transient(missing, field, value, rule string, args ...any) *TransientError {
 	if len(args) > 0 {
 		rule = fmt.Sprintf(rule, args...)
 	}
-	return &TransientError{Kind: o.kind, Namespace: o.ns, Name: o.name, Field: field, Value: value, Rule: rule}
+	return &TransientError{Kind: o.kind, Namespace: o.ns, Name: o.name, Field: field, Value: value, Rule: rule, Missing: missing}
 }
 
 func (o objRef) String() string {

@@ -286,7 +286,7 @@ func resolvePasswordSecret(ref objRef, sr *corev1.SecretReference, env peerEnv, 
 	key := ns + "/" + sr.Name
 	sec, ok := env.secrets[key]
 	if !ok {
-		p.addTransient(ref.transient("spec.passwordSecret", key, "Secret not found"))
+		p.addTransient(ref.transient(KindSecret, "spec.passwordSecret", key, "Secret not found"))
 		return "", key
 	}
 	if sec.Type != corev1.SecretTypeBasicAuth {
@@ -343,7 +343,7 @@ func resolveBFDProfile(ref objRef, s *v1beta2.BGPPeerSpec, env peerEnv, p *probl
 	case s.EBGPMultiHop && s.SourceAddress == "":
 		p.add(ref.invalid("spec.bfdProfile", s.BFDProfile, "multihop BFD (RFC 5883, with spec.ebgpMultiHop) needs spec.sourceAddress, the address BFD packets are sent from"))
 	case !ok:
-		p.addTransient(ref.transient("spec.bfdProfile", s.BFDProfile, "BFDProfile not found"))
+		p.addTransient(ref.transient(KindBFDProfile, "spec.bfdProfile", s.BFDProfile, "BFDProfile not found"))
 	case b == nil:
 		p.add(ref.invalid("spec.bfdProfile", s.BFDProfile, "BFDProfile %s is invalid (see its errors)", s.BFDProfile))
 	default:
@@ -362,17 +362,25 @@ func peerKey(p *Peer) string {
 }
 
 // checkPeersPerNode enforces what one embedded gobgp server per speaker
-// requires of the peers a node opens: one router ID (every peer sets the
-// same routerID, or none sets it, as in MetalLB's FRR mode), one local ASN
-// (myASN), and no two sessions to the same address or interface, also in
-// different VRFs (gobgp keys neighbors by address alone). Two peers meet on a node
-// when both select every node, or some node in nodes matches both.
-// The newer peer of a pair (creationTimestamp; an object being created is the
-// newest; then the later name) is reported, so the change that causes the
-// conflict is the one blamed. peers must be sorted by name.
+// requires of the peers a node opens: one router ID (the peers that set
+// routerID set the same one; a peer that leaves it unset states no
+// preference and its session uses the node's, with a warning), one local
+// ASN (myASN), and no two sessions to the same address or interface, also
+// in different VRFs (gobgp keys neighbors by address alone). Two peers
+// meet on a node when both select every node, or some node in nodes
+// matches both. The newer peer of a pair (creationTimestamp; an object
+// being created is the newest; then the later name) is reported, so the
+// change that causes the conflict is the one blamed; the message names
+// the other. peers must be sorted by name.
+//
+// Unset next to set is allowed (MetalLB's FRR mode refuses it) so that a
+// node's peers can move from no routerID to one with an ordinary apply of
+// each changed peer: requiring all or none would refuse the first of
+// those edits, and only deleting and re-creating the peers would work.
 func checkPeersPerNode(objs map[string]objRef, created map[string]time.Time, peers []*Peer, nodes []labels.Set, p *problems) {
 	overlap := nodesOverlapFunc(nodes)
 	reported := map[[2]string]bool{}
+	warned := map[string]bool{} // peers warned about for an unset routerID
 	for i, a := range peers {
 		for _, b := range peers[i+1:] {
 			if !overlap(a.NodeSelectors, b.NodeSelectors) {
@@ -389,10 +397,8 @@ func checkPeersPerNode(objs map[string]objRef, created map[string]time.Time, pee
 			switch {
 			case a.MyASN != b.MyASN:
 				p.add(ref.invalid("spec.myASN", fmt.Sprint(b.MyASN), "BGPPeer %s selects the same node with myASN %d: peers on one node must share myASN (one BGP speaker per node; use localASN to present another ASN)", a.Name, a.MyASN))
-			case a.RouterID != b.RouterID:
-				// MetalLB's FRR mode rule (peersCanRunOnSameNode): the
-				// routerID strings must be equal, so set and unset differ.
-				p.add(ref.invalid("spec.routerID", routerIDText(b.RouterID), "BGPPeer %s selects the same node with routerID %s: BGPPeers on one node must all set the same routerID or all leave it unset (one BGP Identifier per node, RFC 4271 §4.2; MetalLB's FRR mode has the same rule), else the node would use one of them for every session", a.Name, routerIDText(a.RouterID)))
+			case a.RouterID.IsValid() && b.RouterID.IsValid() && a.RouterID != b.RouterID:
+				p.add(ref.invalid("spec.routerID", b.RouterID.String(), "BGPPeer %s selects the same node with routerID %s: the BGPPeers of one node that set routerID must set the same one (one BGP Identifier per node, RFC 4271 §4.2; MetalLB's FRR mode has the same rule)", a.Name, a.RouterID))
 			case a.Interface == "" && b.Interface == "" && a.Address == b.Address:
 				msg := "one node can have only one session per neighbor address"
 				if a.VRF != b.VRF {
@@ -404,6 +410,7 @@ func checkPeersPerNode(objs map[string]objRef, created map[string]time.Time, pee
 			case a.Interface != "" && a.Interface == b.Interface:
 				p.add(ref.invalid("spec.interface", b.Interface, "BGPPeer %s selects the same node with the same interface: one node can have only one unnumbered session per interface", a.Name))
 			default:
+				warnUnsetRouterID(objs, a, b, warned, p)
 				continue
 			}
 			reported[key] = true
@@ -411,12 +418,19 @@ func checkPeersPerNode(objs map[string]objRef, created map[string]time.Time, pee
 	}
 }
 
-// routerIDText renders a routerID for an error: the address, or "unset".
-func routerIDText(a netip.Addr) string {
-	if !a.IsValid() {
-		return "unset"
+// warnUnsetRouterID warns, once per peer, about a peer without routerID
+// that meets one with routerID on a node: its session uses that one. a
+// and b meet on some node.
+func warnUnsetRouterID(objs map[string]objRef, a, b *Peer, warned map[string]bool, p *problems) {
+	unset, set := a, b
+	if a.RouterID.IsValid() {
+		unset, set = b, a
 	}
-	return a.String()
+	if unset.RouterID.IsValid() || !set.RouterID.IsValid() || warned[unset.Name] {
+		return
+	}
+	warned[unset.Name] = true
+	p.warn(objs[unset.Name], "spec.routerID", "unset, so on the nodes it shares with BGPPeer %s this session uses that peer's routerID %s (one BGP Identifier per node); set it here too to say so (MetalLB's FRR mode requires it on all of a node's peers or none)", set.Name, set.RouterID)
 }
 
 // vrfPair renders two VRF names, "" as "default".

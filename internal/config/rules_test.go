@@ -363,7 +363,7 @@ func TestPeerRules(t *testing.T) {
 		{name: "hold time zero", mutate: pe(func(s *v1beta2.BGPPeerSpec) { s.HoldTime = dur(0) }),
 			want: []string{obj + `spec.holdTime "0s": a hold time of 0 (no keepalives, allowed by RFC 4271 §4.2) is not supported by Herald's BGP backend, which would send its default 90s in OPEN instead`}},
 		{name: "keepalive time zero alone", mutate: pe(func(s *v1beta2.BGPPeerSpec) { s.KeepaliveTime = dur(0) }),
-			want: []string{obj + `spec.keepaliveTime "0s": derives a hold time of 0`}},
+			want: []string{obj + `spec.keepaliveTime "0s": without holdTime the hold time is 3 x keepaliveTime = 0s (after truncation to whole seconds), and a hold time of 0 (no keepalives, allowed by RFC 4271 §4.2) is not supported by Herald's BGP backend, which would send its default 90s in OPEN instead; set keepaliveTime to at least 1s, or set holdTime to at least 3s`}},
 		{name: "hold time 3.9s truncates to 3s", mutate: pe(func(s *v1beta2.BGPPeerSpec) { s.HoldTime = dur(3900 * time.Millisecond) })},
 		{name: "hold time 2s", mutate: pe(func(s *v1beta2.BGPPeerSpec) { s.HoldTime = dur(2 * time.Second) }),
 			want: []string{obj + `spec.holdTime "2s": must be at least 3s`}},
@@ -474,16 +474,17 @@ func TestPeersOnOneNodeRules(t *testing.T) {
 	const obj = "BGPPeer herald-system/peer-b: "
 	runRuleCases(t, []ruleCase{
 		{name: "two peers agree", mutate: second(func(a, b *v1beta2.BGPPeerSpec) { a.RouterID, b.RouterID = "198.51.100.1", "198.51.100.1" })},
-		// MetalLB's FRR mode refuses these too; before, the node used the
-		// one set for every session.
+		// MetalLB's FRR mode refuses these; Herald takes unset as no
+		// preference, so that routerID can be introduced one peer at a
+		// time (the node used the one set before too, without a word).
 		{name: "router id set on the newer peer only", mutate: second(func(a, b *v1beta2.BGPPeerSpec) { b.RouterID = "198.51.100.1" }),
-			want: []string{obj + `spec.routerID "198.51.100.1": BGPPeer peer-a selects the same node with routerID unset: BGPPeers on one node must all set the same routerID or all leave it unset`}},
+			warning: `BGPPeer herald-system/peer-a: spec.routerID: unset, so on the nodes it shares with BGPPeer peer-b this session uses that peer's routerID 198.51.100.1`},
 		{name: "router id set on the older peer only", mutate: second(func(a, b *v1beta2.BGPPeerSpec) { a.RouterID = "198.51.100.1" }),
-			want: []string{obj + `spec.routerID "unset": BGPPeer peer-a selects the same node with routerID 198.51.100.1`}},
+			warning: `BGPPeer herald-system/peer-b: spec.routerID: unset, so on the nodes it shares with BGPPeer peer-a this session uses that peer's routerID 198.51.100.1`},
 		{name: "router id unset on both", mutate: second(func(a, b *v1beta2.BGPPeerSpec) {})},
 		{name: "router id set on one, nodes disjoint", mutate: second(func(a, b *v1beta2.BGPPeerSpec) { b.RouterID = "198.51.100.1"; zones(a, b) })},
 		{name: "router id conflict", mutate: second(func(a, b *v1beta2.BGPPeerSpec) { a.RouterID, b.RouterID = "198.51.100.1", "198.51.100.2" }),
-			want: []string{obj + `spec.routerID "198.51.100.2": BGPPeer peer-a selects the same node with routerID 198.51.100.1`}},
+			want: []string{obj + `spec.routerID "198.51.100.2": BGPPeer peer-a selects the same node with routerID 198.51.100.1: the BGPPeers of one node that set routerID must set the same one`}},
 		{name: "router id conflict on disjoint nodes", mutate: second(func(a, b *v1beta2.BGPPeerSpec) {
 			a.RouterID, b.RouterID = "198.51.100.1", "198.51.100.2"
 			zones(a, b)

@@ -134,9 +134,10 @@ func (s *Snapshot) PeersForNode(node labels.Labels) []*Peer {
 	return out
 }
 
-// RouterIDForNode returns the router ID configured by the peers selecting a
-// node, or the zero Addr when none sets one (the backend then picks one).
-// Build guarantees that these peers agree.
+// RouterIDForNode returns the router ID set by the peers selecting a node
+// (peers that leave routerID unset take no part), or the zero Addr when
+// none sets one (the backend then picks one). Build guarantees that the
+// peers that set one agree.
 func (s *Snapshot) RouterIDForNode(node labels.Labels) netip.Addr {
 	for _, p := range s.peers {
 		if p.RouterID.IsValid() && p.MatchesNode(node) {

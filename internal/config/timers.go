@@ -53,11 +53,11 @@ func resolveTimers(hold, keepalive *time.Duration) (h, k time.Duration, err *tim
 		// Backend rule: gobgp v3 replaces a configured hold time of 0 with
 		// its default of 90 s (and, when a router offers 0, sets its write
 		// deadline to the negotiated 0 s, so writes time out).
-		const rule = "a hold time of 0 (no keepalives, allowed by RFC 4271 §4.2) is not supported by Herald's BGP backend, which would send its default 90s in OPEN instead; set a hold time of at least 3s"
+		const rule = "a hold time of 0 (no keepalives, allowed by RFC 4271 §4.2) is not supported by Herald's BGP backend, which would send its default 90s in OPEN instead"
 		if hold == nil {
-			return 0, 0, &timerError{"spec.keepaliveTime", keepalive.String(), "derives " + rule}
+			return 0, 0, &timerError{"spec.keepaliveTime", keepalive.String(), "without holdTime the hold time is 3 x keepaliveTime = 0s (after truncation to whole seconds), and " + rule + "; set keepaliveTime to at least 1s, or set holdTime to at least 3s"}
 		}
-		return 0, 0, &timerError{"spec.holdTime", hold.String(), rule + " (values are truncated to whole seconds)"}
+		return 0, 0, &timerError{"spec.holdTime", hold.String(), rule + "; set a hold time of at least 3s (values are truncated to whole seconds)"}
 	}
 	if h < 3*time.Second {
 		if hold == nil {

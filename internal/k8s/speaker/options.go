@@ -124,9 +124,12 @@ type Options struct {
 	L2Probe L2ProbeFunc
 	// BGP announces over BGP; nil disables BGP (--enable-bgp=false).
 	BGP bgp.Speaker
-	// PeerStates, if set, delivers BGP session state changes (from the
-	// gobgp speaker's OnPeerState) for events and logs.
-	PeerStates <-chan bgp.PeerState
+	// PeerStates, if set, delivers BGP session state changes (put by the
+	// gobgp speaker's OnPeerState) for events, logs and the
+	// BGPSessionState objects. It keeps the latest change of each session
+	// until the speaker takes it, so the state a session settles in is
+	// never lost, however fast it flaps.
+	PeerStates *bgp.StateChanges
 	// BFD runs the BFD sessions of the peers that name a BFDProfile; nil
 	// runs none (such peers then have BGP without BFD). Needs BGP.
 	BFD BFDSessions

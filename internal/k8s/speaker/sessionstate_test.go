@@ -134,7 +134,7 @@ func TestBGPSessionStates(t *testing.T) {
 	must(t, c.Get(ctx, client.ObjectKey{Namespace: ns, Name: sessionStateName("n2", "p1")}, &other))
 
 	// Established, BFD Up.
-	s.states <- bgp.PeerState{Name: "p1", State: bgp.StateEstablished}
+	s.states.Put(bgp.PeerState{Name: "p1", State: bgp.StateEstablished})
 	s.bfdCh <- BFDChange{Peer: "p2", Transition: bfd.Transition{From: bfd.StateDown, To: bfd.StateUp}, Time: time.Now()}
 	poll.Until(t, 30*time.Second, "p1 Established, p2's BFD Up", func() error {
 		o, err := get("p1")
@@ -173,7 +173,7 @@ func TestBGPSessionStates(t *testing.T) {
 			st = bgp.PeerState{Name: "p1", State: bgp.StateActive, LastError: lastErr, LastErrorTime: time.Now()}
 		}
 		checks := s.spk.sessionChecks.Load()
-		s.states <- st
+		s.states.Put(st)
 		poll.Until(t, 30*time.Second, "two session checks", func() bool { return s.spk.sessionChecks.Load() >= checks+2 })
 	}
 	writes := 0
@@ -251,7 +251,7 @@ func TestBGPSessionStateAfterAddressChange(t *testing.T) {
 	must(t, c.Create(ctx, peer))
 	s := startSpeakerProbed(t, env, ns, "n1", nil, 7946, "0", func(ts *testSpeaker, o *Options) {
 		o.BGP = &reportingBGP{Fake: ts.bgp, reportAddr: "198.51.100.8", report: func(st bgp.PeerState) {
-			ts.states <- st
+			ts.states.Put(st)
 			poll.Until(t, 30*time.Second, "the speaker recorded the new session's state", func() bool {
 				w := ts.spk.sessions
 				w.mu.Lock()
@@ -267,7 +267,7 @@ func TestBGPSessionStateAfterAddressChange(t *testing.T) {
 		return &o, err
 	}
 	const oldErr = "connect: dial tcp 203.0.113.1:179: connect: connection refused"
-	s.states <- bgp.PeerState{Name: "p1", State: bgp.StateEstablished, LastError: oldErr, LastErrorTime: time.Now()}
+	s.states.Put(bgp.PeerState{Name: "p1", State: bgp.StateEstablished, LastError: oldErr, LastErrorTime: time.Now()})
 	poll.Until(t, 30*time.Second, "p1 Established at 203.0.113.1", func() error {
 		o, err := get()
 		if err != nil {
@@ -286,6 +286,46 @@ func TestBGPSessionStateAfterAddressChange(t *testing.T) {
 			return err
 		}
 		if o.Status.BGPStatus != "Active" || o.Status.Peer != "198.51.100.8" || o.Status.LastError != "" || o.Status.LastErrorTime != nil {
+			return fmt.Errorf("status %+v", o.Status)
+		}
+		return nil
+	})
+}
+
+// TestBGPSessionStateAfterFlood: far more state changes than the speaker
+// queues one by one (bgp.DefaultStateChangesQueue) arrive before it takes
+// any (here: before it starts), the last one Active while the session
+// retries, after which gobgp reports nothing more. The object shows that
+// last state; a queue that drops the changes that do not fit (as the
+// speaker's 64-slot channel did) would leave it at the 64th for good.
+func TestBGPSessionStateAfterFlood(t *testing.T) {
+	env := testenv.Start(t)
+	ctx := context.Background()
+	c := env.Client
+	ns := env.Namespace(t)
+	createReadyNode(t, c, "n1", "198.51.100.11")
+	must(t, c.Create(ctx, &v1beta2.BGPPeer{ObjectMeta: metav1.ObjectMeta{Name: "p1", Namespace: ns},
+		Spec: v1beta2.BGPPeerSpec{MyASN: 64512, PeerASN: 64513, PeerAddress: "203.0.113.1"}}))
+	const lastErr = "connect: dial tcp 203.0.113.1:179: connect: connection refused"
+	const changes = 3 * bgp.DefaultStateChangesQueue
+	startSpeakerProbed(t, env, ns, "n1", nil, 7946, "0", func(ts *testSpeaker, _ *Options) {
+		for i := range changes {
+			st := bgp.PeerState{Name: "p1", State: bgp.StateIdle}
+			if i%2 == 1 {
+				st.State = bgp.StateEstablished
+			}
+			if i == changes-1 {
+				st = bgp.PeerState{Name: "p1", State: bgp.StateActive, LastError: lastErr, LastErrorTime: time.Now()}
+			}
+			ts.states.Put(st)
+		}
+	})
+	poll.Until(t, 30*time.Second, "p1's object shows the last change (Active)", func() error {
+		var o v1alpha1.BGPSessionState
+		if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: sessionStateName("n1", "p1")}, &o); err != nil {
+			return err
+		}
+		if o.Status.BGPStatus != "Active" || o.Status.LastError != lastErr {
 			return fmt.Errorf("status %+v", o.Status)
 		}
 		return nil

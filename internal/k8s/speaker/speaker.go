@@ -294,7 +294,10 @@ func (s *Controller) runTriggers(ctx context.Context) error {
 	if s.opts.Members != nil {
 		changes = s.opts.Members.Changes()
 	}
-	peerStates := s.opts.PeerStates
+	var peerStates <-chan struct{}
+	if s.opts.PeerStates != nil {
+		peerStates = s.opts.PeerStates.Ready()
+	}
 	bfdChanges := s.opts.BFDChanges
 	sessions := map[string]*session{}
 	check := time.NewTicker(max(s.opts.SessionWarnAfter/4, 10*time.Millisecond))
@@ -309,12 +312,10 @@ func (s *Controller) runTriggers(ctx context.Context) error {
 		case <-s.l2Changes:
 			s.log.Debug("layer 2 interfaces changed", "interfaces", s.opts.L2.EligibleInterfaces())
 			s.trigger(ctx, keyAll)
-		case st, ok := <-peerStates:
-			if !ok {
-				peerStates = nil
-				continue
+		case <-peerStates:
+			for _, st := range s.opts.PeerStates.Take() {
+				s.peerState(ctx, st, sessions)
 			}
-			s.peerState(ctx, st, sessions)
 		case c, ok := <-bfdChanges:
 			if !ok {
 				bfdChanges = nil

@@ -44,7 +44,7 @@ type testSpeaker struct {
 	logs    countingHandler
 	members *fakeMembers
 	reg     *prometheus.Registry
-	states  chan bgp.PeerState
+	states  *bgp.StateChanges
 	bfd     *fakeBFD
 	bfdCh   chan BFDChange
 	spk     *Controller
@@ -82,7 +82,7 @@ func startSpeakerProbed(t *testing.T, env *testenv.Env, ns, node string, members
 	t.Helper()
 	s := &testSpeaker{name: node, l2: &fakeL2{}, bgp: &bgp.Fake{}, rec: &fakeRecorder{},
 		logs: newCountingHandler(), reg: prometheus.NewRegistry(),
-		states: make(chan bgp.PeerState, 8), bfd: &fakeBFD{}, bfdCh: make(chan BFDChange, 8)}
+		states: bgp.NewStateChanges(0), bfd: &fakeBFD{}, bfdCh: make(chan BFDChange, 8)}
 	skip := true
 	mgr, err := manager.New(env.Config, manager.Options{
 		Scheme:                 env.Scheme,
@@ -420,9 +420,9 @@ func TestSpeakerThroughAPIServer(t *testing.T) {
 
 	t.Run("BGP peer events", func(t *testing.T) {
 		s := w.speakers["n1"]
-		s.states <- bgp.PeerState{Name: "p1", Peer: "203.0.113.1:179", State: bgp.StateActive}
-		s.states <- bgp.PeerState{Name: "p1", Peer: "203.0.113.1:179", State: bgp.StateEstablished}
-		s.states <- bgp.PeerState{Name: "p1", Peer: "203.0.113.1:179", State: bgp.StateIdle}
+		s.states.Put(bgp.PeerState{Name: "p1", Peer: "203.0.113.1:179", State: bgp.StateActive})
+		s.states.Put(bgp.PeerState{Name: "p1", Peer: "203.0.113.1:179", State: bgp.StateEstablished})
+		s.states.Put(bgp.PeerState{Name: "p1", Peer: "203.0.113.1:179", State: bgp.StateIdle})
 		poll.Until(t, 30*time.Second, "session events", func() error {
 			if !s.rec.has("BGPPeer/p1 Normal sessionEstablished: session to 203.0.113.1:179 established on node n1") ||
 				!s.rec.has("BGPPeer/p1 Warning sessionDown: session to 203.0.113.1:179 down on node n1 (state Idle)") {
@@ -449,16 +449,16 @@ func TestSpeakerThroughAPIServer(t *testing.T) {
 		if n := s.rec.count(notUp); n != 1 {
 			t.Errorf("%d sessionNotEstablished events for one stretch down, want 1", n)
 		}
-		s.states <- bgp.PeerState{Name: "p1", Peer: "203.0.113.1:179", State: bgp.StateEstablished}
+		s.states.Put(bgp.PeerState{Name: "p1", Peer: "203.0.113.1:179", State: bgp.StateEstablished})
 		// The BGP speaker closed the session at the received-prefix limit.
-		s.states <- bgp.PeerState{Name: "p1", Peer: "203.0.113.1:179", State: bgp.StateIdle, PrefixLimitFamily: "ipv6-unicast", PrefixLimit: 10000}
+		s.states.Put(bgp.PeerState{Name: "p1", Peer: "203.0.113.1:179", State: bgp.StateIdle, PrefixLimitFamily: "ipv6-unicast", PrefixLimit: 10000})
 		poll.Until(t, 30*time.Second, "prefixLimitExceeded event", func() error {
 			if !s.rec.has("BGPPeer/p1 Warning prefixLimitExceeded: session to 203.0.113.1:179 on node n1 closed: the peer sent more than 10000 ipv6-unicast prefixes") {
 				return errors.New("no prefixLimitExceeded event")
 			}
 			return nil
 		})
-		s.states <- bgp.PeerState{Name: "p1", Peer: "203.0.113.1:179", State: bgp.StateEstablished}
+		s.states.Put(bgp.PeerState{Name: "p1", Peer: "203.0.113.1:179", State: bgp.StateEstablished})
 		// A peer whose password Secret does not exist cannot be applied:
 		// event on it, p1 stays.
 		must(t, c.Create(ctx, &v1beta2.BGPPeer{ObjectMeta: metav1.ObjectMeta{Name: "nosecret", Namespace: ns},

@@ -309,6 +309,54 @@ func TestMissingPeerSecretDropsOnlyThatPeer(t *testing.T) {
 	}
 }
 
+// TestUndefinedAliasKeepsConfigurationInForce: the Community defining an
+// alias a BGPAdvertisement in force uses is deleted (the webhook refuses
+// that, but not while it is down, nor while the namespace terminates). The
+// speaker reports the undefined alias in its ConfigurationState, naming
+// the object, field and alias, and keeps announcing with the last good
+// configuration (the path keeps its community).
+func TestUndefinedAliasKeepsConfigurationInForce(t *testing.T) {
+	f := newL2Fixture(t, "n1")
+	ctx := context.Background()
+	comms := &v1beta1.Community{ObjectMeta: metav1.ObjectMeta{Name: "comms", Namespace: f.ns},
+		Spec: v1beta1.CommunitySpec{Communities: []v1beta1.CommunityAlias{{Name: "prefer", Value: "64500:300"}}}}
+	must(t, f.c.Create(ctx, comms))
+	var ad v1beta1.BGPAdvertisement
+	must(t, f.c.Get(ctx, client.ObjectKey{Namespace: f.ns, Name: "bgp"}, &ad))
+	ad.Spec.Communities = []string{"prefer"}
+	must(t, f.c.Update(ctx, &ad))
+	ip := netip.MustParseAddr("198.51.100.7")
+	f.service("web", ip, "n1")
+	s := startSpeaker(t, f.env, f.ns, "n1", &liveness{live: map[string]bool{"n1": true}})
+
+	const prefer = 64500<<16 | 300
+	announced := func() error {
+		for _, p := range s.bgp.Paths() {
+			if p.Prefix == netip.PrefixFrom(ip, 32) && slices.Equal(p.Communities, []uint32{prefer}) {
+				return nil
+			}
+		}
+		return fmt.Errorf("paths %+v, want %s with community 64500:300", s.bgp.Paths(), ip)
+	}
+	poll.Until(t, 30*time.Second, "path with the alias's community", announced)
+
+	must(t, f.c.Delete(ctx, comms))
+	want := fmt.Sprintf(`BGPAdvertisement %s/bgp: spec.communities[0] "prefer": no Community object defines the alias "prefer" (waiting for it)`, f.ns)
+	poll.Until(t, 30*time.Second, "undefined alias in ConfigurationState", func() error {
+		var cs v1beta1.ConfigurationState
+		if err := f.c.Get(ctx, client.ObjectKey{Namespace: f.ns, Name: "speaker-n1"}, &cs); err != nil {
+			return err
+		}
+		if cs.Status.Result != v1beta1.ConfigurationResultInvalid || !strings.Contains(cs.Status.ErrorSummary, want) {
+			return fmt.Errorf("ConfigurationState result %q summary %q", cs.Status.Result, cs.Status.ErrorSummary)
+		}
+		return nil
+	})
+	if err := announced(); err != nil {
+		t.Fatalf("after the Community was deleted: %v (the configuration in force must stay)", err)
+	}
+}
+
 // memberPortOn returns a port free for TCP and UDP on every one of addrs.
 func memberPortOn(t *testing.T, addrs ...netip.Addr) int {
 	t.Helper()

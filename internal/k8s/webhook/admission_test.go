@@ -198,6 +198,12 @@ spec:
 			yaml: peer("zero-hold", "peerASN: 64501, peerAddress: 198.51.100.4, holdTime: 0s"),
 			want: []string{`BGPPeer herald-system/zero-hold: spec.holdTime "0s": a hold time of 0 (no keepalives, allowed by RFC 4271 §4.2) is not supported by Herald's BGP backend`},
 		}, {
+			// Passes the CRD schema (a string), not the Go type: the
+			// decode error used to name neither object nor field.
+			name: "holdTime that is not a duration",
+			yaml: peer("bad-duration", "peerASN: 64501, peerAddress: 198.51.100.4, holdTime: abc"),
+			want: []string{`BGPPeer herald-system/bad-duration: spec.holdTime "abc": does not decode: time: invalid duration "abc"`},
+		}, {
 			name: "ebgpMultiHop on iBGP",
 			yaml: peer("ibgp-multihop", "peerASN: 64512, peerAddress: 198.51.100.5, ebgpMultiHop: true"),
 			want: []string{"BGPPeer herald-system/ibgp-multihop: spec.ebgpMultiHop: cannot be set on an iBGP session"},
@@ -233,16 +239,70 @@ spec:
 			})
 		}
 
-		t.Run("unknown community alias is accepted (transient)", func(t *testing.T) {
-			out, ok := k.apply(t, ad("later-alias", "communities: [defined-later]"))
+		// MetalLB's webhook admits it (aliases are left out of its
+		// validation, so that the order of creation does not matter).
+		t.Run("undefined community alias is refused", func(t *testing.T) {
+			before := stored(t, c)
+			out, ok := k.apply(t, ad("typo-alias", "communities: [\"64500:1\", prefr]"))
+			if ok {
+				t.Fatalf("accepted:\n%s", out)
+			}
+			want := `BGPAdvertisement herald-system/typo-alias: spec.communities[1] "prefr": no Community object defines the alias "prefr" (a community is AA:NN (RFC 1997) or large:AA:BB:CC (RFC 8092), else the name of an alias in a Community object: create the Community first)`
+			if !strings.Contains(out, want) {
+				t.Errorf("output lacks %q:\n%s", want, out)
+			}
+			if after := stored(t, c); !maps.Equal(before, after) {
+				t.Errorf("stored objects changed:\nbefore %v\nafter  %v", before, after)
+			}
+			// The stored advertisement "ad" cannot be changed to one either.
+			if out, ok := k.apply(t, ad("ad", "communities: [prefer, prefr]")); ok || !strings.Contains(out, `BGPAdvertisement herald-system/ad: spec.communities[1] "prefr": no Community object defines the alias "prefr"`) {
+				t.Errorf("update with an undefined alias: accepted %v:\n%s", ok, out)
+			}
+		})
+
+		// A node's peers move from no routerID to routerID R one ordinary
+		// apply at a time (refusing set next to unset, as MetalLB's FRR
+		// mode does, refused the first of these edits); two different
+		// routerIDs stay refused, naming both peers.
+		t.Run("routerID introduced one peer at a time", func(t *testing.T) {
+			const upstream = "peerASN: 64500, peerAddress: 198.51.100.1"
+			defer func() {
+				if out, ok := k.apply(t, peer("upstream", upstream)); !ok {
+					t.Errorf("restoring upstream: %s", out)
+				}
+				if out, ok := k.run(t, "", "delete", "-n", heraldNS, "bgppeer", "second"); !ok {
+					t.Errorf("delete: %s", out)
+				}
+			}()
+			if out, ok := k.apply(t, peer("second", "peerASN: 64501, peerAddress: 198.51.100.7")); !ok {
+				t.Fatalf("second peer refused:\n%s", out)
+			}
+			out, ok := k.apply(t, peer("upstream", upstream+", routerID: 198.51.100.50"))
 			if !ok {
-				t.Fatalf("refused:\n%s", out)
+				t.Fatalf("routerID on the first peer refused:\n%s", out)
 			}
-			if _, ok := stored(t, c)["BGPAdvertisement/later-alias"]; !ok {
-				t.Fatal("not stored")
+			want := `Warning: BGPPeer herald-system/second: spec.routerID: unset, so on the nodes it shares with BGPPeer upstream this session uses that peer's routerID 198.51.100.50`
+			if !strings.Contains(out, want) {
+				t.Errorf("output lacks %q:\n%s", want, out)
 			}
-			if out, ok := k.run(t, "", "delete", "-n", heraldNS, "bgpadvertisement", "later-alias"); !ok {
-				t.Fatalf("delete: %s", out)
+			out, ok = k.apply(t, peer("second", "peerASN: 64501, peerAddress: 198.51.100.7, routerID: 198.51.100.50"))
+			if !ok {
+				t.Fatalf("the same routerID on the second peer refused:\n%s", out)
+			}
+			if strings.Contains(out, "Warning") {
+				t.Errorf("routerID on every peer draws a warning:\n%s", out)
+			}
+			before := stored(t, c)
+			out, ok = k.apply(t, peer("second", "peerASN: 64501, peerAddress: 198.51.100.7, routerID: 198.51.100.51"))
+			if ok {
+				t.Fatalf("a second routerID for the node accepted:\n%s", out)
+			}
+			want = `BGPPeer herald-system/second: spec.routerID "198.51.100.51": BGPPeer upstream selects the same node with routerID 198.51.100.50`
+			if !strings.Contains(out, want) {
+				t.Errorf("output lacks %q:\n%s", want, out)
+			}
+			if after := stored(t, c); !maps.Equal(before, after) {
+				t.Errorf("stored objects changed:\nbefore %v\nafter  %v", before, after)
 			}
 		})
 

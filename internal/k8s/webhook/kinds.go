@@ -1,8 +1,6 @@
 package webhook
 
 import (
-	"context"
-
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
@@ -30,27 +28,27 @@ const (
 // converted to v1beta2).
 func Webhooks(r *Reviewer, scheme *runtime.Scheme) map[string]*admission.Webhook {
 	return map[string]*admission.Webhook{
-		PathIPAddressPool: admission.WithValidator(scheme, &validator[v1beta1.IPAddressPool, *v1beta1.IPAddressPool]{
+		PathIPAddressPool: webhookFor(scheme, &validator[v1beta1.IPAddressPool, *v1beta1.IPAddressPool]{
 			r: r, kind: config.KindIPAddressPool,
 			items: func(res *config.Resources) *[]v1beta1.IPAddressPool { return &res.Pools },
 		}),
-		PathL2Advertisement: admission.WithValidator(scheme, &validator[v1beta1.L2Advertisement, *v1beta1.L2Advertisement]{
+		PathL2Advertisement: webhookFor(scheme, &validator[v1beta1.L2Advertisement, *v1beta1.L2Advertisement]{
 			r: r, kind: config.KindL2Advertisement,
 			items: func(res *config.Resources) *[]v1beta1.L2Advertisement { return &res.L2Advertisements },
 		}),
-		PathBGPAdvertisement: admission.WithValidator(scheme, &validator[v1beta1.BGPAdvertisement, *v1beta1.BGPAdvertisement]{
+		PathBGPAdvertisement: webhookFor(scheme, &validator[v1beta1.BGPAdvertisement, *v1beta1.BGPAdvertisement]{
 			r: r, kind: config.KindBGPAdvertisement,
 			items: func(res *config.Resources) *[]v1beta1.BGPAdvertisement { return &res.BGPAdvertisements },
 		}),
-		PathCommunity: admission.WithValidator(scheme, &validator[v1beta1.Community, *v1beta1.Community]{
+		PathCommunity: webhookFor(scheme, &validator[v1beta1.Community, *v1beta1.Community]{
 			r: r, kind: config.KindCommunity,
 			items: func(res *config.Resources) *[]v1beta1.Community { return &res.Communities },
 		}),
-		PathBFDProfile: admission.WithValidator(scheme, &validator[v1beta1.BFDProfile, *v1beta1.BFDProfile]{
+		PathBFDProfile: webhookFor(scheme, &validator[v1beta1.BFDProfile, *v1beta1.BFDProfile]{
 			r: r, kind: config.KindBFDProfile,
 			items: func(res *config.Resources) *[]v1beta1.BFDProfile { return &res.BFDProfiles },
 		}),
-		PathBGPPeer: admission.WithValidator(scheme, &validator[v1beta2.BGPPeer, *v1beta2.BGPPeer]{
+		PathBGPPeer: webhookFor(scheme, &validator[v1beta2.BGPPeer, *v1beta2.BGPPeer]{
 			r: r, kind: config.KindBGPPeer,
 			items: func(res *config.Resources) *[]v1beta2.BGPPeer { return &res.Peers },
 		}),
@@ -82,14 +80,10 @@ func (v *validator[T, PT]) change(op Operation, obj PT) Change {
 	}
 }
 
-func (v *validator[T, PT]) ValidateCreate(ctx context.Context, obj PT) (admission.Warnings, error) {
-	return v.r.Review(ctx, v.change(Create, obj))
-}
-
-func (v *validator[T, PT]) ValidateUpdate(ctx context.Context, _, obj PT) (admission.Warnings, error) {
-	return v.r.Review(ctx, v.change(Update, obj))
-}
-
-func (v *validator[T, PT]) ValidateDelete(ctx context.Context, obj PT) (admission.Warnings, error) {
-	return v.r.Review(ctx, v.change(Delete, obj))
+// webhookFor returns the admission webhook of v's kind (see handler).
+func webhookFor[T any, PT interface {
+	*T
+	client.Object
+}](scheme *runtime.Scheme, v *validator[T, PT]) *admission.Webhook {
+	return &admission.Webhook{Handler: &handler[T, PT]{v: v, decoder: admission.NewDecoder(scheme)}}
 }

@@ -73,7 +73,8 @@ type Change struct {
 // config.Build (the only validation) on the states before and after. It
 // refuses the change (error wrapping ErrInvalid) when the state after has a
 // validation error that the state before did not have, or one that names the
-// object under review; problems of unrelated objects that were already stored
+// object under review, or when a BGPAdvertisement created or updated names a
+// Community alias that no Community defines; problems of unrelated objects that were already stored
 // are only reported as a warning. A DELETE is also refused when it turns a
 // reference into a dangling one (a Community alias still used by a
 // BGPAdvertisement), unless Herald's namespace is being deleted. Objects
@@ -120,6 +121,9 @@ func (r *Reviewer) Review(ctx context.Context, c Change) (admission.Warnings, er
 			unrelated = append(unrelated, e.Error())
 		}
 	}
+	if c.Op != Delete && c.Kind == config.KindBGPAdvertisement {
+		blocking = append(blocking, undefinedAliases(after, c, opts)...)
+	}
 	if len(blocking) > 0 {
 		r.log.Info("admission refused", "operation", c.Op, "object", self, "errors", len(blocking))
 		return nil, fmt.Errorf("%w: %s", ErrInvalid, strings.Join(blocking, "; "))
@@ -152,6 +156,31 @@ func (r *Reviewer) Review(ctx context.Context, c Change) (admission.Warnings, er
 		warnings = append(warnings, "the stored configuration already has errors unrelated to this change (Herald keeps running its last valid configuration): "+listSome(unrelated))
 	}
 	return warnings, nil
+}
+
+// aliasHint follows the refusal of a community that is neither a value nor
+// a defined alias.
+const aliasHint = "a community is AA:NN (RFC 1997) or large:AA:BB:CC (RFC 8092), else the name of an alias in a Community object: create the Community first"
+
+// undefinedAliases returns the refusals of the BGPAdvertisement under
+// review for each spec.communities entry that names a Community alias no
+// stored Community defines (typically a typo). config.Build reports those
+// as transient, as for any reference, and IgnoreTransient drops them; they
+// are refused here all the same, so an advertisement is never stored with
+// an alias that does not exist. Once stored (the Community deleted while
+// its namespace is deleted, or with the webhook off), the binaries keep
+// the last good configuration and report it in ConfigurationState.
+func undefinedAliases(after config.Resources, c Change, opts config.Options) []string {
+	opts.IgnoreTransient = false
+	_, err := config.Build(after, opts)
+	_, transient := config.Split(err)
+	var out []string
+	for _, e := range transient {
+		if e.Kind == c.Kind && e.Namespace == c.Namespace && e.Name == c.Name && e.Missing == config.KindCommunity {
+			out = append(out, e.Error()+" ("+aliasHint+")")
+		}
+	}
+	return out
 }
 
 // unadvertised warns about each pool an advertisement change leaves

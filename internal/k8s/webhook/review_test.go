@@ -90,10 +90,26 @@ func TestReviewDecisions(t *testing.T) {
 			return review(r, Delete, config.KindCommunity, comms)
 		},
 	}, {
-		name:   "an alias defined later is admitted (transient)",
+		// MetalLB admits it (its webhook ignores aliases, so that the
+		// order of creation does not matter); a typo then announced
+		// nothing and only ConfigurationState said why.
+		name:   "an alias no Community defines is refused",
 		stored: []client.Object{homeNS},
 		change: func(r *Reviewer) ([]string, error) {
 			return review(r, Create, config.KindBGPAdvertisement, adUsingAlias)
+		},
+		wantErr: `BGPAdvertisement herald-system/ad: spec.communities[0] "prefer": no Community object defines the alias "prefer" (a community is AA:NN (RFC 1997) or large:AA:BB:CC (RFC 8092), else the name of an alias in a Community object: create the Community first)`,
+	}, {
+		name:   "an alias a Community defines is admitted",
+		stored: []client.Object{homeNS, comms},
+		change: func(r *Reviewer) ([]string, error) {
+			return review(r, Create, config.KindBGPAdvertisement, adUsingAlias)
+		},
+	}, {
+		name:   "a stored advertisement with an undefined alias blocks only itself",
+		stored: []client.Object{homeNS, adUsingAlias},
+		change: func(r *Reviewer) ([]string, error) {
+			return review(r, Create, config.KindIPAddressPool, testPool("other", "203.0.113.0/28"))
 		},
 	}, {
 		name:   "deleting an object outside the namespace is admitted",
