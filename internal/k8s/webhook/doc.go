@@ -21,13 +21,10 @@
 // admission warning instead. (MetalLB refuses any change while any stored
 // object is invalid.)
 //
-// Transient errors (a reference to a Secret or BFDProfile that does not
-// exist yet) never block a CREATE or UPDATE, so those can be applied in any
-// order. The exception is a BGPAdvertisement created or updated with a
-// spec.communities entry that is neither a community value nor an alias
-// some stored Community defines: it is refused (a typo would otherwise
-// announce nothing, with only ConfigurationState saying why), so the
-// Community goes first. A DELETE that creates such a dangling reference (deleting a
+// Transient errors (a reference to a Secret or Community alias that does not
+// exist yet) never block a CREATE or UPDATE, so objects can be applied in any
+// order; a BGPAdvertisement naming a Community alias that no stored
+// Community defines is admitted with a warning naming the entry and alias. A DELETE that creates such a dangling reference (deleting a
 // Community whose alias a BGPAdvertisement still uses) is refused and names
 // the referencing object, except while Herald's namespace is terminating.
 // Objects created or updated outside Herald's namespace are refused (Herald

@@ -121,9 +121,6 @@ func (r *Reviewer) Review(ctx context.Context, c Change) (admission.Warnings, er
 			unrelated = append(unrelated, e.Error())
 		}
 	}
-	if c.Op != Delete && c.Kind == config.KindBGPAdvertisement {
-		blocking = append(blocking, undefinedAliases(after, c, opts)...)
-	}
 	if len(blocking) > 0 {
 		r.log.Info("admission refused", "operation", c.Op, "object", self, "errors", len(blocking))
 		return nil, fmt.Errorf("%w: %s", ErrInvalid, strings.Join(blocking, "; "))
@@ -143,6 +140,9 @@ func (r *Reviewer) Review(ctx context.Context, c Change) (admission.Warnings, er
 	}
 
 	warnings := newWarnings(snapBefore, snapAfter, self)
+	if c.Op != Delete && c.Kind == config.KindBGPAdvertisement {
+		warnings = append(warnings, undefinedAliases(after, c, opts)...)
+	}
 	if c.Kind == config.KindL2Advertisement || c.Kind == config.KindBGPAdvertisement {
 		warnings = append(warnings, unadvertised(snapBefore, snapAfter, r.namespace)...)
 	}
@@ -158,18 +158,19 @@ func (r *Reviewer) Review(ctx context.Context, c Change) (admission.Warnings, er
 	return warnings, nil
 }
 
-// aliasHint follows the refusal of a community that is neither a value nor
-// a defined alias.
-const aliasHint = "a community is AA:NN (RFC 1997) or large:AA:BB:CC (RFC 8092), else the name of an alias in a Community object: create the Community first"
+// aliasHint follows the warning about a community that is neither a value
+// nor a defined alias.
+const aliasHint = "a community is AA:NN (RFC 1997) or large:AA:BB:CC (RFC 8092), else the name of an alias in a Community object: until a Community defines it, Herald keeps its last valid configuration and reports this in ConfigurationState"
 
-// undefinedAliases returns the refusals of the BGPAdvertisement under
-// review for each spec.communities entry that names a Community alias no
-// stored Community defines (typically a typo). config.Build reports those
-// as transient, as for any reference, and IgnoreTransient drops them; they
-// are refused here all the same, so an advertisement is never stored with
-// an alias that does not exist. Once stored (the Community deleted while
-// its namespace is deleted, or with the webhook off), the binaries keep
-// the last good configuration and report it in ConfigurationState.
+// undefinedAliases returns a warning for each spec.communities entry of the
+// BGPAdvertisement under review that names a Community alias no stored
+// Community defines (a typo, or a Community not applied yet). config.Build
+// reports those as transient, as for any reference, and IgnoreTransient
+// drops them. They are admitted, as MetalLB admits them, so that a
+// configuration applied in any order (kubectl apply -f of a directory, a
+// GitOps sync) is not refused; the warning is what kubectl prints. Until
+// the alias exists, the binaries keep the last good configuration and
+// report the missing alias in ConfigurationState.
 func undefinedAliases(after config.Resources, c Change, opts config.Options) []string {
 	opts.IgnoreTransient = false
 	_, err := config.Build(after, opts)

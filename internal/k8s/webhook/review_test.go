@@ -91,14 +91,15 @@ func TestReviewDecisions(t *testing.T) {
 		},
 	}, {
 		// MetalLB admits it (its webhook ignores aliases, so that the
-		// order of creation does not matter); a typo then announced
-		// nothing and only ConfigurationState said why.
-		name:   "an alias no Community defines is refused",
+		// order of creation does not matter); Herald admits it too, with a
+		// warning naming the object, field and alias (before, a typo was
+		// admitted silently and only ConfigurationState said why).
+		name:   "an alias no Community defines is admitted with a warning",
 		stored: []client.Object{homeNS},
 		change: func(r *Reviewer) ([]string, error) {
 			return review(r, Create, config.KindBGPAdvertisement, adUsingAlias)
 		},
-		wantErr: `BGPAdvertisement herald-system/ad: spec.communities[0] "prefer": no Community object defines the alias "prefer" (a community is AA:NN (RFC 1997) or large:AA:BB:CC (RFC 8092), else the name of an alias in a Community object: create the Community first)`,
+		wantWarn: `BGPAdvertisement herald-system/ad: spec.communities[0] "prefer": no Community object defines the alias "prefer" (a community is AA:NN (RFC 1997) or large:AA:BB:CC (RFC 8092), else the name of an alias in a Community object: until a Community defines it`,
 	}, {
 		name:   "an alias a Community defines is admitted",
 		stored: []client.Object{homeNS, comms},
