@@ -23,7 +23,6 @@ import (
 	"github.com/herald-lb/herald/internal/k8s/allocation"
 	"github.com/herald-lb/herald/internal/k8s/apiretry"
 	"github.com/herald-lb/herald/internal/k8s/configload"
-	"github.com/herald-lb/herald/internal/k8s/eventrec"
 	"github.com/herald-lb/herald/internal/k8s/fieldmanager"
 	"github.com/herald-lb/herald/internal/k8s/mlsecret"
 	"github.com/herald-lb/herald/internal/k8s/scheme"
@@ -191,7 +190,7 @@ func addAllocation(ctx context.Context, mgr manager.Manager, o *options, log *sl
 		Client:    mgr.GetClient(),
 		Cache:     mgr.GetCache(),
 		APIReader: mgr.GetAPIReader(),
-		Recorder:  eventrec.For(mgr, eventrec.Controller),
+		Recorder:  mgr.GetEventRecorder(eventSource),
 		// The binary names the parts (libraries add no identity keys):
 		// Service IPs, and the pool counters.
 		Log:           log.With(logging.KeySubsystem, "serviceip"),
@@ -223,6 +222,6 @@ func addAllocation(ctx context.Context, mgr manager.Manager, o *options, log *sl
 	// namespace are in the cache (allocation.CacheOptions).
 	return mlsecret.Setup(mgr, mlsecret.Options{
 		Client: uncached, Namespace: o.namespace, Name: o.mlSecretName, Deployment: o.deployment,
-		Recorder: eventrec.For(mgr, eventrec.Controller), Log: log.With(logging.KeySubsystem, "mlsecret"),
+		Recorder: mgr.GetEventRecorder(eventSource), Log: log.With(logging.KeySubsystem, "mlsecret"),
 	})
 }

@@ -21,7 +21,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
-	"github.com/herald-lb/herald/internal/k8s/eventrec"
 	"github.com/herald-lb/herald/internal/k8s/fieldmanager"
 	"github.com/herald-lb/herald/internal/poll"
 	"github.com/herald-lb/herald/internal/testenv"
@@ -88,7 +87,7 @@ func secretLifecycle(t *testing.T, env *testenv.Env) {
 	}
 	o := Options{
 		Client: c, Namespace: ns, Name: "herald-memberlist", Deployment: dep.Name,
-		Recorder:       eventrec.For(mgr, eventrec.Controller),
+		Recorder:       mgr.GetEventRecorder("herald-controller"),
 		PreviousKeyTTL: 2 * time.Second,
 	}
 	if err := Setup(mgr, o); err != nil {
