@@ -127,16 +127,23 @@ func TestLabSpeakerCommands(t *testing.T) {
 		if cs.State.Terminated == nil || cs.State.Terminated.ExitCode != 137 || cs.Ready || ready {
 			t.Errorf("speaker container after stop-speaker --kill: %+v, pod ready %v; want terminated with 137, not ready", cs, ready)
 		}
-		if out, err := run("start-speaker", "n2"); err != nil {
-			t.Fatalf("start-speaker n2: %v\n%s", err, out)
+		// status names the stopped speaker as a problem (before, a stopped
+		// first speaker made it skip the Services and say all was well).
+		if out, err := run("status"); err == nil || !strings.Contains(out, "speaker on n2 not running") {
+			t.Errorf("status with n2's speaker stopped: err %v, want a failure naming it:\n%s", err, out)
+		}
+		// restart-speaker of a stopped speaker starts it, as the kubelet
+		// does (before: "stop speaker n2: not running").
+		if out, err := run("restart-speaker", "n2"); err != nil {
+			t.Fatalf("restart-speaker n2 (stopped): %v\n%s", err, out)
 		}
 		if p := recorded("n2"); p == nil || !p.Alive() {
-			t.Fatalf("recorded speaker after start-speaker: %+v", p)
+			t.Fatalf("recorded speaker after restart-speaker of a stopped one: %+v", p)
 		}
 		cs, ready = container("n2")
 		if cs.State.Running == nil || cs.RestartCount != 1 || !cs.Ready || !ready ||
 			cs.LastTerminationState.Terminated == nil || cs.LastTerminationState.Terminated.ExitCode != 137 {
-			t.Errorf("speaker container after start-speaker: %+v, pod ready %v; want running, ready, restartCount 1, last state exit 137", cs, ready)
+			t.Errorf("speaker container after restart-speaker: %+v, pod ready %v; want running, ready, restartCount 1, last state exit 137", cs, ready)
 		}
 	})
 

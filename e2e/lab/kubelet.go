@@ -138,8 +138,14 @@ func (h *Herald) StartSpeakerContainer(ctx context.Context, node string) error {
 // RestartSpeakerContainer is StopSpeakerContainer followed by
 // StartSpeakerContainer: the kubelet restarting node's speaker container
 // (a liveness failure, a crash with kill set), the Pod and its flags
-// unchanged.
+// unchanged. A speaker that does not run (stopped, crashed) is only
+// started, as the kubelet starts a container that exited.
 func (h *Herald) RestartSpeakerContainer(ctx context.Context, node string, kill bool) error {
+	if p := h.Speaker(node); p == nil || !p.Alive() {
+		// Stopped already (stop-speaker, a crash): the kubelet only
+		// starts it again.
+		return h.StartSpeakerContainer(ctx, node)
+	}
 	if err := h.StopSpeakerContainer(ctx, node, kill); err != nil {
 		return err
 	}

@@ -197,7 +197,20 @@ func dispatch(ctx context.Context, log *slog.Logger, cmd string, args []string) 
 		octx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		h, err := l.OpenHerald(octx)
 		cancel()
-		if err == nil && len(h.SpeakerNodes()) > 0 && h.Speaker(h.SpeakerNodes()[0]) != nil {
+		running := 0
+		if err == nil {
+			// A speaker stopped with stop-speaker (or crashed) is a
+			// problem to report, not a reason to skip the Services: the
+			// others answer for its addresses meanwhile.
+			for _, n := range h.SpeakerNodes() {
+				if p := h.Speaker(n); p != nil && p.Alive() {
+					running++
+				} else {
+					probs = append(probs, fmt.Sprintf("speaker on %s not running (hack/lab.sh start-speaker %s starts it)", n, n))
+				}
+			}
+		}
+		if running > 0 {
 			printRelease(h)
 			summary, failed := h.ServicesSummary(ctx, lab.DemoServices(), 5*time.Second)
 			fmt.Println()
