@@ -242,6 +242,15 @@ func (h *Herald) WaitConfigValid(ctx context.Context, name string) error {
 // StartSpeaker runs node's speaker from its Pod (created by InstallHerald)
 // and waits until its /readyz answers 200 inside the node's namespace.
 func (h *Herald) StartSpeaker(ctx context.Context, node string) error {
+	if err := h.runSpeakerPod(ctx, node); err != nil {
+		return err
+	}
+	return h.WaitSpeakerReady(ctx, node)
+}
+
+// runSpeakerPod starts node's speaker process from its Pod (binary from
+// the lab's binary directory, the Pod's args, env and volumes).
+func (h *Herald) runSpeakerPod(ctx context.Context, node string) error {
 	h.mu.Lock()
 	pod := h.spkPods[node]
 	h.mu.Unlock()
@@ -251,7 +260,7 @@ func (h *Herald) StartSpeaker(ctx context.Context, node string) error {
 	if _, err := h.lab.StartPod(ctx, pod, speakerContainer, filepath.Join(h.binDir, "speaker")); err != nil {
 		return fmt.Errorf("start speaker %s: %w", node, err)
 	}
-	return h.WaitSpeakerReady(ctx, node)
+	return nil
 }
 
 // WaitSpeakerReady waits until node's speaker answers /readyz on

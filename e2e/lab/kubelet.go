@@ -109,14 +109,8 @@ func (h *Herald) StartSpeakerContainer(ctx context.Context, node string) error {
 	if p := h.Speaker(node); p != nil && p.Alive() {
 		return fmt.Errorf("start speaker %s: it runs (pid %d)", node, p.PID)
 	}
-	h.mu.Lock()
-	pod := h.spkPods[node]
-	h.mu.Unlock()
-	if pod == nil {
-		return fmt.Errorf("start speaker: no speaker pod on node %q", node)
-	}
-	if _, err := h.lab.StartPod(ctx, pod, speakerContainer, filepath.Join(h.binDir, "speaker")); err != nil {
-		return fmt.Errorf("start speaker %s: %w", node, err)
+	if err := h.runSpeakerPod(ctx, node); err != nil {
+		return err
 	}
 	started := metav1.Now()
 	if err := h.setSpeakerContainer(ctx, node, func(cs *corev1.ContainerStatus) {

@@ -232,11 +232,7 @@ func dispatch(ctx context.Context, log *slog.Logger, cmd string, args []string) 
 		if err := fs.Parse(args); err != nil {
 			return err
 		}
-		l, err := lab.Open(*stateDir)
-		if err != nil {
-			return fmt.Errorf("no lab recorded in %s (run `make lab`): %w", *stateDir, err)
-		}
-		h, err := l.OpenHerald(ctx)
+		h, err := openHerald(ctx, *stateDir)
 		if err != nil {
 			return err
 		}
@@ -251,11 +247,7 @@ func dispatch(ctx context.Context, log *slog.Logger, cmd string, args []string) 
 		if err != nil {
 			return err
 		}
-		l, err := lab.Open(*stateDir)
-		if err != nil {
-			return fmt.Errorf("no lab recorded in %s (run `make lab`): %w", *stateDir, err)
-		}
-		h, err := l.OpenHerald(ctx)
+		h, err := openHerald(ctx, *stateDir)
 		if err != nil {
 			return err
 		}
@@ -330,4 +322,14 @@ func dispatch(ctx context.Context, log *slog.Logger, cmd string, args []string) 
 		usage()
 		return fmt.Errorf("unknown command %q", cmd)
 	}
+}
+
+// openHerald opens the lab recorded in stateDir and the Herald installed in
+// it, for the subcommands that act on a running lab.
+func openHerald(ctx context.Context, stateDir string) (*lab.Herald, error) {
+	l, err := lab.Open(stateDir)
+	if err != nil {
+		return nil, fmt.Errorf("no lab recorded in %s (run `make lab`): %w", stateDir, err)
+	}
+	return l.OpenHerald(ctx)
 }
