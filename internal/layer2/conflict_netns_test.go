@@ -340,7 +340,7 @@ func TestRealReannounce(t *testing.T) {
 	waitActive(t, a, gone, false)
 	poll.Until(t, 10*time.Second, "takeover bursts to end", a.idle)
 
-	c := l.capture(t, l.nodeMAC)
+	c := l.capture(t)
 	a.Reannounce()
 	want := func(ip netip.Addr) (arpN, naN int) {
 		if ip.Is4() {

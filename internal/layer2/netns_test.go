@@ -3,9 +3,12 @@ package layer2
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"net/netip"
 	"os"
@@ -14,6 +17,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -43,6 +47,10 @@ type lab struct {
 	clientNS     netns.NsHandle
 	clientH      *netlink.Handle
 	clientLink   linkInfo
+	// nodeNS and nodeLink: the node's namespace and its eth0, where
+	// capture listens.
+	nodeNS   netns.NsHandle
+	nodeLink linkInfo
 }
 
 func run(t testing.TB, name string, args ...string) string {
@@ -95,7 +103,8 @@ func (l *lab) open(t testing.TB) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer nodeNS.Close()
+	l.nodeNS = nodeNS
+	t.Cleanup(func() { nodeNS.Close() })
 	nh, err := netlink.NewHandleAt(nodeNS)
 	if err != nil {
 		t.Fatal(err)
@@ -121,10 +130,10 @@ func (l *lab) open(t testing.TB) {
 	// wait for the usable link-local addresses, or ndisc6 may find the
 	// network unreachable.
 	poll.Until(t, 10*time.Second, "usable IPv6 link-local addresses", func() error {
-		nodeLink := l.eth0(t, nh)
+		l.nodeLink = l.eth0(t, nh)
 		l.clientLink = l.eth0(t, l.clientH)
-		if !nodeLink.LinkLocal.IsValid() || !l.clientLink.LinkLocal.IsValid() {
-			return fmt.Errorf("node %+v client %+v", nodeLink, l.clientLink)
+		if !l.nodeLink.LinkLocal.IsValid() || !l.clientLink.LinkLocal.IsValid() {
+			return fmt.Errorf("node %+v client %+v", l.nodeLink, l.clientLink)
 		}
 		return nil
 	})
@@ -336,57 +345,128 @@ func TestRealSharedIP(t *testing.T) {
 	}
 }
 
-// capture counts, in the client namespace, gratuitous ARP frames (sender IP
-// == target IP) and unsolicited neighbor advertisements to ff02::1 that
-// announce one of ips at mac.
+// capture counts the gratuitous ARP frames (sender IP == target IP) and
+// unsolicited neighbor advertisements to ff02::1 that the node sends from
+// its MAC, per IP, and takes snapshots of the counts at marker frames the
+// test sends (see mark).
+//
+// It listens in the node's namespace, on the frames eth0 transmits: an
+// ETH_P_ALL packet socket gets each of them queued during the syscall that
+// sends it, so frames are read in the order they were sent, and a frame
+// whose send returned before a marker was sent is read before that marker.
+// The client's end of the veth gives no such order (a frame crosses a
+// per-CPU receive backlog there, so frames sent from two CPUs can arrive
+// swapped), and neither do counts read while frames still wait in the
+// socket: counting "what came after an event" needs a marker sent at the
+// event.
 type capture struct {
 	mu   sync.Mutex
 	arp  map[netip.Addr]int
 	na   map[netip.Addr]int
 	wg   sync.WaitGroup
-	conn []net.PacketConn
+	conn net.PacketConn
+	// out sends the markers; seq numbers them; snaps holds the counts as
+	// of each marker read.
+	out   net.PacketConn
+	mac   net.HardwareAddr
+	seq   uint32
+	snaps map[uint32]counted
 }
 
-func (l *lab) capture(t testing.TB, mac net.HardwareAddr) *capture {
+// counted is a copy of a capture's counts.
+type counted struct{ arp, na map[netip.Addr]int }
+
+// ethPAll is ETH_P_ALL: a packet socket of this protocol also receives the
+// frames the interface transmits. etherTypeMarker (IEEE 802 local
+// experimental) marks the test's marker frames.
+const (
+	ethPAll         = 0x0003
+	etherTypeMarker = 0x88b5
+)
+
+func (l *lab) capture(t testing.TB) *capture {
 	t.Helper()
-	c := &capture{arp: map[netip.Addr]int{}, na: map[netip.Addr]int{}}
-	for _, proto := range []int{0x0806, 0x86dd} {
-		var pc net.PacketConn
-		err := inNetNS(l.clientNS, func() error {
-			var err error
-			pc, err = packet.Listen(l.clientLink.netInterface(), packet.Raw, proto, nil)
+	c := &capture{arp: map[netip.Addr]int{}, na: map[netip.Addr]int{}, mac: l.nodeMAC, snaps: map[uint32]counted{}}
+	err := inNetNS(l.nodeNS, func() error {
+		var err error
+		if c.conn, err = packet.Listen(l.nodeLink.netInterface(), packet.Raw, ethPAll, nil); err != nil {
 			return err
-		})
-		if err != nil {
-			t.Fatalf("capture socket: %v", err)
 		}
-		c.conn = append(c.conn, pc)
-		c.wg.Go(func() {
-			buf := make([]byte, 1514)
-			for {
-				n, _, err := pc.ReadFrom(buf)
-				if err != nil {
-					return
-				}
-				c.record(buf[:n], mac)
-			}
-		})
+		if c.out, err = packet.Listen(l.nodeLink.netInterface(), packet.Raw, etherTypeMarker, nil); err != nil {
+			c.conn.Close()
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatalf("capture socket: %v", err)
 	}
+	c.wg.Go(func() {
+		buf := make([]byte, 1514)
+		for {
+			n, _, err := c.conn.ReadFrom(buf)
+			if errors.Is(err, syscall.ENETDOWN) {
+				continue // opened while eth0 was down: reported once, then frames come
+			}
+			if err != nil {
+				return
+			}
+			c.record(buf[:n])
+		}
+	})
 	t.Cleanup(c.stop)
 	return c
 }
 
-func (c *capture) record(b []byte, mac net.HardwareAddr) {
+// mark sends a marker frame from the node's eth0 and returns its number:
+// snapshot(n) then gives the counts of the frames the node sent before it.
+// It is safe to call from any goroutine (an OnReleased callback, say).
+func (c *capture) mark() (uint32, error) {
+	c.mu.Lock()
+	c.seq++
+	n := c.seq
+	c.mu.Unlock()
+	payload := make([]byte, 46) // the minimum Ethernet payload
+	binary.BigEndian.PutUint32(payload, n)
+	f := ethernet.Frame{Destination: ethernet.Broadcast, Source: c.mac, EtherType: etherTypeMarker, Payload: payload}
+	b, err := f.MarshalBinary()
+	if err != nil {
+		return 0, err
+	}
+	_, err = c.out.WriteTo(b, &packet.Addr{HardwareAddr: ethernet.Broadcast})
+	return n, err
+}
+
+// snapshot waits until marker n was read and returns the counts as of it.
+func (c *capture) snapshot(t testing.TB, n uint32) counted {
+	t.Helper()
+	var s counted
+	poll.Until(t, 10*time.Second, fmt.Sprintf("marker %d captured", n), func() error {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		var ok bool
+		if s, ok = c.snaps[n]; !ok {
+			return errors.New("not yet")
+		}
+		return nil
+	})
+	return s
+}
+
+func (c *capture) record(b []byte) {
 	var f ethernet.Frame
-	if f.UnmarshalBinary(b) != nil || !bytes.Equal(f.Source, mac) || !bytes.Equal(f.Destination[:2], []byte{0xff, 0xff}) && !bytes.Equal(f.Destination[:2], []byte{0x33, 0x33}) {
+	if f.UnmarshalBinary(b) != nil || !bytes.Equal(f.Source, c.mac) || !bytes.Equal(f.Destination[:2], []byte{0xff, 0xff}) && !bytes.Equal(f.Destination[:2], []byte{0x33, 0x33}) {
 		return
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	switch f.EtherType {
+	case etherTypeMarker:
+		if len(f.Payload) >= 4 {
+			c.snaps[binary.BigEndian.Uint32(f.Payload)] = counted{arp: maps.Clone(c.arp), na: maps.Clone(c.na)}
+		}
 	case ethernet.EtherTypeARP:
 		var p arp.Packet
-		if p.UnmarshalBinary(f.Payload) == nil && p.SenderIP == p.TargetIP && bytes.Equal(p.SenderHardwareAddr, mac) {
+		if p.UnmarshalBinary(f.Payload) == nil && p.SenderIP == p.TargetIP && bytes.Equal(p.SenderHardwareAddr, c.mac) {
 			c.arp[p.SenderIP]++
 		}
 	case ethernet.EtherTypeIPv6:
@@ -410,9 +490,8 @@ func (c *capture) counts(ip netip.Addr) (arpN, naN int) {
 }
 
 func (c *capture) stop() {
-	for _, pc := range c.conn {
-		pc.Close()
-	}
+	c.conn.Close()
+	c.out.Close()
 	c.wg.Wait()
 }
 
@@ -428,7 +507,7 @@ func TestRealGratuitousBurst(t *testing.T) {
 	setIPs(t, a, "ns/probe", probe)
 	waitActive(t, a, probe, true)
 
-	c := l.capture(t, l.nodeMAC)
+	c := l.capture(t)
 	setIPs(t, a, "ns/svc", v4, v6)
 	// A second owner of an announced IP is no takeover: no second burst.
 	setIPs(t, a, "ns/svc2", v4)
@@ -632,7 +711,7 @@ func TestRealInterfaceChanges(t *testing.T) {
 		t.Fatalf("announced on %v while eth0 is down", got)
 	}
 
-	c := l.capture(t, l.nodeMAC)
+	c := l.capture(t)
 	run(t, "ip", "-n", l.node, "link", "set", "eth0", "up")
 	waitActive(t, a, v4, true)
 	if len(a.Interfaces(v6)) != 0 {
