@@ -96,4 +96,3 @@ func TestRealReleased(t *testing.T) {
 	default:
 	}
 }
-
