@@ -8,6 +8,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/herald-lb/herald/api/v1beta1"
@@ -138,5 +139,21 @@ func testBGPPeerV1beta1(t *testing.T, c client.Client) {
 	err := c.Create(ctx, bad)
 	if err == nil || !strings.Contains(err.Error(), "BGPPeer herald-system/bad") || !strings.Contains(err.Error(), "peerAddress") {
 		t.Errorf("invalid v1beta1 peer: err = %v, want Herald's refusal naming BGPPeer herald-system/bad and peerAddress", err)
+	}
+
+	// A value the CRD schema lets through but the Go type does not
+	// (holdTime is a string in the schema): the API server converts the
+	// v1beta1 object before any admission webhook sees it, so the
+	// conversion webhook's answer is what the user reads. It names the
+	// object and the field, not just the decoder's error.
+	bad1 := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "metallb.io/v1beta1", "kind": "BGPPeer",
+		"metadata": map[string]any{"name": "bad-duration", "namespace": heraldNS},
+		"spec":     map[string]any{"myASN": int64(64512), "peerASN": int64(64500), "peerAddress": "198.51.100.9", "holdTime": "abc"},
+	}}
+	err = c.Create(ctx, bad1)
+	const wantDecode = `BGPPeer herald-system/bad-duration: spec.holdTime "abc": does not decode`
+	if err == nil || !strings.Contains(err.Error(), wantDecode) {
+		t.Errorf("v1beta1 peer with holdTime \"abc\": err = %v, want it to contain %q", err, wantDecode)
 	}
 }

@@ -154,7 +154,7 @@ func Setup(mgr manager.Manager, opts Options) error {
 	for path, wh := range Webhooks(rev, mgr.GetScheme()) {
 		srv.Register(path, wh)
 	}
-	srv.Register(PathConvert, conversion.NewWebhookHandler(mgr.GetScheme(), conversion.NewRegistry()))
+	srv.Register(PathConvert, explainConversion(mgr.GetScheme(), conversion.NewWebhookHandler(mgr.GetScheme(), conversion.NewRegistry())))
 
 	ready := make(chan struct{})
 	secret := types.NamespacedName{Namespace: opts.Namespace, Name: opts.SecretName}
