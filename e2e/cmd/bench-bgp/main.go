@@ -28,6 +28,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/netip"
 	"os"
@@ -41,6 +42,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/go-logr/logr"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
@@ -51,6 +53,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
+	crlog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/herald-lb/herald/api/v1beta1"
 	"github.com/herald-lb/herald/api/v1beta2"
@@ -76,6 +79,9 @@ func main() {
 	rounds := flag.Int("failover-rounds", 5, "link cuts with BGP alone and as many with BFD (0: no failover measurement)")
 	hold := flag.Duration("hold-time", 9*time.Second, "hold time of the IPv4 BGPPeer (keepalive a third of it)")
 	flag.Parse()
+	// The lab's controller-runtime clients log through slog (without a
+	// logger, controller-runtime complains after 30 s and drops them).
+	crlog.SetLogger(logr.FromSlogHandler(slog.NewTextHandler(os.Stderr, nil)))
 	if *services < 0 || *bulk < 0 || *rounds < 0 || *hold < 3*time.Second {
 		fmt.Fprintln(os.Stderr, "bench-bgp: -services, -bulk and -failover-rounds must not be negative, -hold-time at least 3s (RFC 4271 §4.2)")
 		os.Exit(2)

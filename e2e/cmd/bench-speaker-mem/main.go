@@ -40,6 +40,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/netip"
 	"os"
@@ -53,6 +54,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -60,6 +62,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
+	crlog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/herald-lb/herald/e2e/lab"
 )
@@ -96,6 +99,9 @@ func main() {
 	stateDir := flag.String("state-dir", "", "lab state directory (default: a temporary one, removed after)")
 	keep := flag.Bool("keep", false, "leave the lab up afterwards")
 	flag.Parse()
+	// The lab's controller-runtime clients log through slog (without a
+	// logger, controller-runtime complains after 30 s and drops them).
+	crlog.SetLogger(logr.FromSlogHandler(slog.NewTextHandler(os.Stderr, nil)))
 	var ns []int
 	for _, f := range strings.Split(*counts, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(f))
