@@ -55,17 +55,16 @@ func testMigration(t *testing.T, helm bool) {
 			}
 			continue
 		}
-		if !r.Met && strings.HasPrefix(r.Measure, "layer 2: ARP probes (× address) answered by two running speakers") {
-			// Known, documented gap (docs/migrating-from-metallb.md, "Node
-			// by node", and docs/reliability.md): a MetalLB speaker that
-			// takes an address (a node drained or back from its drain, a
-			// speaker started on a node that wins an address back) answers
-			// at once, and the speaker that held it withdraws only once it
-			// has processed the same Node event or memberlist join. MetalLB's own rollout
-			// shows it too (the comparison row), in either direction of the
-			// switch: one probe in a few hundred, timing-dependent.
-			// Reported, not asserted, until Herald hands over.
-			t.Logf("known gap: %s: %s = %s (target %s)", r.Phase, r.Measure, r.Value, r.Target)
+		if !r.Met && r.Measure == migration.MeasureDoubleHerald {
+			// Target 0, reported here, not asserted: a Herald speaker that
+			// takes an address waits for the holder's release (at most
+			// --l2-handover-timeout, 1 s), and on a CI machine loaded far
+			// beyond its cores the holder can take longer than that to
+			// process the Node event; the hand-over itself is asserted by
+			// the speaker's and layer2's tests (TestHandOver*). The row
+			// for a MetalLB taker (MeasureDoubleMetalLB, rolling back: it
+			// answers at once) is reported as MetalLB's behaviour.
+			t.Logf("not asserted here: %s: %s = %s (target %s)", r.Phase, r.Measure, r.Value, r.Target)
 			continue
 		}
 		if !r.Met {

@@ -46,7 +46,6 @@ func TestMeasure(t *testing.T) {
 	want := map[string]string{
 		"Services whose address changed": "1 of 2",
 		"layer 2 (ARP probes every ~0.25 s): longest time between two answered probes of one address": "1.500 s", // b: 1.0 s to 2.5 s (end)
-		"layer 2: ARP probes (× address) answered by two running speakers":                            "1 of 12",
 		"BGP: router table reads (× prefix) with no path at all":                                      "1 of 3",
 		"BGP: paths withdrawn from the router (prefix × node, a node's path gone between two reads)":  "2",
 		"layer 2: client requests lost":                                                               "1 of 5",
@@ -61,16 +60,31 @@ func TestMeasure(t *testing.T) {
 			t.Errorf("%s = %q, want %q", k, got[k], v)
 		}
 	}
+	// b at 1000 ms: n2 held it, n3 took it while n2 still answered; no
+	// Herald speaker runs yet, so the taker was MetalLB's.
+	if got[MeasureDoubleMetalLB] != "1 of 12" || got[MeasureDoubleHerald] != "0 of 12" {
+		t.Errorf("%s = %q, want 1 of 12; %s = %q, want 0 of 12", MeasureDoubleMetalLB, got[MeasureDoubleMetalLB],
+			MeasureDoubleHerald, got[MeasureDoubleHerald])
+	}
 	if got[MeasureStoppingMetalLB] != "1 of 12" || got[MeasureStoppingHerald] != "0 of 12" {
 		t.Errorf("%s = %q, want 1 of 12; %s = %q, want 0 of 12", MeasureStoppingMetalLB, got[MeasureStoppingMetalLB],
 			MeasureStoppingHerald, got[MeasureStoppingHerald])
 	}
-	// The same double with Herald's speaker running on n3: Herald took
-	// over from the MetalLB speaker shutting down on n1.
+	// The same doubles with Herald's speaker running on n3: Herald took
+	// over from the MetalLB speaker shutting down on n1, and took b from
+	// n2 while n2 still answered.
 	m.herald = map[string][][2]time.Time{"n3": {{at(800), {}}}}
 	rows, _ = m.measure("p", t0, at(3000), nil)
 	for _, r := range rows {
 		switch r.Measure {
+		case MeasureDoubleHerald:
+			if r.Value != "1 of 12" || r.Met {
+				t.Errorf("%s = %q (met %v), want 1 of 12, not met", r.Measure, r.Value, r.Met)
+			}
+		case MeasureDoubleMetalLB:
+			if r.Value != "0 of 12" {
+				t.Errorf("%s = %q, want 0 of 12", r.Measure, r.Value)
+			}
 		case MeasureStoppingHerald:
 			if r.Value != "1 of 12" || r.Met {
 				t.Errorf("%s = %q (met %v), want 1 of 12, not met", r.Measure, r.Value, r.Met)
@@ -79,6 +93,15 @@ func TestMeasure(t *testing.T) {
 			if r.Value != "0 of 12" {
 				t.Errorf("%s = %q, want 0 of 12", r.Measure, r.Value)
 			}
+		}
+	}
+	// Herald's speaker on n2, the holder of b, and MetalLB's on n3, the
+	// taker: a MetalLB takeover (rolling back).
+	m.herald = map[string][][2]time.Time{"n2": {{at(0), {}}}}
+	rows, _ = m.measure("p", t0, at(3000), nil)
+	for _, r := range rows {
+		if (r.Measure == MeasureDoubleHerald && r.Value != "0 of 12") || (r.Measure == MeasureDoubleMetalLB && r.Value != "1 of 12") {
+			t.Errorf("Herald holding, MetalLB taking: %s = %q", r.Measure, r.Value)
 		}
 	}
 	// A change seen before the phase is not counted again.

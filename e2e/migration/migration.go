@@ -150,6 +150,22 @@ const (
 	MeasureStoppingMetalLB = "layer 2: ARP probes (× address) answered by two nodes, one a MetalLB speaker shutting down (it leaves memberlist, then answers until it exits), the other a MetalLB speaker"
 )
 
+// The two rows of probes answered by two running speakers (neither
+// shutting down), by who took the address: the node that answers and did
+// not answer the address's last probe with a single answerer (every
+// answerer when there was none in the phase).
+const (
+	// MeasureDoubleHerald: a taker was Herald's speaker, which waits for
+	// the holder's release or probes a MetalLB holder before it answers
+	// (docs/l2-failover.md, "Hand-over"): target 0.
+	MeasureDoubleHerald = "layer 2: ARP probes (× address) answered by two running speakers, the taker Herald's (it hands over)"
+	// MeasureDoubleMetalLB: the taker was a MetalLB speaker, which answers
+	// at once, while the holder stops only once it has processed the same
+	// Node event or memberlist join (MetalLB's behaviour, also in its own
+	// rollout, and rolling back from Herald): reported.
+	MeasureDoubleMetalLB = "layer 2: ARP probes (× address) answered by two running speakers, the taker a MetalLB speaker (it answers at once)"
+)
+
 // sample is one observation of the monitor.
 type sample struct {
 	at time.Time
@@ -366,9 +382,10 @@ func (m *monitor) measure(phase string, from, to time.Time, changedBefore map[st
 	var longest time.Duration
 	var longestAddr netip.Addr
 	var longestFrom time.Time
-	probes, double, doubleStopping, doubleStoppingHerald := 0, 0, 0, 0
+	probes, double, doubleHerald, doubleStopping, doubleStoppingHerald := 0, 0, 0, 0, 0
 	for _, a := range m.v4L2 {
 		lastOK, lastAt := from, from
+		var holder []string // the answerer of the last probe with one answerer
 		for _, s := range m.samples {
 			if s.arp == nil || s.at.Before(from) || s.at.After(to) {
 				continue
@@ -397,11 +414,22 @@ func (m *monitor) measure(phase string, from, to time.Time, changedBefore map[st
 							phase, a, who, s.at.UTC().Format("15:04:05.000"), stopping))
 					}
 				} else {
-					double++
-					if double <= 3 {
-						notes = append(notes, fmt.Sprintf("%s: %s answered by %v at %s", phase, a, who, s.at.UTC().Format("15:04:05.000")))
+					herald := false
+					for _, n := range who {
+						if !slices.Contains(holder, n) && m.heraldAt(n, s.at) {
+							herald = true
+						}
+					}
+					if herald {
+						doubleHerald++
+						notes = append(notes, fmt.Sprintf("%s: %s answered by %v at %s, Herald's speaker taking it from %v", phase, a, who, s.at.UTC().Format("15:04:05.000"), holder))
+					} else if double++; double <= 3 {
+						notes = append(notes, fmt.Sprintf("%s: %s answered by %v at %s, a MetalLB speaker taking it from %v", phase, a, who, s.at.UTC().Format("15:04:05.000"), holder))
 					}
 				}
+			}
+			if len(who) == 1 {
+				holder = who
 			}
 			if len(who) > 0 {
 				if d := s.at.Sub(lastOK); d > longest {
@@ -417,7 +445,9 @@ func (m *monitor) measure(phase string, from, to time.Time, changedBefore map[st
 	rows = append(rows,
 		Row{Phase: phase, Measure: "layer 2 (ARP probes every ~0.25 s): longest time between two answered probes of one address",
 			Value: fmt.Sprintf("%.3f s", longest.Seconds()), Target: "≤ 1 s", Met: longest <= time.Second},
-		countRow(phase, "layer 2: ARP probes (× address) answered by two running speakers", double, probes),
+		countRow(phase, MeasureDoubleHerald, doubleHerald, probes),
+		Row{Phase: phase, Measure: MeasureDoubleMetalLB,
+			Value: fmt.Sprintf("%d of %d", double, probes), Target: "reported (MetalLB's takeover)", Met: true},
 		countRow(phase, MeasureStoppingHerald, doubleStoppingHerald, probes),
 		Row{Phase: phase, Measure: MeasureStoppingMetalLB,
 			Value: fmt.Sprintf("%d of %d", doubleStopping, probes), Target: "reported (MetalLB's shutdown order)", Met: true})
