@@ -4,6 +4,13 @@
 #   herald.yaml, herald-prometheus.yaml, herald-metallb-system.yaml
 #       the install manifests (as make manifests renders them from
 #       manifests/), with both images pinned to VERSION
+#   herald-metallb-migration.yaml, herald-metallb-migration-values.yaml,
+#   adopt-metallb-crds.sh
+#       for the node-by-node migration from MetalLB
+#       (docs/migrating-from-metallb.md): manifests/metallb-migration
+#       rendered (images pinned), its Helm values
+#       (manifests/metallb-migration/helm-values.yaml) and
+#       hack/adopt-metallb-crds.sh
 #   herald-X.Y.Z.tgz
 #       the Helm chart charts/herald, packaged with version X.Y.Z and
 #       appVersion vX.Y.Z (so its default image tags are VERSION)
@@ -70,7 +77,7 @@ trap 'rm -rf "$stage"' EXIT
 # as hack/render-manifests.sh renders them.
 cp -r "$root/manifests" "$stage/manifests"
 sed -i -E "s/^(  newTag: ).*/\1$version/" "$stage/manifests/base/kustomization.yaml"
-for pair in base:herald prometheus:herald-prometheus metallb-system:herald-metallb-system; do
+for pair in base:herald prometheus:herald-prometheus metallb-system:herald-metallb-system metallb-migration:herald-metallb-migration; do
   {
     echo "# Herald $version install manifests (hack/release.sh, from manifests/${pair%%:*})."
     "$kubectl" kustomize "$stage/manifests/${pair%%:*}"
@@ -111,7 +118,8 @@ if ! wait "$licenses"; then
   echo "release: go-licenses failed" >&2
   exit 1
 fi
-cp "$root/LICENSE" "$root/NOTICE" "$root/CHANGELOG.md" "$out/"
+cp "$root/LICENSE" "$root/NOTICE" "$root/CHANGELOG.md" "$root/hack/adopt-metallb-crds.sh" "$out/"
+cp "$root/manifests/metallb-migration/helm-values.yaml" "$out/herald-metallb-migration-values.yaml"
 tar -C "$stage" --sort=name --mtime=@0 --owner=0 --group=0 --numeric-owner -cf - third-party-licenses |
   gzip -n > "$out/third-party-licenses.tar.gz"
 

@@ -108,7 +108,7 @@ func TestRelease(t *testing.T) {
 	commit := strings.TrimSpace(string(run(t, root, nil, nil, "git", "rev-parse", "HEAD")))
 
 	chartFile := "herald-" + strings.TrimPrefix(releaseVersion, "v") + ".tgz"
-	manifests := []string{"herald.yaml", "herald-prometheus.yaml", "herald-metallb-system.yaml"}
+	manifests := []string{"herald.yaml", "herald-prometheus.yaml", "herald-metallb-system.yaml", "herald-metallb-migration.yaml"}
 	var binaries []string
 	for _, arch := range []string{"amd64", "arm64"} {
 		for _, bin := range []string{"controller", "speaker"} {
@@ -116,7 +116,15 @@ func TestRelease(t *testing.T) {
 		}
 		binaries = append(binaries, "kubectl-herald-linux-"+arch)
 	}
+	// The migration's values and CRD adoption script, as in the repository.
+	copies := map[string]string{
+		"herald-metallb-migration-values.yaml": filepath.Join("manifests", "metallb-migration", "helm-values.yaml"),
+		"adopt-metallb-crds.sh":                filepath.Join("hack", "adopt-metallb-crds.sh"),
+	}
 	want := append([]string{"CHANGELOG.md", "LICENSE", "NOTICE", "SHA256SUMS", "third-party-licenses.tar.gz", chartFile}, manifests...)
+	for name := range copies {
+		want = append(want, name)
+	}
 	for _, b := range binaries {
 		want = append(want, b, b+".cdx.json")
 	}
@@ -168,6 +176,16 @@ func TestRelease(t *testing.T) {
 		if got, want := readFile(t, filepath.Join(out, "LICENSE")), readFile(t, filepath.Join(root, "LICENSE")); string(got) != string(want) {
 			t.Error("the release's LICENSE is not the repository's")
 		}
+		for name, src := range copies {
+			if got, want := readFile(t, filepath.Join(out, name)), readFile(t, filepath.Join(root, src)); string(got) != string(want) {
+				t.Errorf("the release's %s is not the repository's %s", name, src)
+			}
+		}
+		if fi, err := os.Stat(filepath.Join(out, "adopt-metallb-crds.sh")); err != nil {
+			t.Error(err)
+		} else if fi.Mode()&0o111 == 0 {
+			t.Errorf("adopt-metallb-crds.sh is not executable in the release (%v)", fi.Mode())
+		}
 	})
 
 	t.Run("static binaries per architecture", func(t *testing.T) {
@@ -218,8 +236,14 @@ func TestRelease(t *testing.T) {
 	t.Run("manifests pin the version", func(t *testing.T) {
 		for _, m := range manifests {
 			objs := parseObjects(t, readFile(t, filepath.Join(out, m)))
-			// The same objects as the repository's rendering.
-			repo := parseObjects(t, readFile(t, filepath.Join(root, "manifests", m)))
+			// The same objects as the repository's rendering (the
+			// migration overlay has no rendered file: kustomize it).
+			var repo []object
+			if m == "herald-metallb-migration.yaml" {
+				repo = parseObjects(t, run(t, root, nil, nil, kubectl(t), "kustomize", filepath.Join(root, "manifests", "metallb-migration")))
+			} else {
+				repo = parseObjects(t, readFile(t, filepath.Join(root, "manifests", m)))
+			}
 			if len(objs) != len(repo) {
 				t.Errorf("%s: %d objects, manifests/%s has %d", m, len(objs), m, len(repo))
 			}
