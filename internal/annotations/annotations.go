@@ -125,3 +125,29 @@ func Deprecated(s *corev1.Service) []string {
 	sort.Strings(out)
 	return out
 }
+
+// pairs are the annotations Herald reads under both prefixes.
+var pairs = [][2]string{
+	{AddressPool, AddressPoolDeprecated},
+	{AllowSharedIP, AllowSharedIPDeprecated},
+	{LoadBalancerIPs, LoadBalancerIPsDeprecated},
+}
+
+// Conflicts describes, sorted, each annotation the Service sets under both
+// keys with different values (surrounding space ignored): the metallb.io/
+// key is used and the metallb.universe.tf/ one ignored, as in MetalLB. For
+// the deprecatedAnnotation warning event, one string per pair:
+//
+//	metallb.io/address-pool "a" is used, metallb.universe.tf/address-pool "b" is ignored
+func Conflicts(s *corev1.Service) []string {
+	var out []string
+	for _, p := range pairs {
+		cur, ok1 := s.Annotations[p[0]]
+		old, ok2 := s.Annotations[p[1]]
+		if ok1 && ok2 && strings.TrimSpace(cur) != strings.TrimSpace(old) {
+			out = append(out, fmt.Sprintf("%s %q is used, %s %q is ignored", p[0], strings.TrimSpace(cur), p[1], strings.TrimSpace(old)))
+		}
+	}
+	sort.Strings(out)
+	return out
+}

@@ -3,6 +3,7 @@ package annotations
 import (
 	"net/netip"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -92,5 +93,38 @@ func TestBool(t *testing.T) {
 		if err != nil && !strings.Contains(err.Error(), WeightedECMP) {
 			t.Errorf("error %q does not name the annotation", err)
 		}
+	}
+}
+
+func TestConflicts(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		ann  map[string]string
+		want []string
+	}{
+		{"none", nil, nil},
+		{"new key only", map[string]string{AddressPool: "a"}, nil},
+		{"old key only", map[string]string{AddressPoolDeprecated: "a"}, nil},
+		{"both agree, space ignored", map[string]string{AddressPool: "a", AddressPoolDeprecated: " a "}, nil},
+		{"pool disagrees", map[string]string{AddressPool: "a", AddressPoolDeprecated: "b"},
+			[]string{`metallb.io/address-pool "a" is used, metallb.universe.tf/address-pool "b" is ignored`}},
+		{"two disagree, sorted", map[string]string{
+			LoadBalancerIPs: "198.51.100.1", LoadBalancerIPsDeprecated: "198.51.100.2",
+			AllowSharedIP: "k", AllowSharedIPDeprecated: "",
+		}, []string{
+			`metallb.io/allow-shared-ip "k" is used, metallb.universe.tf/allow-shared-ip "" is ignored`,
+			`metallb.io/loadBalancerIPs "198.51.100.1" is used, metallb.universe.tf/loadBalancerIPs "198.51.100.2" is ignored`,
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Annotations: tc.ann}}
+			if got := Conflicts(s); !slices.Equal(got, tc.want) {
+				t.Errorf("Conflicts(%v) = %q, want %q", tc.ann, got, tc.want)
+			}
+			// What Conflicts says is used is what the getters read.
+			if tc.ann[AddressPool] != "" && PoolName(s) != tc.ann[AddressPool] {
+				t.Errorf("PoolName = %q, want the metallb.io key's %q", PoolName(s), tc.ann[AddressPool])
+			}
+		})
 	}
 }

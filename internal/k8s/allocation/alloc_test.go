@@ -131,6 +131,11 @@ func TestRequestedIPAndPool(t *testing.T) {
 	f.svc("deprecated", withAnnotation(annotations.AddressPoolDeprecated, "pool-b"))
 	f.waitIPs("deprecated", "203.0.113.1")
 	f.waitEvent("deprecated", EventDeprecatedAnnotation, annotations.AddressPoolDeprecated)
+	// Both keys, disagreeing: the metallb.io/ one is used, and the
+	// warning says which one is ignored.
+	f.svc("both", withAnnotation(annotations.AddressPool, "pool-b"), withAnnotation(annotations.AddressPoolDeprecated, "pool-a"))
+	f.waitIPs("both", "203.0.113.2")
+	f.waitEvent("both", EventDeprecatedAnnotation, `metallb.io/address-pool "pool-b" is used, metallb.universe.tf/address-pool "pool-a" is ignored`)
 
 	s := f.get("req")
 	base := s.DeepCopy()

@@ -157,8 +157,11 @@ func (c *Controller) finish(ctx context.Context, svc *corev1.Service, o outcome)
 					fmt.Sprintf("IP %q comes from IPAddressPool %q, which no L2Advertisement or BGPAdvertisement selects: no node announces it", ipStrings(newIPs), pool))
 			}
 			if dep := annotations.Deprecated(svc); len(dep) > 0 {
-				c.later(svc, corev1.EventTypeWarning, EventDeprecatedAnnotation, "Allocate",
-					fmt.Sprintf("Service uses deprecated annotations %q: use the metallb.io/ keys instead", dep))
+				msg := fmt.Sprintf("Service uses deprecated annotations %q: use the metallb.io/ keys instead", dep)
+				if cf := annotations.Conflicts(svc); len(cf) > 0 {
+					msg += "; the two keys disagree: " + strings.Join(cf, "; ")
+				}
+				c.later(svc, corev1.EventTypeWarning, EventDeprecatedAnnotation, "Allocate", msg)
 			}
 			if waited {
 				c.metrics.duration.Observe(time.Since(started).Seconds())
