@@ -191,6 +191,9 @@ func Build(r Resources, opts Options) (*Snapshot, error) {
 		return false
 	})
 	checkPeersPerNode(peerRefs, peerCreated, snap.peers, nodeSets, p)
+	if opts.NodeName == "" {
+		warnSharedRouterID(peerRefs, snap.peers, r.Nodes, p)
+	}
 
 	// L2 advertisements.
 	seen = map[string]bool{}

@@ -418,6 +418,38 @@ func checkPeersPerNode(objs map[string]objRef, created map[string]time.Time, pee
 	}
 }
 
+// warnSharedRouterID warns about each peer that sets routerID and selects
+// two nodes or more of nodes (the cluster's, when the snapshot is not one
+// node's): each of them opens its session with that BGP Identifier, which
+// RFC 6286 §2.1 asks to be unique within the AS, and a router that peers
+// with two of them may refuse the second OPEN (RFC 4271 §6.2, Bad BGP
+// Identifier) or treat the sessions as one speaker's. MetalLB admits it
+// too, so it is a warning; a BGPPeer per node, or no routerID (each node
+// uses its own IPv4 address, announce.RouterID), gives distinct ones.
+func warnSharedRouterID(objs map[string]objRef, peers []*Peer, nodes []corev1.Node, p *problems) {
+	for _, pe := range peers {
+		if !pe.RouterID.IsValid() {
+			continue
+		}
+		var names []string
+		for i := range nodes {
+			if matchesAny(pe.NodeSelectors, labels.Set(nodes[i].Labels)) {
+				names = append(names, nodes[i].Name)
+			}
+		}
+		if len(names) < 2 {
+			continue
+		}
+		slices.Sort(names)
+		list := strings.Join(names, ", ")
+		if len(names) > 3 {
+			list = strings.Join(names[:3], ", ") + fmt.Sprintf(" and %d more", len(names)-3)
+		}
+		p.warn(objs[pe.Name], "spec.routerID", "%s is the BGP Identifier of all %d nodes this peer selects (%s): it should be unique within the AS (RFC 6286 §2.1), and a router peering with two of them may refuse the second session; use a BGPPeer per node (spec.nodeSelectors), or leave routerID unset so that each node uses its own IPv4 address",
+			pe.RouterID, len(names), list)
+	}
+}
+
 // warnUnsetRouterID warns, once per peer, about a peer without routerID
 // that meets one with routerID on a node: its session uses that one. a
 // and b meet on some node.

@@ -482,6 +482,8 @@ func TestPeersOnOneNodeRules(t *testing.T) {
 		{name: "router id set on the older peer only", mutate: second(func(a, b *v1beta2.BGPPeerSpec) { a.RouterID = "198.51.100.1" }),
 			warning: `BGPPeer herald-system/peer-b: spec.routerID: unset, so on the nodes it shares with BGPPeer peer-a this session uses that peer's routerID 198.51.100.1`},
 		{name: "router id unset on both", mutate: second(func(a, b *v1beta2.BGPPeerSpec) {})},
+		{name: "router id on a peer of every node", mutate: func(r *Resources) { r.Peers[0].Spec.RouterID = "198.51.100.1" },
+			warning: `BGPPeer herald-system/peer-a: spec.routerID: 198.51.100.1 is the BGP Identifier of all 2 nodes this peer selects (node-1, node-2)`},
 		{name: "router id set on one, nodes disjoint", mutate: second(func(a, b *v1beta2.BGPPeerSpec) { b.RouterID = "198.51.100.1"; zones(a, b) })},
 		{name: "router id conflict", mutate: second(func(a, b *v1beta2.BGPPeerSpec) { a.RouterID, b.RouterID = "198.51.100.1", "198.51.100.2" }),
 			want: []string{obj + `spec.routerID "198.51.100.2": BGPPeer peer-a selects the same node with routerID 198.51.100.1: the BGPPeers of one node that set routerID must set the same one`}},
@@ -741,3 +743,35 @@ func TestBFDProfileChangeChangesSnapshot(t *testing.T) {
 		t.Error("the same profile: snapshots differ")
 	}
 }
+
+// A routerID shared by the nodes a peer selects is a warning only where the
+// snapshot is the cluster's (webhook, controller), and only when the peer
+// selects two nodes or more.
+func TestSharedRouterIDWarning(t *testing.T) {
+	const shared = "is the BGP Identifier of all"
+	for _, tc := range []struct {
+		name  string
+		sel   []metav1.LabelSelector
+		node  string // BuildOptions.NodeName
+		warns bool
+	}{
+		{name: "every node", warns: true},
+		{name: "one zone, one node", sel: []metav1.LabelSelector{sel("zone", "a")}},
+		{name: "both zones", sel: []metav1.LabelSelector{sel("zone", "a"), sel("zone", "b")}, warns: true},
+		{name: "a speaker's snapshot", node: "node-1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := base()
+			r.Peers[0].Spec.RouterID = "198.51.100.1"
+			r.Peers[0].Spec.NodeSelectors = tc.sel
+			snap, err := Build(r, Options{Namespace: ns, NodeName: tc.node})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := strings.Contains(strings.Join(snap.Warnings(), "\n"), shared); got != tc.warns {
+				t.Errorf("warned %v, want %v: %q", got, tc.warns, snap.Warnings())
+			}
+		})
+	}
+}
+
