@@ -48,8 +48,8 @@ func TestMeasure(t *testing.T) {
 		"layer 2 (ARP probes every ~0.25 s): longest time between two answered probes of one address": "1.500 s", // b: 1.0 s to 2.5 s (end)
 		"BGP: router table reads (× prefix) with no path at all":                                      "1 of 3",
 		"BGP: paths withdrawn from the router (prefix × node, a node's path gone between two reads)":  "2",
-		"layer 2: client requests lost":                                                               "1 of 5",
-		"layer 2: longest time between two answered requests of one address":                          "1.200 s",
+		"layer 2: client requests lost":                                      "1 of 5",
+		"layer 2: longest time between two answered requests of one address": "1.200 s",
 	}
 	got := map[string]string{}
 	for _, r := range rows {

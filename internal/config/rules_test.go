@@ -774,4 +774,3 @@ func TestSharedRouterIDWarning(t *testing.T) {
 		})
 	}
 }
-
