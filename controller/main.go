@@ -23,6 +23,7 @@ import (
 	"github.com/herald-lb/herald/internal/k8s/allocation"
 	"github.com/herald-lb/herald/internal/k8s/apiretry"
 	"github.com/herald-lb/herald/internal/k8s/configload"
+	"github.com/herald-lb/herald/internal/k8s/eventrec"
 	"github.com/herald-lb/herald/internal/k8s/fieldmanager"
 	"github.com/herald-lb/herald/internal/k8s/mlsecret"
 	"github.com/herald-lb/herald/internal/k8s/scheme"
@@ -190,7 +191,7 @@ func addAllocation(ctx context.Context, mgr manager.Manager, o *options, log *sl
 		Client:    mgr.GetClient(),
 		Cache:     mgr.GetCache(),
 		APIReader: mgr.GetAPIReader(),
-		Recorder:  mgr.GetEventRecorder(eventSource),
+		Recorder:  eventrec.For(mgr, eventrec.Controller),
 		// The binary names the parts (libraries add no identity keys):
 		// Service IPs, and the pool counters.
 		Log:           log.With(logging.KeySubsystem, "serviceip"),
@@ -222,6 +223,6 @@ func addAllocation(ctx context.Context, mgr manager.Manager, o *options, log *sl
 	// namespace are in the cache (allocation.CacheOptions).
 	return mlsecret.Setup(mgr, mlsecret.Options{
 		Client: uncached, Namespace: o.namespace, Name: o.mlSecretName, Deployment: o.deployment,
-		Recorder: mgr.GetEventRecorder(eventSource), Log: log.With(logging.KeySubsystem, "mlsecret"),
+		Recorder: eventrec.For(mgr, eventrec.Controller), Log: log.With(logging.KeySubsystem, "mlsecret"),
 	})
 }

@@ -38,6 +38,7 @@ import (
 	"github.com/herald-lb/herald/internal/bgp"
 	"github.com/herald-lb/herald/internal/bgp/gobgp"
 	"github.com/herald-lb/herald/internal/k8s/apiretry"
+	"github.com/herald-lb/herald/internal/k8s/eventrec"
 	"github.com/herald-lb/herald/internal/k8s/fieldmanager"
 	"github.com/herald-lb/herald/internal/k8s/scheme"
 	"github.com/herald-lb/herald/internal/k8s/serving"
@@ -259,7 +260,7 @@ func run(args []string) error {
 	}
 	// speaker.Setup adds the readiness check "configuration" (ready once a
 	// configuration snapshot is in force; see speaker.Controller.Ready).
-	sopts.Recorder = mgr.GetEventRecorderFor("metallb-speaker") //nolint:staticcheck // core/v1 events, as MetalLB's RBAC grants
+	sopts.Recorder = eventrec.For(mgr, eventrec.Speaker)
 	if spk, err = speaker.Setup(mgr, sopts); err != nil {
 		return err
 	}

@@ -91,6 +91,6 @@
 // changes) run one at a time in key order, so their outcome does not depend
 // on worker scheduling (MetalLB issue 8).
 //
-// Events need the events.k8s.io API (RBAC: create/patch events.k8s.io
-// events).
+// Events are core/v1 Events from a bounded recorder (eventrec.For; RBAC:
+// create/patch core events).
 package allocation

@@ -31,6 +31,7 @@ import (
 	"github.com/herald-lb/herald/api/v1beta1"
 	"github.com/herald-lb/herald/internal/k8s/allocation/allocationtest"
 	"github.com/herald-lb/herald/internal/k8s/configload"
+	"github.com/herald-lb/herald/internal/k8s/eventrec"
 	"github.com/herald-lb/herald/internal/poll"
 	"github.com/herald-lb/herald/internal/testenv"
 )
@@ -139,7 +140,7 @@ func (f *fixture) startAs(cfg *rest.Config, mods ...func(*Options)) *running {
 	}
 	reg := prometheus.NewRegistry()
 	opts := Options{
-		Client: mgr.GetClient(), Cache: mgr.GetCache(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("herald-controller"),
+		Client: mgr.GetClient(), Cache: mgr.GetCache(), APIReader: mgr.GetAPIReader(), Recorder: eventrec.For(mgr, eventrec.Controller),
 		Namespace: f.herald, Registerer: reg, ConfigMetrics: configload.NewMetrics(reg),
 		Reporter: &configload.Reporter{Client: reporterClient, Namespace: f.herald, Name: "controller",
 			Labels: map[string]string{"metallb.io/component-type": "controller"}},

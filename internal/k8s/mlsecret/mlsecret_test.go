@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	"github.com/herald-lb/herald/internal/k8s/eventrec"
 	"github.com/herald-lb/herald/internal/k8s/fieldmanager"
 	"github.com/herald-lb/herald/internal/poll"
 	"github.com/herald-lb/herald/internal/testenv"
@@ -87,7 +88,7 @@ func secretLifecycle(t *testing.T, env *testenv.Env) {
 	}
 	o := Options{
 		Client: c, Namespace: ns, Name: "herald-memberlist", Deployment: dep.Name,
-		Recorder:       mgr.GetEventRecorder("herald-controller"),
+		Recorder:       eventrec.For(mgr, eventrec.Controller),
 		PreviousKeyTTL: 2 * time.Second,
 	}
 	if err := Setup(mgr, o); err != nil {

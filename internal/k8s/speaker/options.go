@@ -82,8 +82,8 @@ type Members interface {
 // re-announced.
 type reannouncer interface{ Reannounce() }
 
-// EventRecorder emits Kubernetes events (client-go record.EventRecorder,
-// e.g. the manager's GetEventRecorderFor("metallb-speaker")).
+// EventRecorder emits Kubernetes events (eventrec.Recorder: client-go's
+// record.EventRecorder, e.g. eventrec.For(mgr, eventrec.Speaker)).
 type EventRecorder interface {
 	Eventf(object runtime.Object, eventtype, reason, messageFmt string, args ...any)
 }
