@@ -26,6 +26,7 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -260,10 +261,27 @@ func run(args []string) error {
 	}
 	// speaker.Setup adds the readiness check "configuration" (ready once a
 	// configuration snapshot is in force; see speaker.Controller.Ready).
-	sopts.Recorder = eventrec.For(mgr, eventrec.Speaker)
+	rec, err := eventrec.For(mgr, eventrec.Speaker, log.With(logging.KeySubsystem, "events"))
+	if err != nil {
+		return err
+	}
+	sopts.Recorder = rec
 	if spk, err = speaker.Setup(mgr, sopts); err != nil {
 		return err
 	}
 
-	return runAll(log, ml, l2, bgpSpeaker, mgr)
+	return runAll(log, ml, l2, bgpSpeaker, func(ctx context.Context) error {
+		err := mgr.Start(ctx)
+		// After every runnable: the events they emitted are written
+		// within eventStopTimeout, inside runAll's shutdown budget.
+		stopCtx, cancel := context.WithTimeout(context.Background(), eventStopTimeout)
+		defer cancel()
+		rec.Stop(stopCtx)
+		return err
+	})
 }
+
+// eventStopTimeout bounds the writing of the events still queued when the
+// manager has stopped (shutdownBudget leaves it room); what is left is
+// counted in herald_events_dropped_total{reason="stopped"}.
+const eventStopTimeout = 500 * time.Millisecond

@@ -58,9 +58,10 @@ type Options struct {
 	// after a status write lost a resourceVersion conflict. nil reads
 	// from Cache.
 	APIReader client.Reader
-	// Recorder emits Service and configuration events (eventrec.For);
-	// nil emits none.
-	Recorder eventrec.Recorder
+	// Recorder emits Service and configuration events (eventrec.For):
+	// those of the low-priority queue wait for room in its queue, the
+	// others are dropped and counted when it is full. nil emits none.
+	Recorder *eventrec.Recorder
 	// Log receives the controller's logs; nil discards them. The caller
 	// names the part (logging.KeySubsystem "serviceip"): the package adds
 	// no identity key.

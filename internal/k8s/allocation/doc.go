@@ -92,5 +92,7 @@
 // on worker scheduling (MetalLB issue 8).
 //
 // Events are core/v1 Events from a bounded recorder (eventrec.For; RBAC:
-// create/patch core events).
+// create/patch core events). The per-Service events of the low-priority
+// queue wait for room in the recorder's queue (back-pressure, none dropped);
+// the fast path never waits for it.
 package allocation

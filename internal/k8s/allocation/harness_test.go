@@ -139,8 +139,12 @@ func (f *fixture) startAs(cfg *rest.Config, mods ...func(*Options)) *running {
 		f.t.Fatalf("manager: %v", err)
 	}
 	reg := prometheus.NewRegistry()
+	rec, err := eventrec.New(cfg, srv.Scheme, eventrec.Options{Component: eventrec.Controller, Registerer: reg})
+	if err != nil {
+		f.t.Fatal(err)
+	}
 	opts := Options{
-		Client: mgr.GetClient(), Cache: mgr.GetCache(), APIReader: mgr.GetAPIReader(), Recorder: eventrec.For(mgr, eventrec.Controller),
+		Client: mgr.GetClient(), Cache: mgr.GetCache(), APIReader: mgr.GetAPIReader(), Recorder: rec,
 		Namespace: f.herald, Registerer: reg, ConfigMetrics: configload.NewMetrics(reg),
 		Reporter: &configload.Reporter{Client: reporterClient, Namespace: f.herald, Name: "controller",
 			Labels: map[string]string{"metallb.io/component-type": "controller"}},
@@ -151,6 +155,7 @@ func (f *fixture) startAs(cfg *rest.Config, mods ...func(*Options)) *running {
 	}
 	c, err := New(opts)
 	if err != nil {
+		rec.Stop(context.Background())
 		f.t.Fatal(err)
 	}
 	if err := mgr.Add(c); err != nil {
@@ -166,6 +171,7 @@ func (f *fixture) startAs(cfg *rest.Config, mods ...func(*Options)) *running {
 			if err := <-done; err != nil {
 				f.t.Errorf("manager: %v", err)
 			}
+			rec.Stop(context.Background())
 		})
 	}
 	f.t.Cleanup(stop)

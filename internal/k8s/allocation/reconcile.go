@@ -368,7 +368,7 @@ func (c *Controller) syncSecondary(ctx context.Context, key string) error {
 	if err := c.syncAnnotation(ctx, key); err != nil {
 		return err
 	}
-	c.flushLater(key)
+	c.flushLater(ctx, key)
 	return nil
 }
 
@@ -460,8 +460,12 @@ func (c *Controller) hasLater(key string) bool {
 	return len(c.deferred[key]) > 0
 }
 
-// flushLater emits key's queued events.
-func (c *Controller) flushLater(key string) {
+// flushLater emits key's queued events. It waits for room in the
+// recorder's queue (EventfWait): a burst's events go at the pace the API
+// server takes them, and none is dropped; only this low-priority queue
+// waits, never the fast path. When ctx ends (shutdown) the rest are counted
+// as dropped by the recorder.
+func (c *Controller) flushLater(ctx context.Context, key string) {
 	c.mu.Lock()
 	evs := c.deferred[key]
 	delete(c.deferred, key)
@@ -470,7 +474,8 @@ func (c *Controller) flushLater(key string) {
 		return
 	}
 	for _, e := range evs {
-		c.opts.Recorder.Eventf(e.ref, e.typ, e.reason, "%s", e.note)
+		// An error is counted and logged by the recorder.
+		_ = c.opts.Recorder.EventfWait(ctx, e.ref, e.typ, e.reason, "%s", e.note)
 	}
 }
 
@@ -484,7 +489,8 @@ func (c *Controller) queueSecondary(key string) {
 	c.annQueue.Add(key)
 }
 
-// event records an event on obj when a recorder is configured.
+// event records an event on obj when a recorder is configured, without
+// waiting (Eventf drops and counts it when the recorder's queue is full).
 func (c *Controller) event(obj client.Object, typ, reason, msg string) {
 	if c.opts.Recorder == nil {
 		return

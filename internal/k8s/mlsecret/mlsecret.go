@@ -103,7 +103,7 @@ type Options struct {
 	Deployment string
 	// Recorder records events on the Secret (eventrec.For); nil records
 	// none.
-	Recorder eventrec.Recorder
+	Recorder *eventrec.Recorder
 	// Log receives progress; nil discards it.
 	Log *slog.Logger
 	// PreviousKeyTTL is how long the replaced key stays in the Secret
