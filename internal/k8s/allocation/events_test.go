@@ -90,7 +90,15 @@ func TestEventsWaitForRoom(t *testing.T) {
 		f.svc(fmt.Sprintf("s%d", i))
 	}
 	addressed(0, n/2)
-	<-g.held // the recorder's first write waits for the API server
+	// The recorder's first write waits for the API server.
+	poll.Until(t, time.Minute, "the recorder writing the first event", func() bool {
+		select {
+		case <-g.held:
+			return true
+		default:
+			return false
+		}
+	})
 	for i := n / 2; i < n; i++ {
 		f.svc(fmt.Sprintf("s%d", i))
 	}

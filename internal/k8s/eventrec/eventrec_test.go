@@ -206,6 +206,19 @@ func (g *gate) RoundTrip(req *http.Request) (*http.Response, error) {
 
 func (g *gate) release() { g.once.Do(func() { close(g.open) }) }
 
+// waitHeld waits until a request is held.
+func (g *gate) waitHeld(t *testing.T) {
+	t.Helper()
+	poll.Until(t, time.Minute, "a held request to write an Event", func() bool {
+		select {
+		case <-g.arrived:
+			return true
+		default:
+			return false
+		}
+	})
+}
+
 // syncBuffer is a log destination safe for the recorder's goroutines.
 type syncBuffer struct {
 	mu sync.Mutex
@@ -256,7 +269,7 @@ func TestStalledAPIServer(t *testing.T) {
 	// Event 0 is taken by the worker, whose Create is held; 1..size fill
 	// the queue.
 	emit(0)
-	<-g.arrived
+	g.waitHeld(t)
 	for i := 1; i <= size; i++ {
 		emit(i)
 	}
@@ -430,7 +443,7 @@ func TestStop(t *testing.T) {
 		for i := range n {
 			rec.Eventf(serviceRef(ns, i), corev1.EventTypeNormal, "IPAllocated", "held")
 		}
-		<-g.arrived
+		g.waitHeld(t)
 		expired, cancel := context.WithCancel(ctx)
 		cancel()
 		rec.Stop(expired)
