@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"time"
 
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -23,6 +24,7 @@ import (
 	"github.com/herald-lb/herald/internal/k8s/allocation"
 	"github.com/herald-lb/herald/internal/k8s/apiretry"
 	"github.com/herald-lb/herald/internal/k8s/configload"
+	"github.com/herald-lb/herald/internal/k8s/eventrec"
 	"github.com/herald-lb/herald/internal/k8s/fieldmanager"
 	"github.com/herald-lb/herald/internal/k8s/mlsecret"
 	"github.com/herald-lb/herald/internal/k8s/scheme"
@@ -155,20 +157,36 @@ func run(ctx context.Context, o *options, log *slog.Logger, level *slog.LevelVar
 			return fmt.Errorf("webhooks: %w", err)
 		}
 	}
+	var rec *eventrec.Recorder // nil: no events (webhook only)
 	if o.webhookMode != webhookOnly {
-		if err := addAllocation(ctx, mgr, o, log); err != nil {
+		if rec, err = eventrec.For(mgr, eventrec.Controller, log.With(logging.KeySubsystem, "events")); err != nil {
+			return err
+		}
+		if err := addAllocation(ctx, mgr, o, rec, log); err != nil {
 			return err
 		}
 	}
-	if err := mgr.Start(ctx); err != nil {
+	err = mgr.Start(ctx)
+	// After every runnable: what they emitted while stopping is written
+	// too, within eventStopTimeout.
+	stopCtx, cancel := context.WithTimeout(context.Background(), eventStopTimeout)
+	rec.Stop(stopCtx)
+	cancel()
+	if err != nil {
 		return fmt.Errorf("manager: %w", err)
 	}
 	return nil
 }
 
+// eventStopTimeout bounds the writing of the events still queued at
+// shutdown, within the controller Deployment's terminationGracePeriodSeconds
+// (10 s in manifests/base/controller.yaml and the chart); what is left is
+// counted in herald_events_dropped_total{reason="stopped"}.
+const eventStopTimeout = 3 * time.Second
+
 // addAllocation adds the allocation loop (Service IPs and pool counters) and
 // the memberlist Secret keeper.
-func addAllocation(ctx context.Context, mgr manager.Manager, o *options, log *slog.Logger) error {
+func addAllocation(ctx context.Context, mgr manager.Manager, o *options, rec *eventrec.Recorder, log *slog.Logger) error {
 	// Uncached: the Reporter creates the ConfigurationState and reads it
 	// back at once, before any cache could have seen it.
 	uncached, err := client.New(mgr.GetConfig(), client.Options{Scheme: mgr.GetScheme(), FieldOwner: fieldmanager.Controller})
@@ -190,7 +208,7 @@ func addAllocation(ctx context.Context, mgr manager.Manager, o *options, log *sl
 		Client:    mgr.GetClient(),
 		Cache:     mgr.GetCache(),
 		APIReader: mgr.GetAPIReader(),
-		Recorder:  mgr.GetEventRecorder(eventSource),
+		Recorder:  rec,
 		// The binary names the parts (libraries add no identity keys):
 		// Service IPs, and the pool counters.
 		Log:           log.With(logging.KeySubsystem, "serviceip"),
@@ -222,6 +240,6 @@ func addAllocation(ctx context.Context, mgr manager.Manager, o *options, log *sl
 	// namespace are in the cache (allocation.CacheOptions).
 	return mlsecret.Setup(mgr, mlsecret.Options{
 		Client: uncached, Namespace: o.namespace, Name: o.mlSecretName, Deployment: o.deployment,
-		Recorder: mgr.GetEventRecorder(eventSource), Log: log.With(logging.KeySubsystem, "mlsecret"),
+		Recorder: rec, Log: log.With(logging.KeySubsystem, "mlsecret"),
 	})
 }

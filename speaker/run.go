@@ -9,8 +9,6 @@ import (
 	"syscall"
 	"time"
 
-	"sigs.k8s.io/controller-runtime/pkg/manager"
-
 	"github.com/herald-lb/herald/internal/bgp/gobgp"
 	"github.com/herald-lb/herald/internal/layer2"
 	"github.com/herald-lb/herald/internal/members"
@@ -85,7 +83,10 @@ const layer2StopWait = 500 * time.Millisecond
 // parallel with the ordered stop of the layer 2 announcer (nothing answered
 // from here on), memberlist (leave, so a successor takes over at once) and
 // the manager (no more reconciles).
-func runAll(log *slog.Logger, ml *members.List, l2 *layer2.Announcer, bgpSpeaker *gobgp.Speaker, mgr manager.Manager) error {
+//
+// runManager runs the controller-runtime manager (and what must stop after
+// it) until its context ends.
+func runAll(log *slog.Logger, ml *members.List, l2 *layer2.Announcer, bgpSpeaker *gobgp.Speaker, runManager func(context.Context) error) error {
 	sig, stopSignals := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stopSignals()
 	fail := make(chan error, 3)
@@ -96,7 +97,7 @@ func runAll(log *slog.Logger, ml *members.List, l2 *layer2.Announcer, bgpSpeaker
 	if l2 != nil {
 		l2C = start("layer2", l2.Run, fail)
 	}
-	mgrC := start("manager", mgr.Start, fail)
+	mgrC := start("manager", runManager, fail)
 
 	var err error
 	select {

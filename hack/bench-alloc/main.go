@@ -179,6 +179,9 @@ type usage struct {
 	hwm  int64         // VmHWM, KiB
 	rss  int64         // VmRSS at the end, KiB
 	cpu  time.Duration // user+system CPU over the bursts and the fill
+	// events: Services of the bursts with an IPAllocated event, counted
+	// after the peak RSS was read (-1: not counted, the ideal writes none).
+	events int
 }
 
 // allocator is one of the compared allocators: how to start it and the
@@ -377,7 +380,41 @@ func runAllocator(ctx context.Context, cs kubernetes.Interface, a allocator, o b
 		return nil, u, err
 	}
 	u.rss, _ = vmField(pid, "VmRSS")
+	u.events = -1
+	if a.who != "ideal" {
+		u.events = 0
+		for _, n := range o.sizes {
+			u.events += allocatedEvents(ctx, cs, fmt.Sprintf("%s-%d", a.who, n))
+		}
+	}
 	return results, u, nil
+}
+
+// allocatedEvents counts the Services in ns with an IPAllocated event. The
+// allocators write events after the status (Herald from a low-priority
+// queue), so it waits until the count has not grown for 15 s (at most 5
+// minutes). A recorder that drops events under load shows here.
+func allocatedEvents(ctx context.Context, cs kubernetes.Interface, ns string) int {
+	count := func() int {
+		l, err := cs.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "reason=IPAllocated"})
+		if err != nil {
+			log.Printf("list events in %s: %v", ns, err)
+			return 0
+		}
+		seen := map[string]bool{}
+		for _, e := range l.Items {
+			seen[e.InvolvedObject.Name] = true
+		}
+		return len(seen)
+	}
+	last, since, deadline := count(), time.Now(), time.Now().Add(5*time.Minute)
+	for time.Since(since) < 15*time.Second && time.Now().Before(deadline) {
+		time.Sleep(3 * time.Second)
+		if c := count(); c != last {
+			last, since = c, time.Now()
+		}
+	}
+	return last
 }
 
 func printReport(results []result, usages []usage, sizes []int) {
@@ -389,13 +426,17 @@ func printReport(results []result, usages []usage, sizes []int) {
 	for _, r := range results {
 		fmt.Printf("| %s | %d | %s | %s | %s | %d | %d | %s |\n", r.who, r.n, ms(r.p50), ms(r.p99), ms(r.max), r.missing, r.unmeasured, ms(r.duration))
 	}
-	fmt.Printf("\n| allocator | Services held | peak RSS (VmHWM) | RSS at the end | CPU over the bursts |\n|---|---|---|---|---|\n")
+	fmt.Printf("\n| allocator | Services held | peak RSS (VmHWM) | RSS at the end | CPU over the bursts | burst Services with an IPAllocated event |\n|---|---|---|---|---|---|\n")
 	var ideal usage
 	for _, u := range usages {
 		if u.who == "ideal" {
 			ideal = u
 		}
-		fmt.Printf("| %s | %d | %.1f MiB | %.1f MiB | %.1f s |\n", u.who, u.held, float64(u.hwm)/1024, float64(u.rss)/1024, u.cpu.Seconds())
+		events := "(writes none)"
+		if u.events >= 0 {
+			events = fmt.Sprint(u.events)
+		}
+		fmt.Printf("| %s | %d | %.1f MiB | %.1f MiB | %.1f s | %s |\n", u.who, u.held, float64(u.hwm)/1024, float64(u.rss)/1024, u.cpu.Seconds(), events)
 	}
 	fmt.Println()
 	find := func(who string, n int) result {

@@ -22,7 +22,8 @@ const (
 	KeyComponent = "component"
 	// KeySubsystem is the part of the binary a library serves, named by
 	// the binary: "serviceip", "poolstatus", "webhook", "mlsecret"
-	// (controller); "memberlist", "layer2", "bgp" (speaker).
+	// (controller); "memberlist", "layer2", "bgp" (speaker); "events"
+	// (both: the Kubernetes event recorder).
 	KeySubsystem = "subsystem"
 	// KeyNode is the Kubernetes Node a speaker runs on.
 	KeyNode = "node"

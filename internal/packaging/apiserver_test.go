@@ -257,7 +257,8 @@ func TestAPIServer(t *testing.T) {
 			{speaker, "update nodes", false},
 			{speaker, "list namespaces", false},
 			{speaker, "create events -n default", true},
-			{speaker, "create events.events.k8s.io -n default", true},
+			{speaker, "patch events -n default", true},
+			{speaker, "create events.events.k8s.io -n default", false}, // core/v1 Events only (internal/k8s/eventrec)
 			{speaker, "delete events -n default", false},
 			{speaker, "list secrets -n herald-system", true},
 			{speaker, "list secrets -n default", false},
@@ -299,6 +300,8 @@ func TestAPIServer(t *testing.T) {
 			{controller, "list endpointslices.discovery.k8s.io -A", false},
 			{controller, "list nodes", true},
 			{controller, "create events -n default", true},
+			{controller, "patch events -n default", true},
+			{controller, "create events.events.k8s.io -n default", false}, // core/v1 Events only (internal/k8s/eventrec)
 			{controller, "update validatingwebhookconfigurations/herald-webhook-configuration", true},
 			{controller, "update validatingwebhookconfigurations/someone-else", false},
 			{controller, "delete validatingwebhookconfigurations/herald-webhook-configuration", false},

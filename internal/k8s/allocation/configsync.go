@@ -182,7 +182,7 @@ func (c *Controller) eventRejected(ctx context.Context, err error) {
 		if err := c.opts.Cache.Get(ctx, client.ObjectKey{Namespace: o.ns, Name: o.name}, obj); err != nil {
 			continue
 		}
-		c.event(obj, corev1.EventTypeWarning, EventInvalidConfiguration, "Validate", o.msg)
+		c.event(obj, corev1.EventTypeWarning, EventInvalidConfiguration, o.msg)
 	}
 }
 

@@ -16,7 +16,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/labels"
 	toolscache "k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -28,6 +27,7 @@ import (
 	"github.com/herald-lb/herald/internal/ipam"
 	"github.com/herald-lb/herald/internal/k8s/apiretry"
 	"github.com/herald-lb/herald/internal/k8s/configload"
+	"github.com/herald-lb/herald/internal/k8s/eventrec"
 	"github.com/herald-lb/herald/internal/svcstate"
 )
 
@@ -58,8 +58,10 @@ type Options struct {
 	// after a status write lost a resourceVersion conflict. nil reads
 	// from Cache.
 	APIReader client.Reader
-	// Recorder emits Service and configuration events; nil emits none.
-	Recorder events.EventRecorder
+	// Recorder emits Service and configuration events (eventrec.For):
+	// those of the low-priority queue wait for room in its queue, the
+	// others are dropped and counted when it is full. nil emits none.
+	Recorder *eventrec.Recorder
 	// Log receives the controller's logs; nil discards them. The caller
 	// names the part (logging.KeySubsystem "serviceip"): the package adds
 	// no identity key.

@@ -91,6 +91,8 @@
 // changes) run one at a time in key order, so their outcome does not depend
 // on worker scheduling (MetalLB issue 8).
 //
-// Events need the events.k8s.io API (RBAC: create/patch events.k8s.io
-// events).
+// Events are core/v1 Events from a bounded recorder (eventrec.For; RBAC:
+// create/patch core events). The per-Service events of the low-priority
+// queue wait for room in the recorder's queue (back-pressure, none dropped);
+// the fast path never waits for it.
 package allocation

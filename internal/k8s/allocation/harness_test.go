@@ -31,6 +31,7 @@ import (
 	"github.com/herald-lb/herald/api/v1beta1"
 	"github.com/herald-lb/herald/internal/k8s/allocation/allocationtest"
 	"github.com/herald-lb/herald/internal/k8s/configload"
+	"github.com/herald-lb/herald/internal/k8s/eventrec"
 	"github.com/herald-lb/herald/internal/poll"
 	"github.com/herald-lb/herald/internal/testenv"
 )
@@ -138,8 +139,12 @@ func (f *fixture) startAs(cfg *rest.Config, mods ...func(*Options)) *running {
 		f.t.Fatalf("manager: %v", err)
 	}
 	reg := prometheus.NewRegistry()
+	rec, err := eventrec.New(cfg, srv.Scheme, eventrec.Options{Component: eventrec.Controller, Registerer: reg})
+	if err != nil {
+		f.t.Fatal(err)
+	}
 	opts := Options{
-		Client: mgr.GetClient(), Cache: mgr.GetCache(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("herald-controller"),
+		Client: mgr.GetClient(), Cache: mgr.GetCache(), APIReader: mgr.GetAPIReader(), Recorder: rec,
 		Namespace: f.herald, Registerer: reg, ConfigMetrics: configload.NewMetrics(reg),
 		Reporter: &configload.Reporter{Client: reporterClient, Namespace: f.herald, Name: "controller",
 			Labels: map[string]string{"metallb.io/component-type": "controller"}},
@@ -150,6 +155,7 @@ func (f *fixture) startAs(cfg *rest.Config, mods ...func(*Options)) *running {
 	}
 	c, err := New(opts)
 	if err != nil {
+		rec.Stop(context.Background())
 		f.t.Fatal(err)
 	}
 	if err := mgr.Add(c); err != nil {
@@ -165,6 +171,7 @@ func (f *fixture) startAs(cfg *rest.Config, mods ...func(*Options)) *running {
 			if err := <-done; err != nil {
 				f.t.Errorf("manager: %v", err)
 			}
+			rec.Stop(context.Background())
 		})
 	}
 	f.t.Cleanup(stop)

@@ -147,13 +147,13 @@ func (c *Controller) finish(ctx context.Context, svc *corev1.Service, o outcome)
 	dropped := droppedIPs(statusIPs, newIPs)
 	if len(dropped) > 0 {
 		clearReason := svcstate.ClearReason(recorded, o.err, o.reqChanged)
-		c.later(svc, corev1.EventTypeNormal, EventClearAssignment, "Clear", fmt.Sprintf("Cleared IP %q: %s", ipStrings(dropped), clearReason))
+		c.later(svc, corev1.EventTypeNormal, EventClearAssignment, fmt.Sprintf("Cleared IP %q: %s", ipStrings(dropped), clearReason))
 	}
 	if o.err == nil {
 		if !slices.Equal(statusIPs, newIPs) {
-			c.later(svc, corev1.EventTypeNormal, EventIPAllocated, "Allocate", fmt.Sprintf("Assigned IP %q", ipStrings(newIPs)))
+			c.later(svc, corev1.EventTypeNormal, EventIPAllocated, fmt.Sprintf("Assigned IP %q", ipStrings(newIPs)))
 			if pool := o.after.Pool; pool != "" && !c.advertised(pool) {
-				c.later(svc, corev1.EventTypeWarning, EventPoolNotAdvertised, "Allocate",
+				c.later(svc, corev1.EventTypeWarning, EventPoolNotAdvertised,
 					fmt.Sprintf("IP %q comes from IPAddressPool %q, which no L2Advertisement or BGPAdvertisement selects: no node announces it", ipStrings(newIPs), pool))
 			}
 			if dep := annotations.Deprecated(svc); len(dep) > 0 {
@@ -161,14 +161,14 @@ func (c *Controller) finish(ctx context.Context, svc *corev1.Service, o outcome)
 				if cf := annotations.Conflicts(svc); len(cf) > 0 {
 					msg += "; the two keys disagree: " + strings.Join(cf, "; ")
 				}
-				c.later(svc, corev1.EventTypeWarning, EventDeprecatedAnnotation, "Allocate", msg)
+				c.later(svc, corev1.EventTypeWarning, EventDeprecatedAnnotation, msg)
 			}
 			if waited {
 				c.metrics.duration.Observe(time.Since(started).Seconds())
 			}
 		}
 	} else if condChanged {
-		c.later(svc, corev1.EventTypeWarning, EventAllocationFailed, "Allocate", o.err.Error())
+		c.later(svc, corev1.EventTypeWarning, EventAllocationFailed, o.err.Error())
 	}
 	c.setPending(key, o.pending)
 
@@ -200,7 +200,7 @@ func (c *Controller) reportConflict(ctx context.Context, svc *corev1.Service, st
 		}
 	}
 	if old == nil || old.Reason != cond.Reason || old.Message != cond.Message {
-		c.later(svc, corev1.EventTypeWarning, EventAllocationFailed, "Import", cond.Message)
+		c.later(svc, corev1.EventTypeWarning, EventAllocationFailed, cond.Message)
 	}
 	c.setPending(Key(svc), true)
 	if c.hasLater(Key(svc)) {
@@ -239,7 +239,7 @@ func (c *Controller) clear(ctx context.Context, svc *corev1.Service) error {
 			return err
 		}
 		if ips := IngressIPs(svc); len(ips) > 0 {
-			c.later(svc, corev1.EventTypeNormal, EventClearAssignment, "Clear",
+			c.later(svc, corev1.EventTypeNormal, EventClearAssignment,
 				fmt.Sprintf("Cleared IP %q: the Service is no longer a LoadBalancer with a ClusterIP", ipStrings(ips)))
 		}
 	}
@@ -313,7 +313,7 @@ func (c *Controller) writeFailed(ctx context.Context, svc *corev1.Service, err e
 	}
 	if c.book.WriteFailed(key, err.Error()) {
 		c.log.Warn("Service status write failed; retrying", "service", key, "error", err)
-		c.event(svc, corev1.EventTypeWarning, EventStatusWriteFailed, "Write",
+		c.event(svc, corev1.EventTypeWarning, EventStatusWriteFailed,
 			fmt.Sprintf("Status write failed (retrying; addresses the status shows stay reserved for this Service until it succeeds): %v", err))
 	}
 }
@@ -371,7 +371,7 @@ func (c *Controller) syncSecondary(ctx context.Context, key string) error {
 	if err := c.syncAnnotation(ctx, key); err != nil {
 		return err
 	}
-	c.flushLater(key)
+	c.flushLater(ctx, key)
 	return nil
 }
 
@@ -440,20 +440,20 @@ func droppedIPs(old, cur []netip.Addr) []netip.Addr {
 
 // laterEvent is a Service event waiting for the low-priority queue.
 type laterEvent struct {
-	ref                       *corev1.ObjectReference
-	typ, reason, action, note string
+	ref               *corev1.ObjectReference
+	typ, reason, note string
 }
 
 // later queues an event about svc for the low-priority queue: during a burst
 // the only write per Service on the fast path is its status patch.
-func (c *Controller) later(svc *corev1.Service, typ, reason, action, msg string) {
+func (c *Controller) later(svc *corev1.Service, typ, reason, msg string) {
 	ref := &corev1.ObjectReference{
 		APIVersion: "v1", Kind: "Service", Namespace: svc.Namespace, Name: svc.Name,
 		UID: svc.UID, ResourceVersion: svc.ResourceVersion,
 	}
 	c.mu.Lock()
 	key := Key(svc)
-	c.deferred[key] = append(c.deferred[key], laterEvent{ref: ref, typ: typ, reason: reason, action: action, note: msg})
+	c.deferred[key] = append(c.deferred[key], laterEvent{ref: ref, typ: typ, reason: reason, note: msg})
 	c.mu.Unlock()
 }
 
@@ -463,8 +463,12 @@ func (c *Controller) hasLater(key string) bool {
 	return len(c.deferred[key]) > 0
 }
 
-// flushLater emits key's queued events.
-func (c *Controller) flushLater(key string) {
+// flushLater emits key's queued events. It waits for room in the
+// recorder's queue (EventfWait): a burst's events go at the pace the API
+// server takes them, and none is dropped; only this low-priority queue
+// waits, never the fast path. When ctx ends (shutdown) the rest are counted
+// as dropped by the recorder.
+func (c *Controller) flushLater(ctx context.Context, key string) {
 	c.mu.Lock()
 	evs := c.deferred[key]
 	delete(c.deferred, key)
@@ -473,7 +477,8 @@ func (c *Controller) flushLater(key string) {
 		return
 	}
 	for _, e := range evs {
-		c.opts.Recorder.Eventf(e.ref, nil, e.typ, e.reason, e.action, "%s", e.note)
+		// An error is counted and logged by the recorder.
+		_ = c.opts.Recorder.EventfWait(ctx, e.ref, e.typ, e.reason, "%s", e.note)
 	}
 }
 
@@ -487,12 +492,13 @@ func (c *Controller) queueSecondary(key string) {
 	c.annQueue.Add(key)
 }
 
-// event records an event on obj when a recorder is configured.
-func (c *Controller) event(obj client.Object, typ, reason, action, msg string) {
+// event records an event on obj when a recorder is configured, without
+// waiting (Eventf drops and counts it when the recorder's queue is full).
+func (c *Controller) event(obj client.Object, typ, reason, msg string) {
 	if c.opts.Recorder == nil {
 		return
 	}
-	c.opts.Recorder.Eventf(obj, nil, typ, reason, action, "%s", msg)
+	c.opts.Recorder.Eventf(obj, typ, reason, "%s", msg)
 }
 
 // advertised reports whether the configuration in force has an

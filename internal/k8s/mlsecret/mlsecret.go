@@ -43,7 +43,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -55,6 +54,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
+	"github.com/herald-lb/herald/internal/k8s/eventrec"
 	"github.com/herald-lb/herald/internal/k8s/fieldmanager"
 )
 
@@ -101,8 +101,9 @@ type Options struct {
 	// it the Secret's owner; Herald removes such an owner reference (any
 	// apps/v1 Deployment when empty).
 	Deployment string
-	// Recorder records events on the Secret; nil records none.
-	Recorder events.EventRecorder
+	// Recorder records events on the Secret (eventrec.For); nil records
+	// none.
+	Recorder *eventrec.Recorder
 	// Log receives progress; nil discards it.
 	Log *slog.Logger
 	// PreviousKeyTTL is how long the replaced key stays in the Secret
@@ -341,15 +342,15 @@ func (r *reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconc
 			msg += "; the replaced key stays in " + PreviousKey + " for " + ttl + ", so that speakers starting meanwhile join the others"
 		}
 		o.log().Info("memberlist Secret "+msg+"; the speakers rotate to it as the kubelet updates their mounts", "secret", name)
-		r.event(ctx, corev1.EventTypeNormal, ReasonCreated, "Create",
+		r.event(ctx, corev1.EventTypeNormal, ReasonCreated,
 			"Memberlist Secret "+msg+": every speaker installs it, switches to it once all hold it, then drops the old key (herald_memberlist_keys)")
 	case OwnerRemoved:
 		o.log().Info("memberlist Secret no longer owned by the controller Deployment: it now outlives it", "secret", name)
-		r.event(ctx, corev1.EventTypeNormal, ReasonOwnerRemoved, "Update",
+		r.event(ctx, corev1.EventTypeNormal, ReasonOwnerRemoved,
 			"Removed the Deployment owner reference: the memberlist key survives deleting the controller Deployment")
 	case Rekeyed:
 		o.log().Info("memberlist Secret key changed; the replaced key is kept as "+PreviousKey, "secret", name, "for", ttl)
-		r.event(ctx, corev1.EventTypeNormal, ReasonRekeyed, "Update",
+		r.event(ctx, corev1.EventTypeNormal, ReasonRekeyed,
 			"Memberlist key changed: the replaced key stays in "+PreviousKey+" for "+ttl+", so that speakers starting before the kubelet updated the others join them")
 	case PreviousRemoved:
 		o.log().Info("memberlist Secret: replaced key removed", "secret", name)
@@ -357,7 +358,7 @@ func (r *reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconc
 	return reconcile.Result{RequeueAfter: out.requeue}, nil
 }
 
-func (r *reconciler) event(ctx context.Context, typ, reason, action, note string) {
+func (r *reconciler) event(ctx context.Context, typ, reason, note string) {
 	if r.opts.Recorder == nil {
 		return
 	}
@@ -365,5 +366,5 @@ func (r *reconciler) event(ctx context.Context, typ, reason, action, note string
 	if err := r.opts.Client.Get(ctx, client.ObjectKey{Namespace: r.opts.Namespace, Name: r.opts.Name}, &s); err != nil {
 		return
 	}
-	r.opts.Recorder.Eventf(&s, nil, typ, reason, action, "%s", note)
+	r.opts.Recorder.Eventf(&s, typ, reason, "%s", note)
 }

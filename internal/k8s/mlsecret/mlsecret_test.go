@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
@@ -21,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	"github.com/herald-lb/herald/internal/k8s/eventrec"
 	"github.com/herald-lb/herald/internal/k8s/fieldmanager"
 	"github.com/herald-lb/herald/internal/poll"
 	"github.com/herald-lb/herald/internal/testenv"
@@ -85,9 +87,14 @@ func secretLifecycle(t *testing.T, env *testenv.Env) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	rec, err := eventrec.New(env.Config, env.Scheme, eventrec.Options{Component: eventrec.Controller, Registerer: prometheus.NewRegistry()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rec.Stop(context.Background()) })
 	o := Options{
 		Client: c, Namespace: ns, Name: "herald-memberlist", Deployment: dep.Name,
-		Recorder:       mgr.GetEventRecorder("herald-controller"),
+		Recorder:       rec,
 		PreviousKeyTTL: 2 * time.Second,
 	}
 	if err := Setup(mgr, o); err != nil {

@@ -82,8 +82,9 @@ type Members interface {
 // re-announced.
 type reannouncer interface{ Reannounce() }
 
-// EventRecorder emits Kubernetes events (client-go record.EventRecorder,
-// e.g. the manager's GetEventRecorderFor("metallb-speaker")).
+// EventRecorder emits Kubernetes events without waiting (an
+// *eventrec.Recorder from eventrec.For(mgr, eventrec.Speaker): an event that
+// does not fit its queue is dropped and counted).
 type EventRecorder interface {
 	Eventf(object runtime.Object, eventtype, reason, messageFmt string, args ...any)
 }
