@@ -43,7 +43,7 @@ func TestProcessStartsDuringAPIOutage(t *testing.T) {
 	if err := os.WriteFile(kubeconfig, proxy.KubeConfig(env), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	var logs syncBuffer
+	var logs testenv.SyncBuffer
 	cmd := exec.Command(bin, "--kubeconfig", kubeconfig, "--enable-l2=false", "--port", "0", "--health-probe-port", "0",
 		"--log-level", "info")
 	cmd.Env = append(os.Environ(), "METALLB_NODE_NAME=n1", "METALLB_NAMESPACE="+ns)

@@ -39,7 +39,7 @@ func freePort(t *testing.T) int {
 // args (layer 2 off: no raw sockets in the test's namespace; BGP on, with
 // no peers), logging into the returned buffer; it is stopped when the test
 // ends.
-func startProcess(t *testing.T, env *testenv.Env, ns string, args ...string) *syncBuffer {
+func startProcess(t *testing.T, env *testenv.Env, ns string, args ...string) *testenv.SyncBuffer {
 	t.Helper()
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "speaker")
@@ -50,7 +50,7 @@ func startProcess(t *testing.T, env *testenv.Env, ns string, args ...string) *sy
 	if err := os.WriteFile(kubeconfig, env.KubeConfig, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	logs := &syncBuffer{}
+	logs := &testenv.SyncBuffer{}
 	cmd := exec.Command(bin, append([]string{"--kubeconfig", kubeconfig, "--enable-l2=false", "--health-probe-port", "0"}, args...)...)
 	cmd.Env = append(os.Environ(), "METALLB_NODE_NAME=n1", "METALLB_NAMESPACE="+ns)
 	cmd.Stdout, cmd.Stderr = logs, logs

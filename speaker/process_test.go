@@ -1,14 +1,12 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -22,23 +20,6 @@ import (
 	"github.com/herald-lb/herald/internal/poll"
 	"github.com/herald-lb/herald/internal/testenv"
 )
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // TestProcess runs the speaker binary against a real API server with a
 // kubeconfig (as the lab does), BGP on (no peers, so no traffic) and layer 2
@@ -80,7 +61,7 @@ func TestProcess(t *testing.T) {
 		Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{"203.0.113.50"}, NodeName: &nodeName}},
 	}))
 
-	var logs syncBuffer
+	var logs testenv.SyncBuffer
 	cmd := exec.Command(bin, "--kubeconfig", kubeconfig, "--enable-l2=false", "--port", "0", "--health-probe-port", "0",
 		"--log-level", "debug")
 	cmd.Env = append(os.Environ(), "METALLB_NODE_NAME=n1", "METALLB_NAMESPACE="+ns)

@@ -1,7 +1,6 @@
 package eventrec
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -219,24 +218,6 @@ func (g *gate) waitHeld(t *testing.T) {
 	})
 }
 
-// syncBuffer is a log destination safe for the recorder's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // While the API server does not answer, Eventf past a full queue returns at
 // once and counts the event in herald_events_dropped_total (and logs it):
 // the controller's fast path and the speaker never wait for the API
@@ -247,7 +228,7 @@ func TestStalledAPIServer(t *testing.T) {
 	ns := env.Namespace(t)
 	ctx := context.Background()
 	cfg, g := newGate(env.Config)
-	var logs syncBuffer
+	var logs testenv.SyncBuffer
 	const size = 5
 	reg := prometheus.NewRegistry()
 	rec, err := New(cfg, env.Scheme, Options{Component: Controller, QueueSize: size, Registerer: reg,
