@@ -353,6 +353,18 @@ func (m *monitor) heraldAt(node string, at time.Time) bool {
 	return false
 }
 
+// heraldTook reports whether one of who (the nodes answering a probe at
+// at) that is not among from (the previous holder, or the MetalLB speaker
+// shutting down) ran Herald's speaker then: Herald's took the address.
+func (m *monitor) heraldTook(who, from []string, at time.Time) bool {
+	for _, n := range who {
+		if !slices.Contains(from, n) && m.heraldAt(n, at) {
+			return true
+		}
+	}
+	return false
+}
+
 func (m *monitor) stop() {
 	m.cancel()
 	m.wg.Wait()
@@ -399,13 +411,7 @@ func (m *monitor) measure(phase string, from, to time.Time, changedBefore map[st
 					// Who took the address over: Herald's speaker probes
 					// before it answers (announce.Handover), MetalLB's
 					// answers at once.
-					herald := false
-					for _, n := range who {
-						if !slices.Contains(stopping, n) && m.heraldAt(n, s.at) {
-							herald = true
-						}
-					}
-					if herald {
+					if m.heraldTook(who, stopping, s.at) {
 						doubleStoppingHerald++
 						notes = append(notes, fmt.Sprintf("%s: %s answered by %v at %s, while MetalLB's speaker on %v was shutting down and Herald's had taken over",
 							phase, a, who, s.at.UTC().Format("15:04:05.000"), stopping))
@@ -414,13 +420,7 @@ func (m *monitor) measure(phase string, from, to time.Time, changedBefore map[st
 							phase, a, who, s.at.UTC().Format("15:04:05.000"), stopping))
 					}
 				} else {
-					herald := false
-					for _, n := range who {
-						if !slices.Contains(holder, n) && m.heraldAt(n, s.at) {
-							herald = true
-						}
-					}
-					if herald {
+					if m.heraldTook(who, holder, s.at) {
 						doubleHerald++
 						notes = append(notes, fmt.Sprintf("%s: %s answered by %v at %s, Herald's speaker taking it from %v", phase, a, who, s.at.UTC().Format("15:04:05.000"), holder))
 					} else if double++; double <= 3 {

@@ -1,7 +1,6 @@
 package logging
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -9,7 +8,6 @@ import (
 	"net/http/httptest"
 	"os"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -17,25 +15,8 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/herald-lb/herald/internal/poll"
+	"github.com/herald-lb/herald/internal/testenv"
 )
-
-// lockedBuffer is a bytes.Buffer safe for the logger and the test at once.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 func do(t *testing.T, h http.Handler, method, target, body string) (int, string) {
 	t.Helper()
@@ -49,7 +30,7 @@ func do(t *testing.T, h http.Handler, method, target, body string) (int, string)
 // debug line appears, controller-runtime's too), GET reads it, bad words and methods are
 // refused and change nothing.
 func TestLevelHandler(t *testing.T) {
-	var buf lockedBuffer
+	var buf testenv.SyncBuffer
 	log, level, err := NewLeveled(&buf, "info", "speaker")
 	if err != nil {
 		t.Fatal(err)
@@ -128,7 +109,7 @@ func TestStepAndLevelName(t *testing.T) {
 // TestHandleSignals: SIGUSR1 to the running process makes it one step more
 // verbose, SIGUSR2 one step less.
 func TestHandleSignals(t *testing.T) {
-	var buf lockedBuffer
+	var buf testenv.SyncBuffer
 	log, level, err := NewLeveled(&buf, "info", "controller")
 	if err != nil {
 		t.Fatal(err)

@@ -9,28 +9,11 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/herald-lb/herald/internal/testenv"
 )
-
-// lockedBuffer is an io.Writer safe for a process's stdout and a reader.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *lockedBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *lockedBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // depsPackages are the Debian packages hack/install-deps.sh installs.
 var depsPackages = []string{"iproute2", "arping", "ndisc6", "iputils-ping", "curl", "tcpdump", "frr",
@@ -66,7 +49,7 @@ func TestInstallDepsLeavesHostServicesAlone(t *testing.T) {
 	l.Close()
 	prom := exec.Command("/usr/bin/prometheus", "--config.file="+conf, "--storage.tsdb.path="+filepath.Join(dir, "data"),
 		"--web.listen-address="+addr)
-	var logs lockedBuffer
+	var logs testenv.SyncBuffer
 	prom.Stdout, prom.Stderr = &logs, &logs
 	if err := prom.Start(); err != nil {
 		t.Fatal(err)
