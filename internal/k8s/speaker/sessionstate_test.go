@@ -165,13 +165,7 @@ func TestBGPSessionStates(t *testing.T) {
 	const flaps = 40
 	began := time.Now()
 	for i := range flaps {
-		st := bgp.PeerState{Name: "p1", State: bgp.StateIdle}
-		if i%2 == 1 {
-			st.State = bgp.StateEstablished
-		}
-		if i == flaps-1 {
-			st = bgp.PeerState{Name: "p1", State: bgp.StateActive, LastError: lastErr, LastErrorTime: time.Now()}
-		}
+		st := flapState(i, flaps, lastErr)
 		checks := s.spk.sessionChecks.Load()
 		s.states.Put(st)
 		poll.Until(t, 30*time.Second, "two session checks", func() bool { return s.spk.sessionChecks.Load() >= checks+2 })
@@ -310,14 +304,7 @@ func TestBGPSessionStateAfterFlood(t *testing.T) {
 	const changes = 3 * bgp.DefaultStateChangesQueue
 	startSpeakerProbed(t, env, ns, "n1", nil, 7946, "0", func(ts *testSpeaker, _ *Options) {
 		for i := range changes {
-			st := bgp.PeerState{Name: "p1", State: bgp.StateIdle}
-			if i%2 == 1 {
-				st.State = bgp.StateEstablished
-			}
-			if i == changes-1 {
-				st = bgp.PeerState{Name: "p1", State: bgp.StateActive, LastError: lastErr, LastErrorTime: time.Now()}
-			}
-			ts.states.Put(st)
+			ts.states.Put(flapState(i, changes, lastErr))
 		}
 	})
 	poll.Until(t, 30*time.Second, "p1's object shows the last change (Active)", func() error {
@@ -330,4 +317,16 @@ func TestBGPSessionStateAfterFlood(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// flapState is change i of n of session p1 flapping: Idle and Established
+// in turn, the last one Active with lastErr.
+func flapState(i, n int, lastErr string) bgp.PeerState {
+	switch {
+	case i == n-1:
+		return bgp.PeerState{Name: "p1", State: bgp.StateActive, LastError: lastErr, LastErrorTime: time.Now()}
+	case i%2 == 1:
+		return bgp.PeerState{Name: "p1", State: bgp.StateEstablished}
+	}
+	return bgp.PeerState{Name: "p1", State: bgp.StateIdle}
 }
