@@ -75,11 +75,13 @@ func (l *Lab) Summary() string {
 	if hk := l.HostKubeconfig(); hk != "" {
 		fmt.Fprintf(&b, "  export KUBECONFIG=%s    # via a loopback proxy in the root namespace\n", hk)
 	}
-	fmt.Fprintf(&b, "  hack/lab.sh kubectl get nodes                   # = ip netns exec %s %s --kubeconfig %s ...\n",
-		l.ControlNamespace(), k, l.LabKubeconfig())
+	// The commands name this lab's state directory and prefix: with the
+	// defaults left out they would reach (or remove) another lab.
+	fmt.Fprintf(&b, "  HERALD_LAB_DIR=%s hack/lab.sh kubectl get nodes    # = ip netns exec %s %s --kubeconfig %s ...\n",
+		l.StateDir(), l.ControlNamespace(), k, l.LabKubeconfig())
 	fmt.Fprintf(&b, "Router: vtysh -N %s -c 'show bgp summary'\n", l.RouterNamespace())
 	fmt.Fprintf(&b, "Client: ip netns exec %s curl http://<service IP>/   (answers node=<name>)\n", l.ClientNamespace())
-	fmt.Fprintln(&b, "Stop:   make lab-down   (or hack/lab.sh down)")
+	fmt.Fprintf(&b, "Stop:   hack/lab.sh down --prefix %s --state-dir %s\n", l.Prefix(), l.StateDir())
 	return b.String()
 }
 

@@ -21,7 +21,9 @@
 //	herald-lab proxy ...         loopback proxy from the root namespace to the API server
 //
 // Common flags: --state-dir (default $HERALD_LAB_DIR, else <repo>/.lab) and
-// --prefix (default "herald-lab").
+// --prefix (default "herald-lab"). kubectl takes no flags of its own (all
+// go to kubectl): for a lab with another state directory set
+// HERALD_LAB_DIR.
 package main
 
 import (
