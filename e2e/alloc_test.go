@@ -2,11 +2,13 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/netip"
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -346,9 +348,24 @@ func (e *env) testRestartMidBurst(t *testing.T) {
 		}
 		return nil
 	})
-	if err := e.h.KillController(); err != nil {
+	// A crash: the process ends on its own, the lab still has it, and the
+	// kubelet's restart (RestartControllerIfExited) brings it back.
+	ctl := e.h.Controller()
+	if ctl == nil {
+		t.Fatal("no controller process")
+	}
+	if restarted, err := e.h.RestartControllerIfExited(ctx); err != nil || restarted {
+		t.Fatalf("RestartControllerIfExited with the controller running = %v, %v; want false, nil", restarted, err)
+	}
+	if err := syscall.Kill(ctl.PID, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
+	poll.Until(t, 10*time.Second, "the controller process gone", func() error {
+		if ctl.Alive() {
+			return errors.New("still running")
+		}
+		return nil
+	})
 	before := e.snapshot(t, ns)
 	wg.Wait()
 	close(errs)
@@ -356,8 +373,8 @@ func (e *env) testRestartMidBurst(t *testing.T) {
 		t.Fatalf("create: %v", err)
 	}
 	t.Logf("%d of %d Services had an address when the controller was killed", len(before), n)
-	if err := e.h.StartController(ctx); err != nil {
-		t.Fatal(err)
+	if restarted, err := e.h.RestartControllerIfExited(ctx); err != nil || !restarted {
+		t.Fatalf("RestartControllerIfExited after the crash = %v, %v; want true, nil", restarted, err)
 	}
 	var after map[string]netip.Addr
 	poll.Until(t, 2*time.Minute, "every Service has an address", func() error {

@@ -329,6 +329,26 @@ func (h *Herald) StopController() error {
 	return h.lab.StopProcess(h.ControllerProcessName())
 }
 
+// RestartControllerIfExited does what the kubelet does for the
+// controller's Pod (restartPolicy Always) when its process has ended on
+// its own: a crash, or "leader election lost" when an overloaded API
+// server let its lease lapse (the controller exits then, as in a
+// cluster). It starts the controller again from the same Pod and waits
+// until it is ready (StartController). It reports whether it did; a
+// running controller, or none started, is left alone.
+func (h *Herald) RestartControllerIfExited(ctx context.Context) (bool, error) {
+	p := h.Controller()
+	if p == nil || p.Alive() {
+		return false, nil
+	}
+	// Forget the ended process (StopProcess finds it dead and only
+	// updates the records), then start the container again.
+	if err := h.lab.StopProcess(h.ControllerProcessName()); err != nil {
+		return false, fmt.Errorf("restart controller: %w", err)
+	}
+	return true, h.StartController(ctx)
+}
+
 // KillController sends SIGKILL to the controller and waits until it is
 // gone.
 func (h *Herald) KillController() error { return h.kill(h.ControllerProcessName()) }

@@ -57,7 +57,9 @@ func (h *Herald) ScrapeSpeakers(ctx context.Context, token string, nodes []strin
 }
 
 // MetricSum returns the sum of every sample of metric (any labels) in a
-// Prometheus text exposition, and whether there was one.
+// Prometheus text exposition, and whether there was one. metric may also be
+// one series as the exposition writes it, labels included
+// (`name{event="failed"}`): then only that series counts.
 func MetricSum(exposition []byte, metric string) (float64, bool) {
 	var sum float64
 	found := false

@@ -150,6 +150,11 @@ type window struct {
 	// them), apiserver the API server's apiserver_request_total rise (every
 	// client: speakers, controller, this program).
 	requests, apiserver float64
+	// failed is the rise of herald_memberlist_member_events_total{event="failed"}
+	// summed over the speakers: each speaker counts each member it declares
+	// failed, so one member failed in every other speaker's view counts n−1.
+	// At rest nothing is killed, so every one is a false failure.
+	failed float64
 	// cpu is each speaker's utime+stime over d; rss its VmRSS at the end,
 	// hwm its VmHWM (peak) at the end.
 	cpu      []time.Duration
@@ -168,6 +173,10 @@ type row struct {
 	convergedAfterFailover []time.Duration
 	// neigh is what the lab raised of the host's neighbour table limits.
 	neigh string
+	// ctlRestarts: times the controller had exited (leader election lost
+	// on an overloaded API server) and was started again, as the kubelet
+	// would, before a step that needs its webhook.
+	ctlRestarts int
 }
 
 type bench struct {
@@ -260,6 +269,9 @@ func runSize(ctx context.Context, log *slog.Logger, o options, n int) (r row, er
 	}
 
 	if o.cpuloadAt[n] {
+		if err := b.controllerUp(ctx, log, &r); err != nil {
+			return r, err
+		}
 		res, err := chaos.CPULoad(ctx, &chaos.Env{Lab: l, Herald: h, Log: log}, chaos.CPULoadOptions{Load: o.cpuload})
 		if err != nil {
 			return r, fmt.Errorf("cpu load: %w", err)
@@ -269,6 +281,9 @@ func runSize(ctx context.Context, log *slog.Logger, o options, n int) (r row, er
 	}
 
 	if o.burst > 0 {
+		if err := b.controllerUp(ctx, log, &r); err != nil {
+			return r, err
+		}
 		if r.burst, err = b.measure(ctx, func(ctx context.Context) error { return burst(ctx, h, b.nodes, o.burst) }); err != nil {
 			return r, fmt.Errorf("burst: %w", err)
 		}
@@ -355,15 +370,29 @@ func burst(ctx context.Context, h *lab.Herald, nodes []string, count int) error 
 	}
 }
 
+// controllerUp starts the controller again when it has exited (as the
+// kubelet would: on a saturated machine the API server can be too slow for
+// the controller to renew its leader lease, and it exits then), counting it
+// in r.
+func (b *bench) controllerUp(ctx context.Context, log *slog.Logger, r *row) error {
+	restarted, err := b.h.RestartControllerIfExited(ctx)
+	if restarted {
+		r.ctlRestarts++
+		log.Warn("the controller had exited and was started again", "nodes", r.nodes, "log", b.h.Controller().Log)
+	}
+	return err
+}
+
 type snapshot struct {
 	at        time.Time
 	requests  map[string]float64
+	failed    map[string]float64
 	apiserver float64
 	usage     map[string]lab.ProcUsage
 }
 
 func (b *bench) snapshot(ctx context.Context) (snapshot, error) {
-	s := snapshot{requests: map[string]float64{}, usage: map[string]lab.ProcUsage{}}
+	s := snapshot{requests: map[string]float64{}, failed: map[string]float64{}, usage: map[string]lab.ProcUsage{}}
 	bodies, err := b.h.ScrapeSpeakers(ctx, b.token, b.nodes, 8)
 	if err != nil {
 		return s, err
@@ -384,6 +413,8 @@ func (b *bench) snapshot(ctx context.Context) (snapshot, error) {
 			return s, fmt.Errorf("speaker %s exports no rest_client_requests_total", n)
 		}
 		s.requests[n] = v
+		// The exposition writes the one label as event="failed".
+		s.failed[n], _ = lab.MetricSum(bodies[n], `herald_memberlist_member_events_total{event="failed"}`)
 	}
 	raw, err := b.l.Client().CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
 	if err != nil {
@@ -409,6 +440,7 @@ func (b *bench) measure(ctx context.Context, fn func(context.Context) error) (*w
 	w := &window{d: s1.at.Sub(s0.at), apiserver: s1.apiserver - s0.apiserver}
 	for _, n := range b.nodes {
 		w.requests += s1.requests[n] - s0.requests[n]
+		w.failed += s1.failed[n] - s0.failed[n]
 		w.cpu = append(w.cpu, s1.usage[n].CPU-s0.usage[n].CPU)
 		w.rss = append(w.rss, s1.usage[n].RSS)
 		w.hwm = append(w.hwm, s1.usage[n].HWM)
@@ -485,6 +517,12 @@ func render(rows []row, o options) string {
 	for _, r := range rows {
 		if r.neigh != "" {
 			notes = append(notes, fmt.Sprintf("%d nodes: the lab raised the host's neighbour table limits (%s): about %d ARP entries for a full mesh.", r.nodes, r.neigh, lab.NeighbourEntries(r.nodes)))
+		}
+		if r.rest != nil {
+			notes = append(notes, fmt.Sprintf("%d nodes: %.0f failed-member events in the %s at rest, summed over the speakers (nothing was killed: each is a false failure, counted once by every speaker that saw it).", r.nodes, r.rest.failed, sec(r.rest.d)))
+		}
+		if r.ctlRestarts > 0 {
+			notes = append(notes, fmt.Sprintf("%d nodes: the controller exited %d time(s) (leader election lost: the API server too slow to renew its lease) and was started again, as the kubelet would.", r.nodes, r.ctlRestarts))
 		}
 		if len(r.convergedAfterFailover) > 0 {
 			var ms []string
