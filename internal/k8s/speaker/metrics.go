@@ -1,6 +1,9 @@
 package speaker
 
 import (
+	"slices"
+	"sync"
+
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -19,9 +22,19 @@ const (
 // increase() of it counts nothing when the announcing node moves: the
 // series of the old node disappears and the new node's appears at 1. The
 // counter is the series a failover panel or alert reads.
+//
+// The gauge's series are made when collected, from the announced IPs of
+// each Service (set): a GaugeVec would keep every series' label values
+// and pairs, about 600 B per Service at rest.
 type announcedMetric struct {
-	vec     *prometheus.GaugeVec
+	desc    *prometheus.Desc
+	node    string
 	changes *prometheus.CounterVec
+
+	mu sync.Mutex
+	// bySvc: service ("namespace/name") -> its announced IPs, sorted; not
+	// modified after set.
+	bySvc map[string][]announcedIP
 }
 
 // newAnnouncedMetric builds the speaker's metrics for node and registers
@@ -29,24 +42,23 @@ type announcedMetric struct {
 // 0, so increase() sees the first failover to or from it.
 func newAnnouncedMetric(reg prometheus.Registerer, node string) (*announcedMetric, error) {
 	m := &announcedMetric{
-		vec: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Namespace: "metallb",
-			Subsystem: "speaker",
-			Name:      "announced",
-			Help:      "Services being announced from this node. This is desired state, it does not guarantee that the routing protocols have converged.",
-		}, []string{"service", "protocol", "node", "ip"}),
+		desc: prometheus.NewDesc("metallb_speaker_announced",
+			"Services being announced from this node. This is desired state, it does not guarantee that the routing protocols have converged.",
+			[]string{"service", "protocol", "node", "ip"}, nil),
+		node: node,
 		changes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "herald",
 			Subsystem: "layer2",
 			Name:      "announcer_changes_total",
 			Help:      "Layer 2 addresses this node started (change=gained: elected, a failover to it, a new Service, this speaker started) or stopped (change=lost: another node elected, withdrawn, Service deleted) announcing, counted once per Service and address.",
 		}, []string{"node", "change"}),
+		bySvc: map[string][]announcedIP{},
 	}
 	for _, c := range []string{changeGained, changeLost} {
 		m.changes.WithLabelValues(node, c)
 	}
 	if reg != nil {
-		for _, c := range []prometheus.Collector{m.vec, m.changes} {
+		for _, c := range []prometheus.Collector{m.gauge(), m.changes} {
 			if err := reg.Register(c); err != nil {
 				return nil, err
 			}
@@ -55,13 +67,32 @@ func newAnnouncedMetric(reg prometheus.Registerer, node string) (*announcedMetri
 	return m, nil
 }
 
+// gauge returns the collector of metallb_speaker_announced.
+func (m *announcedMetric) gauge() prometheus.Collector { return announcedGauge{m} }
+
+// announcedGauge collects metallb_speaker_announced from an announcedMetric.
+type announcedGauge struct{ m *announcedMetric }
+
+func (g announcedGauge) Describe(ch chan<- *prometheus.Desc) { ch <- g.m.desc }
+
+func (g announcedGauge) Collect(ch chan<- prometheus.Metric) {
+	m := g.m
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for svc, as := range m.bySvc {
+		for _, a := range as {
+			ch <- prometheus.MustNewConstMetric(m.desc, prometheus.GaugeValue, 1, svc, a.protocol.String(), m.node, a.ip.String())
+		}
+	}
+}
+
 // MetricDescs describes the speaker glue's metrics (metallb_speaker_announced,
 // herald_layer2_announcer_changes_total and herald_layer2_handovers_total) as the speaker registers them:
 // names and variable labels for documentation and dashboard checks. The
 // descriptors belong to no running speaker.
 func MetricDescs() []*prometheus.Desc {
 	m, _ := newAnnouncedMetric(nil, "")
-	return describe(m.vec, m.changes, newHandoverCounter())
+	return describe(m.gauge(), m.changes, newHandoverCounter())
 }
 
 // describe collects the descriptors of cs.
@@ -80,28 +111,35 @@ func describe(cs ...prometheus.Collector) []*prometheus.Desc {
 	return out
 }
 
-// announcement is one (protocol, IP) a Service is announced with.
+// announcement is one (protocol, IP) of a Service in a decision's
+// reasons for not announcing (notAnnouncedOf, handOver): protocol is
+// protoL2 or protoBGP, ip the address as a string ("" for the Service as a
+// whole).
 type announcement struct {
 	protocol string
 	ip       string
 }
 
-// set makes the series of service equal to now, given the previous set,
-// and counts the layer 2 announcements gained and lost.
-func (m *announcedMetric) set(service, node string, prev, now map[announcement]bool) {
-	for a := range prev {
-		if !now[a] {
-			m.vec.DeleteLabelValues(service, a.protocol, node, a.ip)
-			if a.protocol == protoL2 {
-				m.changes.WithLabelValues(node, changeLost).Inc()
-			}
+// set makes the series of service equal to now, given the previous set
+// (both sorted; set keeps now, which must not be modified afterwards), and
+// counts the layer 2 announcements gained and lost.
+func (m *announcedMetric) set(service string, prev, now []announcedIP) {
+	for _, a := range prev {
+		if _, found := slices.BinarySearchFunc(now, a, compareAnnounced); !found && a.protocol == protocolL2 {
+			m.changes.WithLabelValues(m.node, changeLost).Inc()
 		}
 	}
-	for a := range now {
-		if a.protocol == protoL2 && !prev[a] {
-			m.changes.WithLabelValues(node, changeGained).Inc()
+	for _, a := range now {
+		if _, found := slices.BinarySearchFunc(prev, a, compareAnnounced); !found && a.protocol == protocolL2 {
+			m.changes.WithLabelValues(m.node, changeGained).Inc()
 		}
-		m.vec.WithLabelValues(service, a.protocol, node, a.ip).Set(1)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if len(now) == 0 {
+		delete(m.bySvc, service)
+	} else {
+		m.bySvc[service] = now
 	}
 }
 

@@ -63,7 +63,8 @@ func newPathApplier(sp bgp.Speaker, log *slog.Logger, onFailure func(context.Con
 }
 
 // set records the paths of one Service (nil withdraws them) and schedules a
-// pass when they changed. It does not block.
+// pass when they changed. It keeps paths (no copy): the caller must not
+// modify them afterwards. It does not block.
 func (a *pathApplier) set(service string, paths []bgp.Path) {
 	a.mu.Lock()
 	old, had := a.byService[service]
@@ -74,7 +75,7 @@ func (a *pathApplier) set(service string, paths []bgp.Path) {
 	if len(paths) == 0 {
 		delete(a.byService, service)
 	} else {
-		a.byService[service] = slices.Clone(paths)
+		a.byService[service] = paths
 	}
 	a.dirty[service] = true
 	a.mu.Unlock()

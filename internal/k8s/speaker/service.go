@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"net/netip"
 	"slices"
-	"sort"
 	"strings"
 	"time"
 
@@ -44,23 +43,27 @@ const (
 	reasonInterfacesNotListed = "interfacesNotListed"
 )
 
-// serviceState is what the speaker applied for one Service.
+// serviceState is what the speaker applied for one Service: only what the
+// next decision of the Service compares against (about 200 B for a Service
+// with one IP).
 type serviceState struct {
 	ips       []netip.Addr
 	l2        []announce.L2Target
 	l2Applied bool
-	announced map[announcement]bool
-	protocols map[string]bool
+	// announced: the (protocol, IP)s announced (metallb_speaker_announced),
+	// sorted; the protocols with one have had their nodeAssigned event.
+	announced []announcedIP
 	// notAnnounced: why each (protocol, IP) is not announced, as last
-	// reported (metric, logs, announceFailed events).
-	notAnnounced map[announcement]notAnnounced
+	// reported (metric, logs, announceFailed events), sorted.
+	notAnnounced []notAnnouncedRecord
 	// waiting: the layer 2 addresses this node won and waits to answer
 	// (hand-over), with when the wait started.
 	waiting map[netip.Addr]time.Time
 }
 
 // notAnnounced is the reason a (protocol, IP) of a Service is not announced
-// on this node.
+// on this node, as one decision reports it (serviceState keeps a
+// notAnnouncedRecord of it).
 type notAnnounced struct {
 	reason, detail, winner string
 }
@@ -228,32 +231,33 @@ func (s *Controller) reconcileService(ctx context.Context, snap *config.Snapshot
 	}
 
 	// Metric and events.
-	now := map[announcement]bool{}
-	protocols := map[string]bool{}
+	var now []announcedIP
 	for _, t := range targets {
-		now[announcement{protoL2, t.IP.String()}] = true
-		protocols[protoL2] = true
+		now = append(now, announcedIP{protocolL2, t.IP})
 	}
 	if s.opts.BGP != nil {
 		for _, ipd := range d.IPs {
 			if ipd.BGP.Announce {
-				now[announcement{protoBGP, ipd.IP.String()}] = true
-				protocols[protoBGP] = true
+				now = append(now, announcedIP{protocolBGP, ipd.IP})
 			}
 		}
 	}
-	s.announced.set(key, s.opts.NodeName, st.announced, now)
-	st.announced = now
-	for _, p := range []string{protoL2, protoBGP} {
-		if protocols[p] && !st.protocols[p] && found {
-			s.event(&svc, corev1.EventTypeNormal, reasonNodeAssigned, "%s", announce.NodeAssignedMessage(s.opts.NodeName, p, ipsOf(now, p)))
-			log.Info("announcing", "protocol", p, "ips", ipsOf(now, p))
+	sortAnnounced(now)
+	now = slices.Compact(now)
+	prev := st.announced
+	if !slices.Equal(prev, now) {
+		s.announced.set(key, prev, now)
+		st.announced = now
+	}
+	for _, p := range []protocol{protocolL2, protocolBGP} {
+		if hasProtocol(now, p) && !hasProtocol(prev, p) && found {
+			s.event(&svc, corev1.EventTypeNormal, reasonNodeAssigned, "%s", announce.NodeAssignedMessage(s.opts.NodeName, p.String(), ipsOf(now, p)))
+			log.Info("announcing", "protocol", p.String(), "ips", ipsOf(now, p))
 		}
-		if !protocols[p] && st.protocols[p] {
-			log.Info("withdrawn", "protocol", p)
+		if !hasProtocol(now, p) && hasProtocol(prev, p) {
+			log.Info("withdrawn", "protocol", p.String())
 		}
 	}
-	st.protocols = protocols
 	na := s.notAnnouncedOf(&d, gate)
 	for a, n := range held {
 		na[a] = n
@@ -287,7 +291,7 @@ func (s *Controller) reconcileService(ctx context.Context, snap *config.Snapshot
 		}
 	}
 	var bgpWant *v1beta1.ServiceBGPStatusStatus
-	if protocols[protoBGP] {
+	if hasProtocol(now, protocolBGP) {
 		bgpWant = &v1beta1.ServiceBGPStatusStatus{ServiceStatusCommon: s.common(nsName), Peers: bgpPeers}
 	}
 	s.status.want(key, l2Want, bgpWant, existing, s.statusListed)
@@ -393,23 +397,32 @@ func (s *Controller) notAnnouncedOf(d *announce.Decision, gate notAnnounced) map
 // nobody does) is a warning and an announceFailed event (failed), again
 // whenever its detail changes.
 func (s *Controller) reportNotAnnounced(log *slog.Logger, st *serviceState, now map[announcement]notAnnounced, failed func(format string, args ...any)) {
-	for a, old := range st.notAnnounced {
-		if _, ok := now[a]; !ok {
-			s.notAnn.add(a.protocol, old.reason, -1)
+	var recs []notAnnouncedRecord
+	if len(now) > 0 {
+		recs = make([]notAnnouncedRecord, 0, len(now))
+		for a, n := range now {
+			recs = append(recs, newNotAnnouncedRecord(a, n))
+		}
+		slices.SortFunc(recs, compareNotAnnounced)
+	}
+	for _, old := range st.notAnnounced {
+		if _, ok := findNotAnnounced(recs, old); !ok {
+			s.notAnn.add(old.protocol.String(), old.reason.String(), -1)
 		}
 	}
 	for a, n := range now {
-		old, had := st.notAnnounced[a]
-		if had && old == n {
+		r := newNotAnnouncedRecord(a, n)
+		old, had := findNotAnnounced(st.notAnnounced, r)
+		if had && old == r {
 			continue
 		}
-		if !had || old.reason != n.reason {
+		if !had || old.reason != r.reason {
 			if had {
-				s.notAnn.add(a.protocol, old.reason, -1)
+				s.notAnn.add(a.protocol, old.reason.String(), -1)
 			}
 			s.notAnn.add(a.protocol, n.reason, 1)
 		}
-		if had && old.reason == n.reason && old.detail == n.detail {
+		if had && old.reason == r.reason && old.detail == r.detail {
 			continue // only the winner changed
 		}
 		attrs := []any{"protocol", a.protocol, "reason", n.reason, "detail", n.detail}
@@ -429,7 +442,7 @@ func (s *Controller) reportNotAnnounced(log *slog.Logger, st *serviceState, now 
 			log.Info("not announcing", attrs...)
 		}
 	}
-	st.notAnnounced = now
+	st.notAnnounced = recs
 }
 
 // logDecision logs why IPs are not announced, at debug level.
@@ -464,15 +477,4 @@ func equalTargets(a, b []announce.L2Target) bool {
 	return slices.EqualFunc(a, b, func(x, y announce.L2Target) bool {
 		return x.IP == y.IP && slices.Equal(x.Interfaces, y.Interfaces)
 	})
-}
-
-func ipsOf(set map[announcement]bool, protocol string) []string {
-	var out []string
-	for a := range set {
-		if a.protocol == protocol {
-			out = append(out, a.ip)
-		}
-	}
-	sort.Strings(out)
-	return out
 }

@@ -60,7 +60,7 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-func startSpeaker(t *testing.T, env *testenv.Env, ns, node string, live *liveness) *testSpeaker {
+func startSpeaker(t testing.TB, env *testenv.Env, ns, node string, live *liveness) *testSpeaker {
 	t.Helper()
 	m := live.member(node)
 	s := startSpeakerWith(t, env, ns, node, m, 7946)
@@ -70,7 +70,7 @@ func startSpeaker(t *testing.T, env *testenv.Env, ns, node string, live *livenes
 
 // startSpeakerWith starts a speaker whose memberlist is members (a real
 // *members.List or a fake), with memberPort as every speaker's port.
-func startSpeakerWith(t *testing.T, env *testenv.Env, ns, node string, members Members, memberPort int) *testSpeaker {
+func startSpeakerWith(t testing.TB, env *testenv.Env, ns, node string, members Members, memberPort int) *testSpeaker {
 	t.Helper()
 	return startSpeakerProbed(t, env, ns, node, members, memberPort, "0")
 }
@@ -78,7 +78,7 @@ func startSpeakerWith(t *testing.T, env *testenv.Env, ns, node string, members M
 // startSpeakerProbed is startSpeakerWith with the manager's health probe
 // server (/healthz, /readyz) on healthAddr ("0": none).
 // mods may change the options before Setup (after the fakes exist).
-func startSpeakerProbed(t *testing.T, env *testenv.Env, ns, node string, members Members, memberPort int, healthAddr string, mods ...func(*testSpeaker, *Options)) *testSpeaker {
+func startSpeakerProbed(t testing.TB, env *testenv.Env, ns, node string, members Members, memberPort int, healthAddr string, mods ...func(*testSpeaker, *Options)) *testSpeaker {
 	t.Helper()
 	s := &testSpeaker{name: node, l2: &fakeL2{}, bgp: &bgp.Fake{}, rec: &fakeRecorder{},
 		logs: newCountingHandler(), reg: prometheus.NewRegistry(),
@@ -255,7 +255,7 @@ func (w *world) update(obj client.Object, mutate func()) {
 
 // createReadyNode creates a Ready Node labelled with its hostname, with
 // internalIP as its InternalIP unless empty.
-func createReadyNode(t *testing.T, c client.Client, name, internalIP string) {
+func createReadyNode(t testing.TB, c client.Client, name, internalIP string) {
 	t.Helper()
 	ctx := context.Background()
 	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"kubernetes.io/hostname": name}}}
@@ -267,7 +267,7 @@ func createReadyNode(t *testing.T, c client.Client, name, internalIP string) {
 	must(t, c.Status().Update(ctx, n))
 }
 
-func must(t *testing.T, err error) {
+func must(t testing.TB, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)

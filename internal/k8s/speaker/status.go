@@ -17,9 +17,18 @@ import (
 // statusRecord is what the speaker knows of its status objects of one kind
 // for one Service: when known, objs are the objects as last listed or
 // written, so an unchanged decision costs no API request.
-type statusRecord[T any] struct {
+type statusRecord[S any] struct {
 	known bool
-	objs  []T
+	objs  []statusObject[S]
+}
+
+// statusObject is what the speaker keeps of one of its status objects (S
+// is its status): the name a delete or an update names, the
+// resourceVersion an update must carry, and the status a plan compares.
+// The status subresource ignores the rest of the object on update.
+type statusObject[S any] struct {
+	name, resourceVersion string
+	status                S
 }
 
 // statusPlan says how to turn the existing status objects of one Service
@@ -69,23 +78,32 @@ func compatibleCommon(have, want v1beta1.ServiceStatusCommon) bool {
 	return ok(have.Node, want.Node) && ok(have.ServiceName, want.ServiceName) && ok(have.ServiceNamespace, want.ServiceNamespace)
 }
 
+// planStatusOf plans for the n existing objects whose statuses status(i)
+// returns; desired nil means none. common returns a status's immutable
+// fields.
+func planStatusOf[S any](desired *S, n int, status func(i int) *S, common func(*S) v1beta1.ServiceStatusCommon) statusPlan {
+	return planStatus(desired != nil, n,
+		func(i int) bool { return compatibleCommon(common(status(i)), common(desired)) },
+		func(i int) bool { return equality.Semantic.DeepEqual(*status(i), *desired) })
+}
+
+func l2Common(s *v1beta1.ServiceL2StatusStatus) v1beta1.ServiceStatusCommon {
+	return s.ServiceStatusCommon
+}
+
+func bgpCommon(s *v1beta1.ServiceBGPStatusStatus) v1beta1.ServiceStatusCommon {
+	return s.ServiceStatusCommon
+}
+
 // planL2Status plans the ServiceL2Status objects of one Service: desired
 // nil means none.
 func planL2Status(desired *v1beta1.ServiceL2StatusStatus, existing []v1beta1.ServiceL2Status) statusPlan {
-	return planStatus(desired != nil, len(existing),
-		func(i int) bool {
-			return compatibleCommon(existing[i].Status.ServiceStatusCommon, desired.ServiceStatusCommon)
-		},
-		func(i int) bool { return equality.Semantic.DeepEqual(existing[i].Status, *desired) })
+	return planStatusOf(desired, len(existing), func(i int) *v1beta1.ServiceL2StatusStatus { return &existing[i].Status }, l2Common)
 }
 
 // planBGPStatus plans the ServiceBGPStatus objects of one Service.
 func planBGPStatus(desired *v1beta1.ServiceBGPStatusStatus, existing []v1beta1.ServiceBGPStatus) statusPlan {
-	return planStatus(desired != nil, len(existing),
-		func(i int) bool {
-			return compatibleCommon(existing[i].Status.ServiceStatusCommon, desired.ServiceStatusCommon)
-		},
-		func(i int) bool { return equality.Semantic.DeepEqual(existing[i].Status, *desired) })
+	return planStatusOf(desired, len(existing), func(i int) *v1beta1.ServiceBGPStatusStatus { return &existing[i].Status }, bgpCommon)
 }
 
 func (s *Controller) statusLabels(svc types.NamespacedName) map[string]string {
@@ -110,9 +128,9 @@ type statusKind[T any, S any] struct {
 	name   string // the kind, for error messages
 	prefix string // metadata.generateName
 	list   func(ctx context.Context, r client.Reader, opts ...client.ListOption) ([]T, error)
-	plan   func(desired *S, existing []T) statusPlan
 	create func(metav1.ObjectMeta) *T
 	status func(*T) *S
+	common func(*S) v1beta1.ServiceStatusCommon
 }
 
 var l2StatusKind = statusKind[v1beta1.ServiceL2Status, v1beta1.ServiceL2StatusStatus]{
@@ -122,9 +140,9 @@ var l2StatusKind = statusKind[v1beta1.ServiceL2Status, v1beta1.ServiceL2StatusSt
 		err := r.List(ctx, &l, opts...)
 		return l.Items, err
 	},
-	plan:   planL2Status,
 	create: func(m metav1.ObjectMeta) *v1beta1.ServiceL2Status { return &v1beta1.ServiceL2Status{ObjectMeta: m} },
 	status: func(o *v1beta1.ServiceL2Status) *v1beta1.ServiceL2StatusStatus { return &o.Status },
+	common: l2Common,
 }
 
 var bgpStatusKind = statusKind[v1beta1.ServiceBGPStatus, v1beta1.ServiceBGPStatusStatus]{
@@ -134,9 +152,25 @@ var bgpStatusKind = statusKind[v1beta1.ServiceBGPStatus, v1beta1.ServiceBGPStatu
 		err := r.List(ctx, &l, opts...)
 		return l.Items, err
 	},
-	plan:   planBGPStatus,
 	create: func(m metav1.ObjectMeta) *v1beta1.ServiceBGPStatus { return &v1beta1.ServiceBGPStatus{ObjectMeta: m} },
 	status: func(o *v1beta1.ServiceBGPStatus) *v1beta1.ServiceBGPStatusStatus { return &o.Status },
+	common: bgpCommon,
+}
+
+// recordOf returns what the speaker keeps of objs (statusObject).
+func recordOf[T any, PT interface {
+	*T
+	client.Object
+}, S any](k statusKind[T, S], objs []T) []statusObject[S] {
+	if len(objs) == 0 {
+		return nil
+	}
+	out := make([]statusObject[S], len(objs))
+	for i := range objs {
+		o := PT(&objs[i])
+		out[i] = statusObject[S]{name: o.GetName(), resourceVersion: o.GetResourceVersion(), status: *k.status(&objs[i])}
+	}
+	return out
 }
 
 // applyStatus makes this node's status objects of kind k for Service svc
@@ -144,26 +178,30 @@ var bgpStatusKind = statusKind[v1beta1.ServiceBGPStatus, v1beta1.ServiceBGPStatu
 func applyStatus[T any, PT interface {
 	*T
 	client.Object
-}, S any](ctx context.Context, s *Controller, k statusKind[T, S], svc types.NamespacedName, desired *S, rec *statusRecord[T]) error {
+}, S any](ctx context.Context, s *Controller, k statusKind[T, S], svc types.NamespacedName, desired *S, rec *statusRecord[S]) error {
 	if !rec.known {
 		items, err := k.list(ctx, s.apiReader, client.InNamespace(s.opts.Namespace), client.MatchingLabels(s.statusLabels(svc)))
 		if err != nil {
 			return fmt.Errorf("list %s of %s: %w", k.name, svc, err)
 		}
 		sortByName(items, func(o *T) string { return PT(o).GetName() })
-		rec.objs, rec.known = items, true
+		rec.objs, rec.known = recordOf[T, PT](k, items), true
 	}
-	plan := k.plan(desired, rec.objs)
+	plan := planStatusOf(desired, len(rec.objs), func(i int) *S { return &rec.objs[i].status }, k.common)
 	if plan.Keep < 0 && !plan.Create && len(plan.Delete) == 0 {
 		return nil
 	}
 	rec.known = false // until everything below succeeded
+	// An object named as the record names it (its namespace is Herald's).
+	named := func(o statusObject[S]) PT {
+		return PT(k.create(metav1.ObjectMeta{Name: o.name, Namespace: s.opts.Namespace, ResourceVersion: o.resourceVersion}))
+	}
 	for _, i := range plan.Delete {
-		if err := s.client.Delete(ctx, PT(&rec.objs[i])); err != nil && !apierrors.IsNotFound(err) {
-			return fmt.Errorf("delete %s %s: %w", k.name, PT(&rec.objs[i]).GetName(), err)
+		if err := s.client.Delete(ctx, named(rec.objs[i])); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("delete %s %s: %w", k.name, rec.objs[i].name, err)
 		}
 	}
-	var kept []T
+	var kept []statusObject[S]
 	switch {
 	case plan.Create:
 		obj := k.create(s.newStatusMeta(ctx, k.prefix, svc))
@@ -174,25 +212,31 @@ func applyStatus[T any, PT interface {
 		if err := s.client.Status().Update(ctx, PT(obj)); err != nil {
 			return fmt.Errorf("write %s %s: %w", k.name, PT(obj).GetName(), err)
 		}
-		kept = append(kept, *obj)
-	case plan.Keep >= 0:
-		obj := PT(&rec.objs[plan.Keep]).DeepCopyObject().(PT)
-		if plan.Update {
-			*k.status((*T)(obj)) = *desired
-			if err := s.client.Status().Update(ctx, obj); err != nil {
-				return fmt.Errorf("write %s %s: %w", k.name, obj.GetName(), err)
-			}
+		kept = []statusObject[S]{keptObject(PT(obj), *k.status(obj), desired)}
+	case plan.Keep >= 0 && plan.Update:
+		// The status subresource takes the status and checks the
+		// resourceVersion; the rest of the object is ignored.
+		obj := named(rec.objs[plan.Keep])
+		*k.status((*T)(obj)) = *desired
+		if err := s.client.Status().Update(ctx, obj); err != nil {
+			return fmt.Errorf("write %s %s: %w", k.name, obj.GetName(), err)
 		}
-		kept = append(kept, *(*T)(obj))
-	}
-	// The record is kept per Service until the next change: without the
-	// managed fields the API server returned (about a third of each
-	// object), which the next status Update does not need.
-	for i := range kept {
-		PT(&kept[i]).SetManagedFields(nil)
+		kept = []statusObject[S]{keptObject(obj, *k.status((*T)(obj)), desired)}
+	case plan.Keep >= 0:
+		kept = []statusObject[S]{rec.objs[plan.Keep]}
 	}
 	rec.objs, rec.known = kept, true
 	return nil
+}
+
+// keptObject is the record of obj, just written with status got: desired
+// (whose memory the writer's desired state holds anyway) when got equals
+// it.
+func keptObject[S any](obj client.Object, got S, desired *S) statusObject[S] {
+	if equality.Semantic.DeepEqual(got, *desired) {
+		got = *desired
+	}
+	return statusObject[S]{name: obj.GetName(), resourceVersion: obj.GetResourceVersion(), status: got}
 }
 
 // listOwnStatus lists this node's status objects, grouped by Service key.

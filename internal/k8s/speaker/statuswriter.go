@@ -35,8 +35,8 @@ type statusWriter struct {
 type statusEntry struct {
 	l2Want  *v1beta1.ServiceL2StatusStatus
 	bgpWant *v1beta1.ServiceBGPStatusStatus
-	l2      statusRecord[v1beta1.ServiceL2Status]
-	bgp     statusRecord[v1beta1.ServiceBGPStatus]
+	l2      statusRecord[v1beta1.ServiceL2StatusStatus]
+	bgp     statusRecord[v1beta1.ServiceBGPStatusStatus]
 }
 
 func newStatusWriter(s *Controller) *statusWriter {
@@ -65,8 +65,8 @@ func (w *statusWriter) want(key string, l2 *v1beta1.ServiceL2StatusStatus, bgp *
 		e = &statusEntry{}
 		e.l2.known, e.bgp.known = known, known
 		if existing != nil {
-			e.l2 = statusRecord[v1beta1.ServiceL2Status]{known: true, objs: existing.l2}
-			e.bgp = statusRecord[v1beta1.ServiceBGPStatus]{known: true, objs: existing.bgp}
+			e.l2 = statusRecord[v1beta1.ServiceL2StatusStatus]{known: true, objs: recordOf(l2StatusKind, existing.l2)}
+			e.bgp = statusRecord[v1beta1.ServiceBGPStatusStatus]{known: true, objs: recordOf(bgpStatusKind, existing.bgp)}
 		}
 		w.entries[key] = e
 	}

@@ -66,17 +66,52 @@ func transformService(obj any) (any, error) {
 // (annotations.SharingKey). The others, e.g. kubectl's
 // last-applied-configuration (a copy of the whole object) or the address
 // requests only the controller reads, are dropped.
+//
+// A Service with one of them gets a map shared with every Service holding
+// the same annotation and value (sharingMaps): many Services share one
+// key, and the cache's objects are never written to (reads get deep
+// copies).
 func sharingAnnotations(a map[string]string) map[string]string {
 	var out map[string]string
+	var only [2]string
 	for _, k := range []string{annotations.AllowSharedIP, annotations.AllowSharedIPDeprecated} {
 		if v, ok := a[k]; ok {
 			if out == nil {
 				out = make(map[string]string, 1)
 			}
 			out[k] = v
+			only = [2]string{k, v}
 		}
 	}
+	if len(out) == 1 {
+		return sharingMaps.intern(only, out)
+	}
 	return out
+}
+
+// mapInterner hands out one shared single-entry map per distinct (key,
+// value), for the allow-shared-ip annotation many Services repeat. It
+// holds at most maxInterned maps (then returns m), so unbounded input
+// cannot grow it without bound.
+type mapInterner struct {
+	mu   sync.Mutex
+	maps map[[2]string]map[string]string
+}
+
+var sharingMaps = &mapInterner{maps: map[[2]string]map[string]string{}}
+
+// intern returns the shared map of kv, or m (holding kv only) when there
+// is none yet or no room.
+func (in *mapInterner) intern(kv [2]string, m map[string]string) map[string]string {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if shared, ok := in.maps[kv]; ok {
+		return shared
+	}
+	if len(in.maps) < maxInterned {
+		in.maps[[2]string{strings.Clone(kv[0]), strings.Clone(kv[1])}] = m
+	}
+	return m
 }
 
 // transformEndpointSlice is the EndpointSlice transform (see above).
@@ -103,9 +138,14 @@ func transformEndpointSlice(obj any) (any, error) {
 				NodeName:   nodeNames.intern(ep.NodeName),
 			}
 			// The target identifies a Pod once across slices
-			// (announce.Endpoint.Target: weighted ECMP counts Pods).
-			if r := ep.TargetRef; r != nil {
-				out.Endpoints[i].TargetRef = &corev1.ObjectReference{Kind: r.Kind, Namespace: r.Namespace, Name: r.Name, UID: r.UID}
+			// (announce.Endpoint.Target: weighted ECMP counts Pods): by
+			// its UID, else by kind, namespace and name.
+			switch r := ep.TargetRef; {
+			case r == nil:
+			case r.UID != "":
+				out.Endpoints[i].TargetRef = &corev1.ObjectReference{UID: r.UID}
+			default:
+				out.Endpoints[i].TargetRef = &corev1.ObjectReference{Kind: r.Kind, Namespace: r.Namespace, Name: r.Name}
 			}
 		}
 	}
