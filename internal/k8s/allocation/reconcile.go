@@ -135,10 +135,23 @@ func (c *Controller) finish(ctx context.Context, svc *corev1.Service, o outcome)
 	oldCond := meta.FindStatusCondition(svc.Status.Conditions, ConditionType)
 	condChanged := oldCond == nil || oldCond.Status != cond.Status || oldCond.Reason != cond.Reason || oldCond.Message != cond.Message
 
+	wantPool := ""
+	if o.err == nil && len(newIPs) > 0 {
+		wantPool = o.after.Pool
+	}
+	// The pool annotation goes with the status when the status is
+	// written (its echo then agrees with the allocator and is not
+	// reconciled again), else on its own from the low-priority queue.
+	poolDue := svc.Annotations[annotations.AllocatedFromPool] != wantPool
 	if !statusUpToDate(svc, newIPs, &cond) {
-		if err := c.patchStatus(ctx, svc, newIPs, &cond); err != nil {
+		var pool *string
+		if poolDue {
+			pool = &wantPool
+		}
+		if err := c.writeStatus(ctx, svc, newIPs, &cond, pool); err != nil {
 			return err
 		}
+		poolDue = false
 	}
 
 	recorded := c.book.TakeClearReason(key)
@@ -171,11 +184,7 @@ func (c *Controller) finish(ctx context.Context, svc *corev1.Service, o outcome)
 	}
 	c.setPending(key, o.pending)
 
-	wantPool := ""
-	if o.err == nil && len(newIPs) > 0 {
-		wantPool = o.after.Pool
-	}
-	if svc.Annotations[annotations.AllocatedFromPool] != wantPool || c.hasLater(key) {
+	if poolDue || c.hasLater(key) {
 		c.queueSecondary(key)
 	}
 	if !slices.Equal(o.before.IPs, newIPs) {
@@ -234,16 +243,22 @@ func (c *Controller) clear(ctx context.Context, svc *corev1.Service) error {
 	if had && len(before.IPs) > 0 {
 		c.statsChanged()
 	}
+	poolDue := svc.Annotations[annotations.AllocatedFromPool] != ""
 	if len(svc.Status.LoadBalancer.Ingress) > 0 || meta.FindStatusCondition(svc.Status.Conditions, ConditionType) != nil {
-		if err := c.patchStatus(ctx, svc, nil, nil); err != nil {
+		var pool *string
+		if poolDue {
+			pool = new(string) // removed with the status
+		}
+		if err := c.writeStatus(ctx, svc, nil, nil, pool); err != nil {
 			return err
 		}
+		poolDue = false
 		if ips := IngressIPs(svc); len(ips) > 0 {
 			c.later(key, svc, dueEvent{kind: dueCleared, ips: ips, text: "the Service is no longer a LoadBalancer with a ClusterIP"})
 		}
 	}
 	c.forget(key)
-	if svc.Annotations[annotations.AllocatedFromPool] != "" || c.hasLater(key) {
+	if poolDue || c.hasLater(key) {
 		c.queueSecondary(key)
 	}
 	return nil
@@ -283,7 +298,13 @@ func (c *Controller) noteShown(key string, ips []netip.Addr) {
 // other failures are counted, reported once per distinct error by a
 // Warning event on the Service, and retried.
 func (c *Controller) patchStatus(ctx context.Context, svc *corev1.Service, ips []netip.Addr, cond *metav1.Condition) error {
-	body, err := statusPatch(svc.ResourceVersion, ips, cond)
+	return c.writeStatus(ctx, svc, ips, cond, nil)
+}
+
+// writeStatus is patchStatus that also sets the pool annotation to *pool
+// ("" removes it) in the same write when pool is not nil.
+func (c *Controller) writeStatus(ctx context.Context, svc *corev1.Service, ips []netip.Addr, cond *metav1.Condition, pool *string) error {
+	body, err := statusPatch(svc.ResourceVersion, ips, cond, pool)
 	if err != nil {
 		return err
 	}
