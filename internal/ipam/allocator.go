@@ -217,9 +217,11 @@ func available(rs *rangeSet) int64 {
 	return rs.total - rs.used
 }
 
-// normalize validates r and returns a copy the allocator may keep (slices
-// and maps cloned, requested IPs unmapped and ordered by Families). It
-// returns an error wrapping ErrInvalidRequest.
+// normalize validates r and returns the Request the allocator keeps:
+// requested IPs unmapped and ordered by Families (a new slice); its other
+// slices and maps are r's own, not copies (Request: the caller does not
+// modify them afterwards), so Services of one namespace share its label
+// map. It returns an error wrapping ErrInvalidRequest.
 func normalize(r Request) (Request, error) {
 	bad := func(format string, args ...any) (Request, error) {
 		return Request{}, newErr(ErrInvalidRequest, fmt.Sprintf(format, args...))
@@ -251,10 +253,6 @@ func normalize(r Request) (Request, error) {
 		return bad("unknown ipFamilyPolicy %s", r.Policy)
 	}
 	out := r
-	out.Families = slices.Clone(r.Families)
-	out.NamespaceLabels = maps.Clone(r.NamespaceLabels)
-	out.Labels = maps.Clone(r.Labels)
-	out.Ports = slices.Clone(r.Ports)
 	wanted := out.wanted()
 	var byFam [2]netip.Addr
 	for _, ip := range r.RequestedIPs {

@@ -2,6 +2,7 @@ package ipam
 
 import (
 	"errors"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -476,5 +477,37 @@ func TestErrorsAreReadable(t *testing.T) {
 	_, err = a.Allocate(svc("team/db"))
 	if err.Error() != `allocate team/db: no IPv4 address available: address pool "p" has no free IPv4 address` {
 		t.Fatalf("message %q", err.Error())
+	}
+}
+
+// The allocator keeps a Request's label maps as given (Request): Services
+// of one namespace share its label map, and a Service's labels are the
+// caller's map, not a copy per Service (issue #16: 10,000 Services held
+// two copies each).
+func TestRequestMapsKept(t *testing.T) {
+	a := New()
+	if _, err := a.SetPools([]Pool{mkPool("p", "10.0.0.0/24")}); err != nil {
+		t.Fatal(err)
+	}
+	nsLabels := map[string]string{"kubernetes.io/metadata.name": "ns"}
+	same := func(m1, m2 map[string]string) bool {
+		return reflect.ValueOf(m1).UnsafePointer() == reflect.ValueOf(m2).UnsafePointer()
+	}
+	for i, key := range []string{"ns/a", "ns/b", "ns/c"} {
+		r := svc(key)
+		r.NamespaceLabels, r.Labels = nsLabels, map[string]string{"app": key}
+		var err error
+		if i == 2 {
+			_, err = a.Import(key, addrs("10.0.0.9"), r)
+		} else {
+			_, err = a.Allocate(r)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		h := a.svcs[key]
+		if !same(h.req.NamespaceLabels, nsLabels) || !same(h.req.Labels, r.Labels) {
+			t.Errorf("%s: the allocator holds copies of the Request's label maps", key)
+		}
 	}
 }

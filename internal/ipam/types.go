@@ -112,6 +112,12 @@ type Port struct {
 func (p Port) String() string { return fmt.Sprintf("%s/%d", p.Protocol, p.Port) }
 
 // Request is the allocator's own view of one LoadBalancer Service.
+//
+// The allocator keeps a Request's maps and slices (Labels,
+// NamespaceLabels, Families, Ports) as given, without a copy: the caller
+// must not modify them after passing them to Allocate or Import (a
+// controller passes its informer cache's maps, which are replaced, never
+// modified, and Services of one namespace then share one label map).
 type Request struct {
 	// Key is "namespace/name"; it identifies the Service.
 	Key string

@@ -134,8 +134,9 @@ type Controller struct {
 
 	// mu guards deferred, annSince and lastRej.
 	mu sync.Mutex
-	// deferred are Service events waiting for the low-priority queue, by key.
-	deferred map[string][]laterEvent
+	// deferred are Service events waiting for the low-priority queue, by
+	// key, in the order they were decided.
+	deferred map[string][]dueEvent
 	// annSince: when a key entered the low-priority queue.
 	annSince map[string]time.Time
 	lastRej  string // text of the last rejected configuration reported by event
@@ -183,7 +184,7 @@ func New(opts Options) (*Controller, error) {
 	c.confQueue = workqueue.NewTypedRateLimitingQueueWithConfig(rl(), workqueue.TypedRateLimitingQueueConfig[string]{Name: "serviceip_config"})
 	c.retryQueue = workqueue.NewTypedRateLimitingQueueWithConfig(rl(), workqueue.TypedRateLimitingQueueConfig[string]{Name: "serviceip_retry"})
 	c.book = svcstate.New()
-	c.deferred = map[string][]laterEvent{}
+	c.deferred = map[string][]dueEvent{}
 	c.annSince = map[string]time.Time{}
 	return c, nil
 }

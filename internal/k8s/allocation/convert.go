@@ -1,6 +1,7 @@
 package allocation
 
 import (
+	"crypto/sha256"
 	"fmt"
 	"net/netip"
 
@@ -37,8 +38,11 @@ func PoolsFor(snap *config.Snapshot) []ipam.Pool { return svcreq.PoolsFor(snap) 
 
 // requestFingerprint is the part of a Request that, when it changes, can
 // make an address usable for another Service (sharing key, ports, backend
-// key) or asks for a new address (requested IPs, pool, families).
+// key) or asks for a new address (requested IPs, pool, families). It is a
+// digest of 16 bytes (SHA-256, truncated): the book keeps one per Service,
+// and the text it is computed from (labels included) is 100 bytes or more.
 func requestFingerprint(r ipam.Request) string {
-	return fmt.Sprintf("%v|%v|%v|%s|%s|%v|%s|%s|%s", r.Families, r.Policy, r.RequestedIPs, r.PoolName,
-		r.SharingKey, r.Ports, r.BackendKey, labels.Set(r.Labels).String(), labels.Set(r.NamespaceLabels).String())
+	sum := sha256.Sum256(fmt.Appendf(nil, "%v|%v|%v|%s|%s|%v|%s|%s|%s", r.Families, r.Policy, r.RequestedIPs, r.PoolName,
+		r.SharingKey, r.Ports, r.BackendKey, labels.Set(r.Labels).String(), labels.Set(r.NamespaceLabels).String()))
+	return string(sum[:16])
 }

@@ -164,3 +164,38 @@ func TestPoolsForEmptyServiceAllocation(t *testing.T) {
 }
 
 func metaName(n string) metav1.ObjectMeta { return metav1.ObjectMeta{Name: n} }
+
+// requestFingerprint is a fixed-size digest (the book keeps one per
+// Service: issue #16, 2.5 MiB of fingerprint text at 10,000) that changes
+// with every part of the request it covers.
+func TestRequestFingerprint(t *testing.T) {
+	base := func() ipam.Request {
+		return ipam.Request{Key: "ns/a", Namespace: "ns", Families: []ipam.Family{ipam.IPv6}, Policy: ipam.SingleStack,
+			Labels: map[string]string{"app": "a", "bench.herald.io/run": "bench-run-10000"}, NamespaceLabels: map[string]string{"kubernetes.io/metadata.name": "bench-run-10000"},
+			Ports: []ipam.Port{{Protocol: "TCP", Port: 80}}}
+	}
+	fp := requestFingerprint(base())
+	if len(fp) != 16 {
+		t.Errorf("fingerprint of %d bytes, want 16", len(fp))
+	}
+	if again := requestFingerprint(base()); again != fp {
+		t.Error("equal requests, different fingerprints")
+	}
+	for name, change := range map[string]func(*ipam.Request){
+		"families":      func(r *ipam.Request) { r.Families = []ipam.Family{ipam.IPv4} },
+		"policy":        func(r *ipam.Request) { r.Policy = ipam.PreferDualStack },
+		"requested IPs": func(r *ipam.Request) { r.RequestedIPs = []netip.Addr{netip.MustParseAddr("2001:db8::1")} },
+		"pool":          func(r *ipam.Request) { r.PoolName = "p" },
+		"sharing key":   func(r *ipam.Request) { r.SharingKey = "k" },
+		"ports":         func(r *ipam.Request) { r.Ports = []ipam.Port{{Protocol: "TCP", Port: 81}} },
+		"backend key":   func(r *ipam.Request) { r.BackendKey = "app=a" },
+		"labels":        func(r *ipam.Request) { r.Labels = map[string]string{"app": "b"} },
+		"ns labels":     func(r *ipam.Request) { r.NamespaceLabels = map[string]string{"team": "x"} },
+	} {
+		r := base()
+		change(&r)
+		if requestFingerprint(r) == fp {
+			t.Errorf("%s changed, same fingerprint", name)
+		}
+	}
+}

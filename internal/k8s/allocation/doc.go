@@ -16,10 +16,11 @@
 //     NotEnoughClusterIPs, ImportConflict, InternalError) and the
 //     allocator's message naming the pool, address or other Service.
 //   - the annotation metallb.io/ip-allocated-from-pool (the pool the IPs come
-//     from), written after the status and removed when the Service holds
-//     nothing. It is written through the status subresource, as MetalLB
-//     does (the API server keeps metadata changes of a services/status
-//     write), so the controller needs no write access to Services.
+//     from), removed when the Service holds nothing. It is written through
+//     the status subresource, as MetalLB does (the API server keeps
+//     metadata changes of a services/status write), so the controller
+//     needs no write access to Services: in the status patch itself when
+//     the status changes, else on its own from the low-priority queue.
 //   - events, with MetalLB's reasons: IPAllocated ("Assigned IP [...]"),
 //     AllocationFailed (Warning, the allocator's message), ClearAssignment
 //     (an address the Service held was taken back, with the reason), and
@@ -80,14 +81,15 @@
 // # Speed
 //
 // Several workers reconcile Services concurrently (the allocator itself is
-// serialised); each writes the ingress IPs and the condition in one
-// strategic-merge status patch without reading the object first. The pool
-// annotation and the events are written afterwards from a second queue that
-// waits while Services are being created (no creation for 100 ms and no
-// status work queued; at most 60 s), so during a burst the only write per
-// Service is its status. Updates that merely echo the controller's own
-// writes (status and pool annotation agreeing with the allocator) are not
-// reconciled. Competing re-allocations (freed addresses, configuration
+// serialised); each writes the ingress IPs, the condition and the pool
+// annotation in one strategic-merge status patch without reading the object
+// first. The events are written afterwards from a second queue that waits
+// while Services are being created (no creation for 100 ms and no status
+// work queued; at most 60 s), so during a burst the only write per Service
+// is its status. That queue keeps each due event compact (which event and
+// the data its message is rendered from) until it is written. Updates that
+// merely echo the controller's own writes (status and pool annotation
+// agreeing with the allocator) are not reconciled. Competing re-allocations (freed addresses, configuration
 // changes) run one at a time in key order, so their outcome does not depend
 // on worker scheduling (MetalLB issue 8).
 //

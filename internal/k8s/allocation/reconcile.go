@@ -135,10 +135,23 @@ func (c *Controller) finish(ctx context.Context, svc *corev1.Service, o outcome)
 	oldCond := meta.FindStatusCondition(svc.Status.Conditions, ConditionType)
 	condChanged := oldCond == nil || oldCond.Status != cond.Status || oldCond.Reason != cond.Reason || oldCond.Message != cond.Message
 
+	wantPool := ""
+	if o.err == nil && len(newIPs) > 0 {
+		wantPool = o.after.Pool
+	}
+	// The pool annotation goes with the status when the status is
+	// written (its echo then agrees with the allocator and is not
+	// reconciled again), else on its own from the low-priority queue.
+	poolDue := svc.Annotations[annotations.AllocatedFromPool] != wantPool
 	if !statusUpToDate(svc, newIPs, &cond) {
-		if err := c.patchStatus(ctx, svc, newIPs, &cond); err != nil {
+		var pool *string
+		if poolDue {
+			pool = &wantPool
+		}
+		if err := c.writeStatus(ctx, svc, newIPs, &cond, pool); err != nil {
 			return err
 		}
+		poolDue = false
 	}
 
 	recorded := c.book.TakeClearReason(key)
@@ -147,36 +160,31 @@ func (c *Controller) finish(ctx context.Context, svc *corev1.Service, o outcome)
 	dropped := droppedIPs(statusIPs, newIPs)
 	if len(dropped) > 0 {
 		clearReason := svcstate.ClearReason(recorded, o.err, o.reqChanged)
-		c.later(svc, corev1.EventTypeNormal, EventClearAssignment, fmt.Sprintf("Cleared IP %q: %s", ipStrings(dropped), clearReason))
+		c.later(key, svc, dueEvent{kind: dueCleared, ips: dropped, text: clearReason})
 	}
 	if o.err == nil {
 		if !slices.Equal(statusIPs, newIPs) {
-			c.later(svc, corev1.EventTypeNormal, EventIPAllocated, fmt.Sprintf("Assigned IP %q", ipStrings(newIPs)))
+			c.later(key, svc, dueEvent{kind: dueAssigned, ips: newIPs})
 			if pool := o.after.Pool; pool != "" && !c.advertised(pool) {
-				c.later(svc, corev1.EventTypeWarning, EventPoolNotAdvertised,
-					fmt.Sprintf("IP %q comes from IPAddressPool %q, which no L2Advertisement or BGPAdvertisement selects: no node announces it", ipStrings(newIPs), pool))
+				c.later(key, svc, dueEvent{kind: duePoolNotAdvertised, ips: newIPs, text: pool})
 			}
 			if dep := annotations.Deprecated(svc); len(dep) > 0 {
 				msg := fmt.Sprintf("Service uses deprecated annotations %q: use the metallb.io/ keys instead", dep)
 				if cf := annotations.Conflicts(svc); len(cf) > 0 {
 					msg += "; the two keys disagree: " + strings.Join(cf, "; ")
 				}
-				c.later(svc, corev1.EventTypeWarning, EventDeprecatedAnnotation, msg)
+				c.later(key, svc, dueEvent{kind: dueDeprecated, text: msg})
 			}
 			if waited {
 				c.metrics.duration.Observe(time.Since(started).Seconds())
 			}
 		}
 	} else if condChanged {
-		c.later(svc, corev1.EventTypeWarning, EventAllocationFailed, o.err.Error())
+		c.later(key, svc, dueEvent{kind: dueFailed, text: o.err.Error()})
 	}
 	c.setPending(key, o.pending)
 
-	wantPool := ""
-	if o.err == nil && len(newIPs) > 0 {
-		wantPool = o.after.Pool
-	}
-	if svc.Annotations[annotations.AllocatedFromPool] != wantPool || c.hasLater(key) {
+	if poolDue || c.hasLater(key) {
 		c.queueSecondary(key)
 	}
 	if !slices.Equal(o.before.IPs, newIPs) {
@@ -191,6 +199,7 @@ func (c *Controller) finish(ctx context.Context, svc *corev1.Service, o outcome)
 // reportConflict keeps a Service whose existing address is held by another
 // one as it is, and says so in its condition and an event.
 func (c *Controller) reportConflict(ctx context.Context, svc *corev1.Service, statusIPs []netip.Addr, err error) error {
+	key := Key(svc)
 	cond := desiredCondition(svc, false, ReasonImportConflict,
 		fmt.Sprintf("existing IP kept but not owned: %v", err))
 	old := meta.FindStatusCondition(svc.Status.Conditions, ConditionType)
@@ -200,11 +209,11 @@ func (c *Controller) reportConflict(ctx context.Context, svc *corev1.Service, st
 		}
 	}
 	if old == nil || old.Reason != cond.Reason || old.Message != cond.Message {
-		c.later(svc, corev1.EventTypeWarning, EventAllocationFailed, cond.Message)
+		c.later(key, svc, dueEvent{kind: dueFailed, text: cond.Message})
 	}
-	c.setPending(Key(svc), true)
-	if c.hasLater(Key(svc)) {
-		c.queueSecondary(Key(svc))
+	c.setPending(key, true)
+	if c.hasLater(key) {
+		c.queueSecondary(key)
 	}
 	return nil
 }
@@ -234,17 +243,22 @@ func (c *Controller) clear(ctx context.Context, svc *corev1.Service) error {
 	if had && len(before.IPs) > 0 {
 		c.statsChanged()
 	}
+	poolDue := svc.Annotations[annotations.AllocatedFromPool] != ""
 	if len(svc.Status.LoadBalancer.Ingress) > 0 || meta.FindStatusCondition(svc.Status.Conditions, ConditionType) != nil {
-		if err := c.patchStatus(ctx, svc, nil, nil); err != nil {
+		var pool *string
+		if poolDue {
+			pool = new(string) // removed with the status
+		}
+		if err := c.writeStatus(ctx, svc, nil, nil, pool); err != nil {
 			return err
 		}
+		poolDue = false
 		if ips := IngressIPs(svc); len(ips) > 0 {
-			c.later(svc, corev1.EventTypeNormal, EventClearAssignment,
-				fmt.Sprintf("Cleared IP %q: the Service is no longer a LoadBalancer with a ClusterIP", ipStrings(ips)))
+			c.later(key, svc, dueEvent{kind: dueCleared, ips: ips, text: "the Service is no longer a LoadBalancer with a ClusterIP"})
 		}
 	}
 	c.forget(key)
-	if svc.Annotations[annotations.AllocatedFromPool] != "" || c.hasLater(key) {
+	if poolDue || c.hasLater(key) {
 		c.queueSecondary(key)
 	}
 	return nil
@@ -284,7 +298,13 @@ func (c *Controller) noteShown(key string, ips []netip.Addr) {
 // other failures are counted, reported once per distinct error by a
 // Warning event on the Service, and retried.
 func (c *Controller) patchStatus(ctx context.Context, svc *corev1.Service, ips []netip.Addr, cond *metav1.Condition) error {
-	body, err := statusPatch(svc.ResourceVersion, ips, cond)
+	return c.writeStatus(ctx, svc, ips, cond, nil)
+}
+
+// writeStatus is patchStatus that also sets the pool annotation to *pool
+// ("" removes it) in the same write when pool is not nil.
+func (c *Controller) writeStatus(ctx context.Context, svc *corev1.Service, ips []netip.Addr, cond *metav1.Condition, pool *string) error {
+	body, err := statusPatch(svc.ResourceVersion, ips, cond, pool)
 	if err != nil {
 		return err
 	}
@@ -438,22 +458,13 @@ func droppedIPs(old, cur []netip.Addr) []netip.Addr {
 	return out
 }
 
-// laterEvent is a Service event waiting for the low-priority queue.
-type laterEvent struct {
-	ref               *corev1.ObjectReference
-	typ, reason, note string
-}
-
-// later queues an event about svc for the low-priority queue: during a burst
-// the only write per Service on the fast path is its status patch.
-func (c *Controller) later(svc *corev1.Service, typ, reason, msg string) {
-	ref := &corev1.ObjectReference{
-		APIVersion: "v1", Kind: "Service", Namespace: svc.Namespace, Name: svc.Name,
-		UID: svc.UID, ResourceVersion: svc.ResourceVersion,
-	}
+// later queues event e about svc (key) for the low-priority queue: during
+// a burst the only write per Service on the fast path is its status patch.
+// The event is about svc as it is now (its UID and resourceVersion).
+func (c *Controller) later(key string, svc *corev1.Service, e dueEvent) {
+	e.uid, e.rv = svc.UID, svc.ResourceVersion
 	c.mu.Lock()
-	key := Key(svc)
-	c.deferred[key] = append(c.deferred[key], laterEvent{ref: ref, typ: typ, reason: reason, note: msg})
+	c.deferred[key] = append(c.deferred[key], e)
 	c.mu.Unlock()
 }
 
@@ -476,9 +487,10 @@ func (c *Controller) flushLater(ctx context.Context, key string) {
 	if c.opts.Recorder == nil {
 		return
 	}
-	for _, e := range evs {
+	for i := range evs {
+		typ, reason, msg := evs[i].render()
 		// An error is counted and logged by the recorder.
-		_ = c.opts.Recorder.EventfWait(ctx, e.ref, e.typ, e.reason, "%s", e.note)
+		_ = c.opts.Recorder.EventfWait(ctx, evs[i].ref(key), typ, reason, "%s", msg)
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/herald-lb/herald/internal/annotations"
 	"github.com/herald-lb/herald/internal/ipam"
 )
 
@@ -109,9 +110,12 @@ func statusUpToDate(s *corev1.Service, ips []netip.Addr, cond *metav1.Condition)
 // statusPatch builds a strategic-merge patch of the status subresource that
 // sets the ingress list to ips and our condition to cond (other conditions
 // are kept: Service conditions merge by type). A nil cond deletes ours. A
-// non-empty resourceVersion makes it a precondition: the API server
-// refuses the patch with 409 Conflict if the Service has changed since.
-func statusPatch(resourceVersion string, ips []netip.Addr, cond *metav1.Condition) ([]byte, error) {
+// non-nil pool also sets the pool annotation to *pool ("" removes it): the
+// API server keeps the metadata of a services/status write, so the
+// annotation needs no write of its own. A non-empty resourceVersion makes
+// it a precondition: the API server refuses the patch with 409 Conflict if
+// the Service has changed since.
+func statusPatch(resourceVersion string, ips []netip.Addr, cond *metav1.Condition, pool *string) ([]byte, error) {
 	ingress := make([]map[string]any, 0, len(ips))
 	for _, ip := range ips {
 		ingress = append(ingress, map[string]any{"ip": ip.String(), "ipMode": string(corev1.LoadBalancerIPModeVIP)})
@@ -129,8 +133,19 @@ func statusPatch(resourceVersion string, ips []netip.Addr, cond *metav1.Conditio
 		lb = map[string]any{"ingress": nil}
 	}
 	patch := map[string]any{"status": map[string]any{"loadBalancer": lb, "conditions": conds}}
+	meta := map[string]any{}
 	if resourceVersion != "" {
-		patch["metadata"] = map[string]any{"resourceVersion": resourceVersion}
+		meta["resourceVersion"] = resourceVersion
+	}
+	if pool != nil {
+		var v any // nil: null, removes the annotation
+		if *pool != "" {
+			v = *pool
+		}
+		meta["annotations"] = map[string]any{annotations.AllocatedFromPool: v}
+	}
+	if len(meta) > 0 {
+		patch["metadata"] = meta
 	}
 	b, err := json.Marshal(patch)
 	if err != nil {

@@ -2,10 +2,13 @@ package allocation
 
 import (
 	"strings"
+	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	toolscache "k8s.io/client-go/tools/cache"
+
+	"github.com/herald-lb/herald/internal/annotations"
 )
 
 // The cache transforms below project the cluster-wide objects the
@@ -57,6 +60,10 @@ func isMetalLBAnnotation(k string) bool {
 // externalTrafficPolicy, the selector when that policy is Local (the
 // sharing backend key), each port's protocol and number; the whole ingress
 // list and the controller's own condition (herald.io/IPAllocated).
+//
+// A Service whose only such annotation is the pool annotation the
+// controller writes (most Services it addressed) gets its pool's shared
+// annotation map (poolAnnotations).
 func projectService(s *corev1.Service) *corev1.Service {
 	out := &corev1.Service{TypeMeta: s.TypeMeta, ObjectMeta: identity(&s.ObjectMeta)}
 	for k, v := range s.Annotations {
@@ -66,6 +73,9 @@ func projectService(s *corev1.Service) *corev1.Service {
 			}
 			out.Annotations[k] = v
 		}
+	}
+	if pool, ok := out.Annotations[annotations.AllocatedFromPool]; ok && len(out.Annotations) == 1 {
+		out.Annotations = poolAnnotations.get(pool, out.Annotations)
 	}
 	sp := &s.Spec
 	out.Spec = corev1.ServiceSpec{
@@ -91,6 +101,39 @@ func projectService(s *corev1.Service) *corev1.Service {
 		}
 	}
 	return out
+}
+
+// maxSharedPoolMaps bounds poolAnnotations: pools are few, but the
+// annotation's value is anyone's to write who may write the Service.
+const maxSharedPoolMaps = 256
+
+// poolAnnotations are the projections' shared annotation maps holding only
+// the pool annotation, one per pool: a map of one entry takes ~340 bytes
+// (the key and value strings aside), once per Service otherwise. Sharing is
+// safe because the cache's objects are never modified (readOnly: the
+// informer replaces them, nobody writes to them).
+var poolAnnotations = sharedPoolMaps{m: map[string]map[string]string{}}
+
+// sharedPoolMaps hands out one read-only map per pool name, for at most
+// maxSharedPoolMaps names.
+type sharedPoolMaps struct {
+	mu sync.Mutex
+	m  map[string]map[string]string
+}
+
+// get returns the shared map {AllocatedFromPool: pool}, making own (which
+// must be exactly that) the shared one if there is none yet and room; own
+// when there is no room.
+func (p *sharedPoolMaps) get(pool string, own map[string]string) map[string]string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if m, ok := p.m[pool]; ok {
+		return m
+	}
+	if len(p.m) < maxSharedPoolMaps {
+		p.m[pool] = own
+	}
+	return own
 }
 
 // projectNamespace keeps a Namespace's identity and labels

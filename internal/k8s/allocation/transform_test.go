@@ -296,3 +296,31 @@ func BenchmarkCachedServiceMemory(b *testing.B) {
 		})
 	}
 }
+
+// Services whose only metallb annotation is the pool annotation share
+// their pool's annotation map in the cache (issue #16: one map of ~340
+// bytes per addressed Service); others keep their own.
+func TestProjectServiceSharesPoolAnnotation(t *testing.T) {
+	withAnn := func(ann map[string]string) *corev1.Service {
+		return &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "a", Annotations: ann}}
+	}
+	same := func(a, b map[string]string) bool {
+		return reflect.ValueOf(a).UnsafePointer() == reflect.ValueOf(b).UnsafePointer()
+	}
+	a := projectService(withAnn(map[string]string{annotations.AllocatedFromPool: "shared-pool-a", "other.io/x": "y"}))
+	b := projectService(withAnn(map[string]string{annotations.AllocatedFromPool: "shared-pool-a"}))
+	c := projectService(withAnn(map[string]string{annotations.AllocatedFromPool: "shared-pool-b"}))
+	d := projectService(withAnn(map[string]string{annotations.AllocatedFromPool: "shared-pool-a", annotations.AllowSharedIP: "k"}))
+	if !same(a.Annotations, b.Annotations) {
+		t.Error("two Services of pool shared-pool-a hold one annotation map each")
+	}
+	if same(a.Annotations, c.Annotations) || c.Annotations[annotations.AllocatedFromPool] != "shared-pool-b" {
+		t.Errorf("pool shared-pool-b's Service has annotations %v", c.Annotations)
+	}
+	if same(a.Annotations, d.Annotations) || len(d.Annotations) != 2 {
+		t.Errorf("a Service with another metallb annotation has annotations %v", d.Annotations)
+	}
+	if len(a.Annotations) != 1 || a.Annotations[annotations.AllocatedFromPool] != "shared-pool-a" {
+		t.Errorf("shared map %v", a.Annotations)
+	}
+}
