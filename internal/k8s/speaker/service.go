@@ -250,7 +250,10 @@ func (s *Controller) reconcileService(ctx context.Context, snap *config.Snapshot
 		st.announced = now
 	}
 	for _, p := range []protocol{protocolL2, protocolBGP} {
-		if hasProtocol(now, p) && !hasProtocol(prev, p) && found {
+		// Again when the addresses change while this node keeps announcing
+		// (a new loadBalancerIP): the newest nodeAssigned event names what
+		// the node announces, as MetalLB's withdraw and re-announce does.
+		if hasProtocol(now, p) && (!hasProtocol(prev, p) || !slices.Equal(ipsOf(prev, p), ipsOf(now, p))) && found {
 			s.event(&svc, corev1.EventTypeNormal, reasonNodeAssigned, "%s", announce.NodeAssignedMessage(s.opts.NodeName, p.String(), ipsOf(now, p)))
 			log.Info("announcing", "protocol", p.String(), "ips", ipsOf(now, p))
 		}

@@ -578,6 +578,36 @@ func TestSpeakerThroughAPIServer(t *testing.T) {
 		w.expectBGP("n2")
 	})
 
+	t.Run("IP change names the new address", func(t *testing.T) {
+		w.t = t
+		// n2 announces alone (externalTrafficPolicy Local, its endpoint)
+		// and goes on announcing the Service's new address: its newest
+		// nodeAssigned events name that address.
+		set := func(ip netip.Addr) {
+			var cur corev1.Service
+			must(t, c.Get(ctx, client.ObjectKeyFromObject(svc), &cur))
+			cur.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: ip.String()}}
+			must(t, c.Status().Update(ctx, &cur))
+			w.ip = ip
+		}
+		old := w.ip
+		set(netip.MustParseAddr("198.51.100.9"))
+		w.expectL2("n2")
+		w.expectBGP("n2")
+		for _, proto := range []string{"layer2", "bgp"} {
+			want := `Service/web Normal nodeAssigned: announcing from node "n2" with protocol "` + proto + `": 198.51.100.9`
+			poll.Until(t, 30*time.Second, "nodeAssigned naming the new address over "+proto, func() error {
+				if !w.speakers["n2"].rec.has(want) {
+					return fmt.Errorf("no %q among %v", want, w.speakers["n2"].rec.all())
+				}
+				return nil
+			})
+		}
+		set(old)
+		w.expectL2("n2")
+		w.expectBGP("n2")
+	})
+
 	t.Run("no endpoints withdraws everywhere", func(t *testing.T) {
 		w.t = t
 		must(t, c.Delete(ctx, slice))

@@ -20,8 +20,8 @@ const statusWorkers = 4
 // status (want) and goes on, so announcements never wait for API writes:
 // when a node fails and a thousand Services move to this one, all of them
 // are announced first and their status objects follow. A failed write is
-// retried with the controller rate limiter (per Service, 5 ms doubling to
-// 1000 s, overall 10/s with a burst of 100).
+// retried with apiretry's write rate limiter (per Service, 20 ms doubling
+// to 5 s: apiretry.WriteFirstDelay, apiretry.WriteMaxDelay).
 type statusWriter struct {
 	s     *Controller
 	queue workqueue.TypedRateLimitingInterface[string]
