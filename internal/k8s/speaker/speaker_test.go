@@ -121,30 +121,14 @@ func startSpeakerProbed(t testing.TB, env *testenv.Env, ns, node string, members
 	return s
 }
 
-func gauge(reg *prometheus.Registry, name string, lbls map[string]string) (float64, bool) {
-	fams, _ := reg.Gather()
-	for _, f := range fams {
-		if f.GetName() != name {
-			continue
+func gauge(reg prometheus.Gatherer, name string, lbls map[string]string) (v float64, ok bool) {
+	// The first series of name with lbls.
+	eachSeries(reg, name, lbls, func(x float64) {
+		if !ok {
+			v, ok = x, true
 		}
-	metrics:
-		for _, m := range f.GetMetric() {
-			got := map[string]string{}
-			for _, l := range m.GetLabel() {
-				got[l.GetName()] = l.GetValue()
-			}
-			for k, v := range lbls {
-				if got[k] != v {
-					continue metrics
-				}
-			}
-			if m.GetGauge() != nil {
-				return m.GetGauge().GetValue(), true
-			}
-			return m.GetCounter().GetValue(), true
-		}
-	}
-	return 0, false
+	})
+	return v, ok
 }
 
 type world struct {
