@@ -251,6 +251,20 @@ func createReadyNode(t testing.TB, c client.Client, name, internalIP string) {
 	must(t, c.Status().Update(ctx, n))
 }
 
+// createSpeakerPod creates node's speaker Pod in ns (labelled
+// speakerPods), Running with podIP.
+func createSpeakerPod(t testing.TB, c client.Client, ns, node, podIP string) {
+	t.Helper()
+	ctx := context.Background()
+	p := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "speaker-" + node, Namespace: ns, Labels: speakerPods},
+		Spec:       corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "speaker", Image: "herald"}}},
+	}
+	must(t, c.Create(ctx, p))
+	p.Status.Phase, p.Status.PodIP = corev1.PodRunning, podIP
+	must(t, c.Status().Update(ctx, p))
+}
+
 func must(t testing.TB, err error) {
 	t.Helper()
 	if err != nil {
@@ -268,13 +282,7 @@ func TestSpeakerThroughAPIServer(t *testing.T) {
 	// Nodes, Ready, with an IPv4 InternalIP each.
 	for i, name := range []string{"n1", "n2"} {
 		createReadyNode(t, c, name, fmt.Sprintf("198.51.100.%d", 11+i))
-		p := &corev1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Name: "speaker-" + name, Namespace: ns, Labels: speakerPods},
-			Spec:       corev1.PodSpec{NodeName: name, Containers: []corev1.Container{{Name: "speaker", Image: "herald"}}},
-		}
-		must(t, c.Create(ctx, p))
-		p.Status.Phase, p.Status.PodIP = corev1.PodRunning, fmt.Sprintf("198.51.100.%d", 11+i)
-		must(t, c.Status().Update(ctx, p))
+		createSpeakerPod(t, c, ns, name, fmt.Sprintf("198.51.100.%d", 11+i))
 	}
 	// Configuration: one pool announced in layer 2 and over BGP to p1.
 	pool := &v1beta1.IPAddressPool{ObjectMeta: metav1.ObjectMeta{Name: "pool", Namespace: ns},

@@ -408,13 +408,7 @@ func TestNoSnapshotNotElected(t *testing.T) {
 	speakers := map[string]*testSpeaker{}
 	lists := map[string]*members.List{}
 	for _, node := range []string{"n1", "n2"} {
-		p := &corev1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Name: "speaker-" + node, Namespace: f.ns, Labels: speakerPods},
-			Spec:       corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "speaker", Image: "herald"}}},
-		}
-		must(t, f.c.Create(ctx, p))
-		p.Status.Phase, p.Status.PodIP = corev1.PodRunning, addr[node].String()
-		must(t, f.c.Status().Update(ctx, p))
+		createSpeakerPod(t, f.c, f.ns, node, addr[node].String())
 
 		timings := members.DefaultTimings()
 		timings.AloneAfter = 500 * time.Millisecond // n1 is alone while n2 is no member

@@ -31,13 +31,7 @@ func TestStatusUpdateKeepsObject(t *testing.T) {
 	ns := env.Namespace(t)
 	svcNS := env.Namespace(t)
 	createReadyNode(t, c, "n1", "198.51.100.11")
-	p := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: "speaker-n1", Namespace: ns, Labels: speakerPods},
-		Spec:       corev1.PodSpec{NodeName: "n1", Containers: []corev1.Container{{Name: "speaker", Image: "herald"}}},
-	}
-	must(t, c.Create(ctx, p))
-	p.Status.Phase, p.Status.PodIP = corev1.PodRunning, "198.51.100.11"
-	must(t, c.Status().Update(ctx, p))
+	createSpeakerPod(t, c, ns, "n1", "198.51.100.11")
 	must(t, c.Create(ctx, &v1beta1.IPAddressPool{ObjectMeta: metav1.ObjectMeta{Name: "pool", Namespace: ns},
 		Spec: v1beta1.IPAddressPoolSpec{Addresses: []string{"198.51.100.0/28"}}}))
 	must(t, c.Create(ctx, &v1beta1.BGPAdvertisement{ObjectMeta: metav1.ObjectMeta{Name: "bgp", Namespace: ns},
