@@ -2,13 +2,13 @@ package allocation
 
 import (
 	"strings"
-	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	toolscache "k8s.io/client-go/tools/cache"
 
 	"github.com/herald-lb/herald/internal/annotations"
+	"github.com/herald-lb/herald/internal/k8s/intern"
 )
 
 // The cache transforms below project the cluster-wide objects the
@@ -75,7 +75,7 @@ func projectService(s *corev1.Service) *corev1.Service {
 		}
 	}
 	if pool, ok := out.Annotations[annotations.AllocatedFromPool]; ok && len(out.Annotations) == 1 {
-		out.Annotations = poolAnnotations.get(pool, out.Annotations)
+		out.Annotations = poolAnnotations.Single(annotations.AllocatedFromPool, pool, out.Annotations)
 	}
 	sp := &s.Spec
 	out.Spec = corev1.ServiceSpec{
@@ -103,38 +103,11 @@ func projectService(s *corev1.Service) *corev1.Service {
 	return out
 }
 
-// maxSharedPoolMaps bounds poolAnnotations: pools are few, but the
-// annotation's value is anyone's to write who may write the Service.
-const maxSharedPoolMaps = 256
-
 // poolAnnotations are the projections' shared annotation maps holding only
-// the pool annotation, one per pool: a map of one entry takes ~340 bytes
-// (the key and value strings aside), once per Service otherwise. Sharing is
-// safe because the cache's objects are never modified (readOnly: the
-// informer replaces them, nobody writes to them).
-var poolAnnotations = sharedPoolMaps{m: map[string]map[string]string{}}
-
-// sharedPoolMaps hands out one read-only map per pool name, for at most
-// maxSharedPoolMaps names.
-type sharedPoolMaps struct {
-	mu sync.Mutex
-	m  map[string]map[string]string
-}
-
-// get returns the shared map {AllocatedFromPool: pool}, making own (which
-// must be exactly that) the shared one if there is none yet and room; own
-// when there is no room.
-func (p *sharedPoolMaps) get(pool string, own map[string]string) map[string]string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if m, ok := p.m[pool]; ok {
-		return m
-	}
-	if len(p.m) < maxSharedPoolMaps {
-		p.m[pool] = own
-	}
-	return own
-}
+// the pool annotation, one per pool (at most 256: pools are few, but the
+// value is anyone's to write who may write the Service): a map of one
+// entry takes ~340 bytes, once per Service otherwise.
+var poolAnnotations = intern.NewMaps(256)
 
 // projectNamespace keeps a Namespace's identity and labels
 // (serviceAllocation namespaceSelectors) and nothing else.

@@ -11,6 +11,7 @@ import (
 
 	"github.com/herald-lb/herald/internal/annotations"
 	"github.com/herald-lb/herald/internal/announce"
+	"github.com/herald-lb/herald/internal/k8s/intern"
 )
 
 // The speaker's informers keep, of the kinds it holds many of (Services,
@@ -73,46 +74,25 @@ func transformService(obj any) (any, error) {
 // copies).
 func sharingAnnotations(a map[string]string) map[string]string {
 	var out map[string]string
-	var only [2]string
+	var key, value string
 	for _, k := range []string{annotations.AllowSharedIP, annotations.AllowSharedIPDeprecated} {
 		if v, ok := a[k]; ok {
 			if out == nil {
 				out = make(map[string]string, 1)
 			}
 			out[k] = v
-			only = [2]string{k, v}
+			key, value = k, v
 		}
 	}
 	if len(out) == 1 {
-		return sharingMaps.intern(only, out)
+		return sharingMaps.Single(key, value, out)
 	}
 	return out
 }
 
-// mapInterner hands out one shared single-entry map per distinct (key,
-// value), for the allow-shared-ip annotation many Services repeat. It
-// holds at most maxInterned maps (then returns m), so unbounded input
-// cannot grow it without bound.
-type mapInterner struct {
-	mu   sync.Mutex
-	maps map[[2]string]map[string]string
-}
-
-var sharingMaps = &mapInterner{maps: map[[2]string]map[string]string{}}
-
-// intern returns the shared map of kv, or m (holding kv only) when there
-// is none yet or no room.
-func (in *mapInterner) intern(kv [2]string, m map[string]string) map[string]string {
-	in.mu.Lock()
-	defer in.mu.Unlock()
-	if shared, ok := in.maps[kv]; ok {
-		return shared
-	}
-	if len(in.maps) < maxInterned {
-		in.maps[[2]string{strings.Clone(kv[0]), strings.Clone(kv[1])}] = m
-	}
-	return m
-}
+// sharingMaps are the shared allow-shared-ip annotation maps, one per
+// (key, value), at most maxInterned.
+var sharingMaps = intern.NewMaps(maxInterned)
 
 // transformEndpointSlice is the EndpointSlice transform (see above).
 func transformEndpointSlice(obj any) (any, error) {
