@@ -58,6 +58,11 @@ import (
 	"github.com/herald-lb/herald/api/v1alpha1"
 )
 
+// conflictRetry is how soon a node is looked at again after marking one of
+// its objects lost a resourceVersion conflict (the object's update event
+// usually brings it back sooner).
+const conflictRetry = time.Second
+
 // DefaultGrace is how long a node may be without a speaker Pod before its
 // BGPSessionState objects are deleted: longer than a DaemonSet rollout
 // takes to re-create one node's Pod.
@@ -312,7 +317,14 @@ func (r *reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		r.o.observe(node, s, now, d)
 	}
 	if d.Mark {
-		return reconcile.Result{RequeueAfter: d.After}, r.mark(ctx, node, states.Items, d.DownSince, s)
+		err := r.mark(ctx, node, states.Items, d.DownSince, s)
+		if apierrors.IsConflict(err) {
+			// Routine: the speaker (or a cache behind a write) was
+			// faster. Looked at again soon, not reported as an error.
+			r.o.Log.Debug("marking BGPSessionState lost a conflict, retrying", "node", node, "error", err)
+			return reconcile.Result{RequeueAfter: conflictRetry}, nil
+		}
+		return reconcile.Result{RequeueAfter: d.After}, err
 	}
 	if !d.Delete {
 		return reconcile.Result{RequeueAfter: d.After}, nil
@@ -331,9 +343,10 @@ func (r *reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 }
 
 // mark writes the not-known mark (Mark) into the status of every object in
-// states not yet marked. A conflict (the speaker, or the cache, was
-// faster) is retried by the caller's requeue; the object's update event
-// brings it back anyway.
+// states not yet marked. It returns the API server's Conflict error when
+// an object changed since it was listed (the speaker, or the cache, was
+// faster): Reconcile then looks again after conflictRetry, without
+// reporting an error.
 func (r *reconciler) mark(ctx context.Context, node string, states []v1alpha1.BGPSessionState, since time.Time, s Speaker) error {
 	for i := range states {
 		st := &states[i]

@@ -3,6 +3,7 @@ package sessiongc
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 	"testing"
@@ -17,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/herald-lb/herald/api/v1alpha1"
 	"github.com/herald-lb/herald/internal/poll"
@@ -480,5 +482,86 @@ func TestSpeakerGone(t *testing.T) {
 	var p corev1.Pod
 	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "speaker-gone"}, &p); !apierrors.IsNotFound(err) {
 		t.Errorf("speaker-gone still exists: %v", err)
+	}
+}
+
+// racingClient is a client whose status updates lose a race: before each
+// one, another writer changes the object (as a speaker writing its state
+// does), so the real API server refuses the update with Conflict.
+type racingClient struct {
+	client.Client
+	raced int
+}
+
+func (c *racingClient) Status() client.SubResourceWriter {
+	return racingStatus{SubResourceWriter: c.Client.Status(), c: c}
+}
+
+type racingStatus struct {
+	client.SubResourceWriter
+	c *racingClient
+}
+
+func (w racingStatus) Update(ctx context.Context, obj client.Object, opts ...client.SubResourceUpdateOption) error {
+	var fresh v1alpha1.BGPSessionState
+	if err := w.c.Get(ctx, client.ObjectKeyFromObject(obj), &fresh); err != nil {
+		return err
+	}
+	fresh.Annotations = map[string]string{"raced": fmt.Sprint(w.c.raced)}
+	if err := w.c.Update(ctx, &fresh); err != nil {
+		return err
+	}
+	w.c.raced++
+	return w.SubResourceWriter.Update(ctx, obj, opts...)
+}
+
+// TestMarkConflictRequeued: a mark that loses a resourceVersion conflict
+// is a routine race, retried soon, not a reconcile error (which
+// controller-runtime logs as ERROR "Reconciler error"); the next look
+// marks the object.
+func TestMarkConflictRequeued(t *testing.T) {
+	env := testenv.Start(t)
+	ns := env.Namespace(t)
+	ctx := context.Background()
+	const node = "node-race"
+	st := &v1alpha1.BGPSessionState{ObjectMeta: metav1.ObjectMeta{
+		Name: node + "-peer-a", Namespace: ns,
+		Labels: map[string]string{v1alpha1.LabelNode: node, v1alpha1.LabelBGPPeer: "peer-a"},
+	}}
+	if err := env.Client.Create(ctx, st); err != nil {
+		t.Fatal(err)
+	}
+	st.Status = v1alpha1.BGPSessionStateStatus{Node: node, Peer: "192.0.2.1", BGPPeer: "peer-a", BGPStatus: "Established",
+		BFDStatus: v1alpha1.BFDStatusNotConfigured}
+	if err := env.Client.Status().Update(ctx, st); err != nil {
+		t.Fatal(err)
+	}
+	o := Options{Namespace: ns, SpeakerSelector: labels.SelectorFromSet(map[string]string{"app": "speaker"}),
+		Grace: time.Hour, Now: time.Now, Log: slog.New(slog.DiscardHandler)}
+	racing := &racingClient{Client: env.Client}
+	r := &reconciler{c: racing, o: o, clocks: map[string]clock{}}
+	req := reconcile.Request{NamespacedName: client.ObjectKey{Name: node}}
+
+	res, err := r.Reconcile(ctx, req)
+	if err != nil {
+		t.Fatalf("Reconcile after a lost conflict: error %v, want none (a retry)", err)
+	}
+	if racing.raced != 1 {
+		t.Fatalf("%d raced updates, want 1 (the test's race did not happen)", racing.raced)
+	}
+	if res.RequeueAfter <= 0 || res.RequeueAfter > conflictRetry {
+		t.Errorf("RequeueAfter %v after a lost conflict, want (0, %v]", res.RequeueAfter, conflictRetry)
+	}
+
+	r.c = env.Client
+	if _, err := r.Reconcile(ctx, req); err != nil {
+		t.Fatal(err)
+	}
+	var got v1alpha1.BGPSessionState
+	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(st), &got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Status.BGPStatus != StatusUnknown || !strings.HasPrefix(got.Status.LastError, markPrefix(node)) {
+		t.Errorf("after the retry: bgpStatus %q lastError %q, want %s and the mark", got.Status.BGPStatus, got.Status.LastError, StatusUnknown)
 	}
 }
