@@ -434,11 +434,41 @@ func (v *view) howChosen(key string, req ipam.Request, asg ipam.Assignment) stri
 		}
 		sort.Strings(sharers)
 	}
-	why := fmt.Sprintf("pool %q is the first of the candidate pools %v with a free address (serviceAllocation priority, then name); the lowest free address at allocation time", asg.Pool, v.alloc.Candidates(req))
+	cands := v.alloc.Candidates(req)
+	why := fmt.Sprintf("pool %q is the first of the candidate pools %v with a free address (serviceAllocation priority, then name); the lowest free address at allocation time", asg.Pool, cands)
+	if earlier := v.earlierWithRoom(cands, asg); earlier != "" && len(sharers) == 0 {
+		why = fmt.Sprintf("pool %q gave the addresses, and an allocation is kept while its pool still serves the Service: pool %q, before it among the candidate pools %v (serviceAllocation priority, then name), has a free address now and would serve a new Service", asg.Pool, earlier, cands)
+	}
 	if len(sharers) > 0 {
 		why += fmt.Sprintf("; shared (allow-shared-ip %q) with %s", req.SharingKey, strings.Join(sharers, ", "))
 	}
 	return why
+}
+
+// earlierWithRoom returns the first pool of cands before asg.Pool with a
+// free address of each family asg holds, "" when there is none (asg's pool
+// is the one a new allocation would choose, or asg's pool is not among
+// cands).
+func (v *view) earlierWithRoom(cands []string, asg ipam.Assignment) string {
+	i := slices.Index(cands, asg.Pool)
+	if i <= 0 {
+		return ""
+	}
+	var v4, v6 bool
+	for _, ip := range asg.IPs {
+		v4, v6 = v4 || ip.Is4(), v6 || ip.Is6()
+	}
+	free := map[string]ipam.PoolStats{}
+	for _, st := range v.alloc.Stats() {
+		free[st.Pool] = st
+	}
+	for _, name := range cands[:i] {
+		st, ok := free[name]
+		if ok && (!v4 || st.AvailableIPv4 > 0) && (!v6 || st.AvailableIPv6 > 0) {
+			return name
+		}
+	}
+	return ""
 }
 
 // explainAnnouncement runs every node's decision.

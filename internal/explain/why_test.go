@@ -28,6 +28,14 @@ func TestWhyAllocation(t *testing.T) {
 			c.l2Status("web", winnerOf(c, "198.51.100.1"))
 		},
 			`pool "p" is the first of the candidate pools [p]`, "", false},
+		// A higher-priority pool that has room now does not move a kept
+		// allocation: why says so instead of "the first with a free address".
+		{"kept in a lower-priority pool", func(c *Cluster) {
+			c.Resources.Pools = append(c.Resources.Pools, v1beta1.IPAddressPool{ObjectMeta: hmeta("a-first"),
+				Spec: v1beta1.IPAddressPoolSpec{Addresses: []string{"203.0.113.8/29"}}})
+			c.service("web", []string{"198.51.100.1"}, "n1")
+			c.l2Status("web", winnerOf(c, "198.51.100.1"))
+		}, `pool "p" gave the addresses, and an allocation is kept while its pool still serves the Service: pool "a-first", before it among the candidate pools [a-first p]`, "", false},
 		{"requested", func(c *Cluster) {
 			s := c.service("web", []string{"198.51.100.5"}, "n1")
 			s.Annotations["metallb.io/loadBalancerIPs"] = "198.51.100.5"
