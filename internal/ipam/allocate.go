@@ -1,6 +1,7 @@
 package ipam
 
 import (
+	"errors"
 	"fmt"
 	"net/netip"
 	"slices"
@@ -52,16 +53,17 @@ func (a *Allocator) Allocate(req Request) (Assignment, error) {
 	}
 	var kept []netip.Addr
 	var p *pool
+	var conflict, dropped error
 	if h := a.svcs[r.Key]; h != nil {
-		kept, p, _, _ = a.filter(h.ips, &r)
+		kept, p, conflict, dropped = a.filter(h.ips, &r)
 		a.unrecord(r.Key)
 	} else if prev := a.parkedFor(r.Key); len(prev) > 0 {
-		kept, p, _, _ = a.filter(prev, &r)
+		kept, p, conflict, dropped = a.filter(prev, &r)
 	}
 	if len(kept) > 0 {
 		if ips, ok := a.complete(kept, p, &r); ok {
 			a.record(&holding{req: r, ips: ips, pool: p.cfg.Name})
-			return Assignment{IPs: slices.Clone(ips), Pool: p.cfg.Name}, nil
+			return Assignment{IPs: slices.Clone(ips), Pool: p.cfg.Name, Dropped: errors.Join(conflict, dropped)}, nil
 		}
 	}
 	ips, p, err := a.choose(&r)
@@ -69,7 +71,7 @@ func (a *Allocator) Allocate(req Request) (Assignment, error) {
 		return Assignment{}, fmt.Errorf("allocate %s: %w", r.Key, err)
 	}
 	a.record(&holding{req: r, ips: ips, pool: p.cfg.Name})
-	return Assignment{IPs: slices.Clone(ips), Pool: p.cfg.Name}, nil
+	return Assignment{IPs: slices.Clone(ips), Pool: p.cfg.Name, Dropped: errors.Join(conflict, dropped)}, nil
 }
 
 // complete decides whether kept (valid IPs the Service held, from pool p)

@@ -155,6 +155,12 @@ type Assignment struct {
 	IPs []netip.Addr
 	// Pool is the name of the pool all IPs belong to.
 	Pool string
+	// Dropped, from Allocate only, says why addresses the Service held
+	// before are not among IPs (the pool no longer selects it, the address
+	// left the pool, another Service now holds it incompatibly, ...): the
+	// text of the ClearAssignment event. nil when every held address was
+	// kept or none was held.
+	Dropped error
 }
 
 // PoolStats are the per-family address counters of one pool, the source of

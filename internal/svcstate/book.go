@@ -223,15 +223,19 @@ func (b *Book) TakeClearReason(key string) string {
 
 // ClearReason is the text a clear event gives for addresses a decision
 // dropped from a Service's status: the recorded reason (TakeClearReason)
-// when there is one, else the allocation error's text, else "the Service's
-// request changed" when reqChanged, else that the address is no longer
-// valid for the Service.
-func ClearReason(recorded string, allocErr error, reqChanged bool) string {
+// when there is one, else the allocation error's text, else why the
+// allocator did not keep them (dropped, ipam.Assignment.Dropped: e.g. a
+// namespace relabel that the pool's serviceAllocation no longer selects),
+// else "the Service's request changed" when reqChanged, else that the
+// address is no longer valid for the Service.
+func ClearReason(recorded string, allocErr, dropped error, reqChanged bool) string {
 	switch {
 	case recorded != "":
 		return recorded
 	case allocErr != nil:
 		return allocErr.Error()
+	case dropped != nil:
+		return dropped.Error()
 	case reqChanged:
 		return "the Service's request changed"
 	default:

@@ -190,20 +190,22 @@ func TestSeeUnsee(t *testing.T) {
 }
 
 func TestClearReason(t *testing.T) {
+	notSelected := errors.New(`198.51.100.0 is in address pool "team", whose serviceAllocation does not select Service demo/web`)
 	tests := []struct {
-		recorded   string
-		err        error
-		reqChanged bool
-		want       string
+		recorded     string
+		err, dropped error
+		reqChanged   bool
+		want         string
 	}{
-		{"after a configuration change", errors.New("pool exhausted"), true, "after a configuration change"},
-		{"", errors.New("pool exhausted"), true, "pool exhausted"},
-		{"", nil, true, "the Service's request changed"},
-		{"", nil, false, "the address is no longer valid for the Service"},
+		{"after a configuration change", errors.New("pool exhausted"), notSelected, true, "after a configuration change"},
+		{"", errors.New("pool exhausted"), notSelected, true, "pool exhausted"},
+		{"", nil, notSelected, true, notSelected.Error()},
+		{"", nil, nil, true, "the Service's request changed"},
+		{"", nil, nil, false, "the address is no longer valid for the Service"},
 	}
 	for _, tt := range tests {
-		if got := ClearReason(tt.recorded, tt.err, tt.reqChanged); got != tt.want {
-			t.Errorf("ClearReason(%q, %v, %v) = %q, want %q", tt.recorded, tt.err, tt.reqChanged, got, tt.want)
+		if got := ClearReason(tt.recorded, tt.err, tt.dropped, tt.reqChanged); got != tt.want {
+			t.Errorf("ClearReason(%q, %v, %v, %v) = %q, want %q", tt.recorded, tt.err, tt.dropped, tt.reqChanged, got, tt.want)
 		}
 	}
 }

@@ -1,8 +1,10 @@
 package allocation
 
 import (
+	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -12,6 +14,7 @@ import (
 
 	"github.com/herald-lb/herald/api/v1beta1"
 	"github.com/herald-lb/herald/internal/annotations"
+	"github.com/herald-lb/herald/internal/poll"
 )
 
 // Services with one sharing key and disjoint ports share an address; one
@@ -154,6 +157,31 @@ func TestNamespaceLabels(t *testing.T) {
 	if meta.FindStatusCondition(f.get("web").Status.Conditions, ConditionType).Reason != ReasonAllocated {
 		t.Errorf("condition not updated")
 	}
+	// The label removed, "team" no longer selects the namespace: the
+	// Service moves to a pool that serves every namespace, and the
+	// ClearAssignment event says why the old address went.
+	f.pool("any", []string{"203.0.113.0/29"})
+	// The pool's status counters are written once the controller's
+	// configuration has it: only then is the label removed.
+	poll.Until(t, 30*time.Second, "pool any in the configuration", func() error {
+		var p v1beta1.IPAddressPool
+		if err := f.c.Get(f.ctx(), client.ObjectKey{Namespace: f.herald, Name: "any"}, &p); err != nil {
+			return err
+		}
+		if p.Status.AvailableIPv4 != 8 {
+			return fmt.Errorf("status %+v", p.Status)
+		}
+		return nil
+	})
+	if err := f.c.Get(f.ctx(), client.ObjectKey{Name: f.ns}, &ns); err != nil {
+		t.Fatal(err)
+	}
+	delete(ns.Labels, "team")
+	if err := f.c.Update(f.ctx(), &ns); err != nil {
+		t.Fatal(err)
+	}
+	f.waitIPs("web", "203.0.113.0")
+	f.waitEvent("web", EventClearAssignment, `address pool "team", whose serviceAllocation does not select Service`)
 }
 
 func contains(s, sub string) bool { return strings.Contains(s, sub) }

@@ -159,7 +159,7 @@ func (c *Controller) finish(ctx context.Context, svc *corev1.Service, o outcome)
 
 	dropped := droppedIPs(statusIPs, newIPs)
 	if len(dropped) > 0 {
-		clearReason := svcstate.ClearReason(recorded, o.err, o.reqChanged)
+		clearReason := svcstate.ClearReason(recorded, o.err, o.after.Dropped, o.reqChanged)
 		c.later(key, svc, dueEvent{kind: dueCleared, ips: dropped, text: clearReason})
 	}
 	if o.err == nil {
