@@ -10,7 +10,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -321,13 +320,29 @@ func (s *Controller) announceFailed(ctx context.Context, key, protocol string, e
 	}
 }
 
-func (s *Controller) endpoints(ctx context.Context, ns, name string) ([]announce.Endpoint, error) {
-	var list discoveryv1.EndpointSliceList
-	if err := s.client.List(ctx, &list, client.InNamespace(ns), client.MatchingFields{indexSliceService: ns + "/" + name},
-		client.UnsafeDisableDeepCopy); err != nil { // read only
+// endpoints returns the endpoints of the Service ns/name's EndpointSlices,
+// from the cache's sliceRecords. The result is read only: with one slice
+// it is that record's own slice.
+func (s *Controller) endpoints(_ context.Context, ns, name string) ([]announce.Endpoint, error) {
+	objs, err := s.slices.ByIndex(indexSliceService, ns+"/"+name)
+	if err != nil {
 		return nil, fmt.Errorf("list EndpointSlices of %s/%s: %w", ns, name, err)
 	}
-	return announce.EndpointsFromSlices(list.Items), nil
+	var out []announce.Endpoint
+	for i, o := range objs {
+		r, ok := o.(*sliceRecord)
+		if !ok {
+			continue
+		}
+		if len(objs) == 1 {
+			return r.endpoints, nil
+		}
+		if i == 0 {
+			out = make([]announce.Endpoint, 0, len(r.endpoints)*len(objs))
+		}
+		out = append(out, r.endpoints...)
+	}
+	return out, nil
 }
 
 // sharing returns the other Services holding one of svc's IPs.

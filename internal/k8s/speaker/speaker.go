@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -15,6 +16,7 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
@@ -58,6 +60,9 @@ type Controller struct {
 	log       *slog.Logger
 	client    client.Client // cache-backed reads, API writes
 	apiReader client.Reader // uncached reads
+	// slices is the EndpointSlice informer's store of sliceRecords,
+	// indexed by indexSliceService (setupIndexes). Read only.
+	slices    toolscache.Indexer
 	tracker   *configload.Tracker
 	cfgMetric *configload.Metrics
 	reporter  *configload.Reporter
@@ -184,7 +189,7 @@ func Setup(mgr manager.Manager, opts Options) (*Controller, error) {
 	if opts.BalancedL2 {
 		s.balanced = newBalancedState(opts.BalanceDelay)
 	}
-	if err := setupIndexes(mgr); err != nil {
+	if s.slices, err = setupIndexes(mgr); err != nil {
 		return nil, err
 	}
 	if err := s.setupController(mgr); err != nil {
@@ -220,18 +225,31 @@ func Setup(mgr manager.Manager, opts Options) (*Controller, error) {
 	return s, nil
 }
 
-func setupIndexes(mgr manager.Manager) error {
+// setupIndexes adds the Service index by ingress IP (a field index of
+// the manager's cache) and the EndpointSlice index by Service
+// (indexSliceService, on the informer itself: the cache holds sliceRecords,
+// which controller-runtime's field indexes and reader cannot take), and
+// returns the EndpointSlice informer's store.
+func setupIndexes(mgr manager.Manager) (toolscache.Indexer, error) {
 	ctx := context.Background()
-	idx := mgr.GetFieldIndexer()
-	if err := idx.IndexField(ctx, &discoveryv1.EndpointSlice{}, indexSliceService, func(o client.Object) []string {
-		name := o.GetLabels()[discoveryv1.LabelServiceName]
-		if name == "" {
-			return nil
-		}
-		return []string{o.GetNamespace() + "/" + name}
-	}); err != nil {
-		return fmt.Errorf("index EndpointSlices by Service: %w", err)
+	inf, err := mgr.GetCache().GetInformer(ctx, &discoveryv1.EndpointSlice{})
+	if err != nil {
+		return nil, fmt.Errorf("EndpointSlice informer: %w", err)
 	}
+	shared, ok := inf.(toolscache.SharedIndexInformer)
+	if !ok {
+		return nil, fmt.Errorf("EndpointSlice informer is a %T, not a client-go SharedIndexInformer", inf)
+	}
+	if err := shared.AddIndexers(toolscache.Indexers{indexSliceService: func(obj any) ([]string, error) {
+		r, ok := obj.(*sliceRecord)
+		if !ok || r.service == "" {
+			return nil, nil
+		}
+		return []string{r.Namespace + "/" + r.service}, nil
+	}}); err != nil {
+		return nil, fmt.Errorf("index EndpointSlices by Service: %w", err)
+	}
+	idx := mgr.GetFieldIndexer()
 	if err := idx.IndexField(ctx, &corev1.Service{}, indexServiceIP, func(o client.Object) []string {
 		svc := o.(*corev1.Service)
 		var ips []string
@@ -240,9 +258,9 @@ func setupIndexes(mgr manager.Manager) error {
 		}
 		return ips
 	}); err != nil {
-		return fmt.Errorf("index Services by ingress IP: %w", err)
+		return nil, fmt.Errorf("index Services by ingress IP: %w", err)
 	}
-	return nil
+	return shared.GetIndexer(), nil
 }
 
 func (s *Controller) setupController(mgr manager.Manager) error {
@@ -390,10 +408,11 @@ func (s *Controller) mapService(ctx context.Context, o client.Object) []reconcil
 // mapSlice queues the Service of an EndpointSlice and the Services sharing
 // its IPs.
 func (s *Controller) mapSlice(ctx context.Context, o client.Object) []reconcile.Request {
-	name := o.GetLabels()[discoveryv1.LabelServiceName]
-	if name == "" {
+	r, ok := o.(*sliceRecord)
+	if !ok || r.service == "" {
 		return nil
 	}
+	name := r.service
 	key := types.NamespacedName{Namespace: o.GetNamespace(), Name: name}
 	reqs := []reconcile.Request{{NamespacedName: key}}
 	var svc corev1.Service
@@ -447,12 +466,12 @@ func heraldAnnotationsChanged(e event.UpdateEvent) bool {
 // configuration objects (internal/annotations).
 const heraldAnnotationPrefix = "herald.io/"
 
+// sliceChanged reports an EndpointSlice change that can change a
+// decision: its Service or its endpoints (as the decision reads them).
 func sliceChanged(e event.UpdateEvent) bool {
-	o, ok1 := e.ObjectOld.(*discoveryv1.EndpointSlice)
-	n, ok2 := e.ObjectNew.(*discoveryv1.EndpointSlice)
-	return !ok1 || !ok2 || !reflect.DeepEqual(
-		announce.EndpointsFromSlices([]discoveryv1.EndpointSlice{*o}),
-		announce.EndpointsFromSlices([]discoveryv1.EndpointSlice{*n}))
+	o, ok1 := e.ObjectOld.(*sliceRecord)
+	n, ok2 := e.ObjectNew.(*sliceRecord)
+	return !ok1 || !ok2 || o.service != n.service || !slices.Equal(o.endpoints, n.endpoints)
 }
 
 // nodeChanged reports a Node change that can change a decision: labels

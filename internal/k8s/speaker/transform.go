@@ -1,12 +1,15 @@
 package speaker
 
 import (
+	"slices"
 	"strings"
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	toolscache "k8s.io/client-go/tools/cache"
 
 	"github.com/herald-lb/herald/internal/annotations"
@@ -25,9 +28,10 @@ import (
 //   - Service: announce.ServiceFromK8s (labels, type, externalTrafficPolicy,
 //     loadBalancerClass, the allow-shared-ip annotations, ingress IPs),
 //     the ingress-IP index, events (name, namespace, UID, resourceVersion).
-//   - EndpointSlice: announce.EndpointsFromSlices (per endpoint: nodeName,
-//     conditions.ready and conditions.serving), the Service index and
-//     mapSlice (the kubernetes.io/service-name label).
+//   - EndpointSlice: kept as a sliceRecord (below), not as an
+//     EndpointSlice: its identity, its Service's name (the
+//     kubernetes.io/service-name label, for the Service index and
+//     mapSlice) and announce.EndpointsFromSlices of it.
 //   - Node: announce.NodeFromK8s (labels, the Ready and NetworkUnavailable
 //     conditions' status, the out-of-service taint), announce.NodeIPv4 and
 //     nodeChanged (addresses), config.Build (name, labels).
@@ -94,42 +98,54 @@ func sharingAnnotations(a map[string]string) map[string]string {
 // (key, value), at most maxInterned.
 var sharingMaps = intern.NewMaps(maxInterned)
 
-// transformEndpointSlice is the EndpointSlice transform (see above).
+// sliceRecord is what the speaker's cache keeps of an EndpointSlice: the
+// EndpointSlice transform's result, in place of the object. It holds the
+// slice's identity (name, namespace, UID, resourceVersion: what the cache
+// keys and events use), the name of its Service (the
+// kubernetes.io/service-name label, "" for a slice of none) and its
+// endpoints already converted for the decision
+// (announce.EndpointsFromSlices), so a decision reads them without
+// converting again and the cache holds no discoveryv1.Endpoint, targetRef
+// or label map per slice. It is read only through the informer's indexer
+// (Controller.endpoints, by indexSliceService): controller-runtime's cache
+// reader cannot list it as EndpointSlices, and nothing in the speaker does.
+type sliceRecord struct {
+	metav1.ObjectMeta
+	// service is the Service's name, in the slice's namespace.
+	service string
+	// endpoints are announce.EndpointsFromSlices of the slice, node names
+	// interned. Read only.
+	endpoints []announce.Endpoint
+}
+
+// GetObjectKind: a record carries no type meta (nothing reads it).
+func (r *sliceRecord) GetObjectKind() schema.ObjectKind { return schema.EmptyObjectKind }
+
+// DeepCopyObject copies the record (runtime.Object).
+func (r *sliceRecord) DeepCopyObject() runtime.Object {
+	c := &sliceRecord{service: r.service, endpoints: slices.Clone(r.endpoints)}
+	r.DeepCopyInto(&c.ObjectMeta)
+	return c
+}
+
+// transformEndpointSlice is the EndpointSlice transform (see above): an
+// EndpointSlice becomes its *sliceRecord.
 func transformEndpointSlice(obj any) (any, error) {
 	s, ok := obj.(*discoveryv1.EndpointSlice)
 	if !ok {
-		return obj, nil
+		return obj, nil // a tombstone, or a record already
 	}
-	var lbl map[string]string
-	if name, ok := s.Labels[discoveryv1.LabelServiceName]; ok {
-		lbl = map[string]string{discoveryv1.LabelServiceName: name}
-	}
-	out := &discoveryv1.EndpointSlice{
-		TypeMeta:    s.TypeMeta,
-		ObjectMeta:  slimMeta(&s.ObjectMeta, lbl, nil),
-		AddressType: s.AddressType,
-	}
-	if len(s.Endpoints) > 0 {
-		out.Endpoints = make([]discoveryv1.Endpoint, len(s.Endpoints))
-		for i := range s.Endpoints {
-			ep := &s.Endpoints[i]
-			out.Endpoints[i] = discoveryv1.Endpoint{
-				Conditions: discoveryv1.EndpointConditions{Ready: sharedBool(ep.Conditions.Ready), Serving: sharedBool(ep.Conditions.Serving)},
-				NodeName:   nodeNames.intern(ep.NodeName),
-			}
-			// The target identifies a Pod once across slices
-			// (announce.Endpoint.Target: weighted ECMP counts Pods): by
-			// its UID, else by kind, namespace and name.
-			switch r := ep.TargetRef; {
-			case r == nil:
-			case r.UID != "":
-				out.Endpoints[i].TargetRef = &corev1.ObjectReference{UID: r.UID}
-			default:
-				out.Endpoints[i].TargetRef = &corev1.ObjectReference{Kind: r.Kind, Namespace: r.Namespace, Name: r.Name}
-			}
+	eps := announce.EndpointsFromSlices([]discoveryv1.EndpointSlice{*s})
+	for i := range eps {
+		if eps[i].NodeName != "" {
+			eps[i].NodeName = *nodeNames.intern(&eps[i].NodeName)
 		}
 	}
-	return out, nil
+	return &sliceRecord{
+		ObjectMeta: slimMeta(&s.ObjectMeta, nil, nil),
+		service:    s.Labels[discoveryv1.LabelServiceName],
+		endpoints:  slices.Clip(eps),
+	}, nil
 }
 
 // transformNode is the Node transform (see above).
@@ -201,22 +217,6 @@ func slimMeta(m *metav1.ObjectMeta, labels, annotations map[string]string) metav
 		Labels: labels, Annotations: annotations,
 	}
 }
-
-// sharedBool returns nil for nil, else a pointer to one of two shared
-// values: the cache's objects are never written to (reads get deep copies),
-// so endpoints can share them instead of holding two allocations each.
-func sharedBool(b *bool) *bool {
-	switch {
-	case b == nil:
-		return nil
-	case *b:
-		return &boolTrue
-	default:
-		return &boolFalse
-	}
-}
-
-var boolTrue, boolFalse = true, false
 
 // interner hands out one shared *string per distinct value, for the node
 // names that every endpoint repeats. It holds at most maxInterned values

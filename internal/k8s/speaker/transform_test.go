@@ -122,10 +122,11 @@ func TestTransformServiceKeepsDecisionInputs(t *testing.T) {
 	}
 }
 
-// TestTransformEndpointSliceKeepsDecisionInputs: the transformed slices
-// give the same announce.EndpointsFromSlices (ready nil/true/false, serving
-// nil/true/false, nodeName nil or set), the same Service index key, and
-// sliceChanged agrees; addresses, targetRefs, zones, hints and ports are gone.
+// TestTransformEndpointSliceKeepsDecisionInputs: the record of a slice
+// holds announce.EndpointsFromSlices of it (ready nil/true/false, serving
+// nil/true/false, nodeName nil or set, targetRefs), its Service's name and
+// its identity, and sliceChanged reports exactly the changes of those;
+// labels, annotations, addresses, zones, hints and ports are gone.
 func TestTransformEndpointSliceKeepsDecisionInputs(t *testing.T) {
 	bools := []*bool{nil, ptr.To(true), ptr.To(false)}
 	var eps []discoveryv1.Endpoint
@@ -160,35 +161,51 @@ func TestTransformEndpointSliceKeepsDecisionInputs(t *testing.T) {
 		mk("empty", svcLabels, nil),
 		mk("orphan", map[string]string{"app": "web"}, eps),
 	}
+	record := func(t *testing.T, s *discoveryv1.EndpointSlice) *sliceRecord {
+		t.Helper()
+		out, err := transformEndpointSlice(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, ok := out.(*sliceRecord)
+		if !ok {
+			t.Fatalf("transform returned %T, want *sliceRecord", out)
+		}
+		return r
+	}
 	for _, full := range cases {
 		t.Run(full.Name, func(t *testing.T) {
-			slim := mustTransform(t, transformEndpointSlice, full.DeepCopy())
-			got := announce.EndpointsFromSlices([]discoveryv1.EndpointSlice{*slim})
+			slim := record(t, full.DeepCopy())
+			got := slim.endpoints
 			want := announce.EndpointsFromSlices([]discoveryv1.EndpointSlice{*full})
 			if !reflect.DeepEqual(got, want) {
-				t.Errorf("EndpointsFromSlices(transformed) = %+v, want %+v", got, want)
+				t.Errorf("record's endpoints = %+v, want EndpointsFromSlices %+v", got, want)
 			}
-			if g, w := slim.Labels[discoveryv1.LabelServiceName], full.Labels[discoveryv1.LabelServiceName]; g != w {
-				t.Errorf("service-name label %q, want %q (Service index, mapSlice)", g, w)
+			if g, w := slim.service, full.Labels[discoveryv1.LabelServiceName]; g != w {
+				t.Errorf("service %q, want the service-name label %q (Service index, mapSlice)", g, w)
+			}
+			if slim.Name != full.Name || slim.Namespace != full.Namespace || slim.UID != full.UID || slim.ResourceVersion != full.ResourceVersion {
+				t.Errorf("record's identity %s/%s %s %s, want %s/%s %s %s", slim.Namespace, slim.Name, slim.UID, slim.ResourceVersion,
+					full.Namespace, full.Name, full.UID, full.ResourceVersion)
 			}
 			for _, other := range cases {
-				if g, w := sliceChanged(updateEvent(slim, mustTransform(t, transformEndpointSlice, other.DeepCopy()))),
-					sliceChanged(updateEvent(full, other)); g != w {
-					t.Errorf("sliceChanged(%s -> %s) = %v transformed, %v full", full.Name, other.Name, g, w)
+				if g, w := sliceChanged(updateEvent(slim, record(t, other.DeepCopy()))),
+					!reflect.DeepEqual(announce.EndpointsFromSlices([]discoveryv1.EndpointSlice{*full}), announce.EndpointsFromSlices([]discoveryv1.EndpointSlice{*other})) ||
+						full.Labels[discoveryv1.LabelServiceName] != other.Labels[discoveryv1.LabelServiceName]; g != w {
+					t.Errorf("sliceChanged(%s -> %s) = %v, want %v (endpoints or Service changed)", full.Name, other.Name, g, w)
 				}
 			}
-			for _, ep := range slim.Endpoints {
-				if r := ep.TargetRef; r != nil && (r.APIVersion != "" || r.ResourceVersion != "" || r.FieldPath != "") {
-					t.Errorf("transformed endpoint's targetRef keeps fields nothing reads: %+v", r)
-				}
-				if ep.Addresses != nil || ep.Zone != nil || ep.Hints != nil || ep.Hostname != nil || ep.Conditions.Terminating != nil {
-					t.Errorf("transformed endpoint keeps fields nothing reads: %+v", ep)
-				}
+			if slim.Labels != nil || slim.Annotations != nil || slim.ManagedFields != nil || slim.OwnerReferences != nil {
+				t.Errorf("record keeps metadata nothing reads: %+v", slim.ObjectMeta)
 			}
-			if slim.Ports != nil || slim.Annotations != nil || slim.ManagedFields != nil || slim.OwnerReferences != nil || len(slim.Labels) > 1 {
-				t.Errorf("transformed slice keeps fields nothing reads: %+v", slim.ObjectMeta)
+			if c := slim.DeepCopyObject().(*sliceRecord); !reflect.DeepEqual(c, slim) {
+				t.Errorf("DeepCopyObject = %+v, want %+v", c, slim)
 			}
 		})
+	}
+	// A tombstone (or anything not an EndpointSlice) passes unchanged.
+	if out, err := transformEndpointSlice("tombstone"); err != nil || out != "tombstone" {
+		t.Errorf("transformEndpointSlice(non-slice) = %v, %v; want it unchanged", out, err)
 	}
 }
 
