@@ -2,6 +2,7 @@ package allocation
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"net/netip"
 	"syscall"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/herald-lb/herald/internal/annotations"
 	"github.com/herald-lb/herald/internal/ipam"
+	"github.com/herald-lb/herald/internal/k8s/eventrec"
 )
 
 // benchCache is the part of the informer cache the allocation loop reads
@@ -83,59 +85,13 @@ func (w benchStatus) Patch(_ context.Context, obj client.Object, p client.Patch,
 // needed; "cpu-ns/op" is the process's CPU time per Service, which unlike
 // ns/op holds on a busy machine): go test -short -run '^$' -bench BenchmarkNewService -benchmem.
 func BenchmarkNewService(b *testing.B) {
-	const ns = "herald-bench"
-	cch := &benchCache{
-		svcs: map[client.ObjectKey]*corev1.Service{},
-		ns:   &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: map[string]string{"kubernetes.io/metadata.name": ns}}},
-	}
-	cl := &benchClient{}
-	c, err := New(Options{Client: cl, Cache: cch, Namespace: "herald-system"})
-	if err != nil {
-		b.Fatal(err)
-	}
-	pools := []ipam.Pool{{Name: "bench", Prefixes: []netip.Prefix{netip.MustParsePrefix("2001:db8:1::/64")}, AutoAssign: true}}
-	if _, err := c.alloc.SetPools(pools); err != nil {
-		b.Fatal(err)
-	}
-	c.initialized.Store(true)
-
-	// The Services as created and as their status write's echo shows them
-	// (the addresses the allocator will give, in order, from a scratch
-	// allocator), built before the timer starts.
-	scratch := ipam.New()
-	if _, err := scratch.SetPools(pools); err != nil {
-		b.Fatal(err)
-	}
+	c, cch, cl := stubController(b, nil)
 	created := make([]*corev1.Service, b.N)
 	echoes := make([]*corev1.Service, b.N)
 	keys := make([]string, b.N)
 	for i := range b.N {
-		name := fmt.Sprintf("svc-%07d", i)
-		s := projectService(&corev1.Service{
-			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{"bench.herald.io/run": ns},
-				UID: types.UID(fmt.Sprintf("0b5c7c8e-1f7e-4a7e-9d0e-%012d", i)), ResourceVersion: fmt.Sprint(1000 + 2*i), Generation: 1},
-			Spec: corev1.ServiceSpec{
-				Type: corev1.ServiceTypeLoadBalancer, IPFamilyPolicy: ptr.To(corev1.IPFamilyPolicySingleStack),
-				IPFamilies: []corev1.IPFamily{corev1.IPv6Protocol}, ClusterIP: "fd00:10:96::1234", ClusterIPs: []string{"fd00:10:96::1234"},
-				Ports:                 []corev1.ServicePort{{Protocol: corev1.ProtocolTCP, Port: 80}},
-				ExternalTrafficPolicy: corev1.ServiceExternalTrafficPolicyCluster,
-			},
-		})
-		req, err := RequestFor(s, cch.ns.Labels)
-		if err != nil {
-			b.Fatal(err)
-		}
-		asg, err := scratch.Allocate(req)
-		if err != nil {
-			b.Fatal(err)
-		}
-		echo := *s
-		echo.ResourceVersion = fmt.Sprint(1001 + 2*i)
-		echo.Annotations = map[string]string{annotations.AllocatedFromPool: asg.Pool}
-		echo.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: asg.IPs[0].String(), IPMode: ptr.To(corev1.LoadBalancerIPModeVIP)}}
-		echo.Status.Conditions = []metav1.Condition{{Type: ConditionType, Status: metav1.ConditionTrue, Reason: ReasonAllocated,
-			Message: fmt.Sprintf("Assigned IP [%q]", asg.IPs[0]), ObservedGeneration: 1, LastTransitionTime: metav1.Now()}}
-		created[i], echoes[i], keys[i] = s, &echo, Key(s)
+		created[i], echoes[i] = stubService(b, i)
+		keys[i] = Key(created[i])
 	}
 	ctx := context.Background()
 
@@ -190,4 +146,64 @@ func processCPU(b *testing.B) time.Duration {
 		b.Fatal(err)
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// stubNamespace is the namespace of stubService's Services.
+const stubNamespace = "herald-bench"
+
+// stubPools is stubController's one pool: 2001:db8:1::/64.
+var stubPools = []ipam.Pool{{Name: "bench", Prefixes: []netip.Prefix{netip.MustParsePrefix("2001:db8:1::/64")}, AutoAssign: true}}
+
+// stubController returns an initialised controller over a benchCache (no
+// Service yet, stubNamespace with one label) and a benchClient, with the
+// pools stubPools and rec as its recorder (nil: none). Nothing runs: the
+// caller drives the reconciles and the queues.
+func stubController(tb testing.TB, rec *eventrec.Recorder) (*Controller, *benchCache, *benchClient) {
+	tb.Helper()
+	cch := &benchCache{
+		svcs: map[client.ObjectKey]*corev1.Service{},
+		ns:   &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: stubNamespace, Labels: map[string]string{"kubernetes.io/metadata.name": stubNamespace}}},
+	}
+	cl := &benchClient{}
+	c, err := New(Options{Client: cl, Cache: cch, Namespace: "herald-system", Recorder: rec})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if _, err := c.alloc.SetPools(stubPools); err != nil {
+		tb.Fatal(err)
+	}
+	c.initialized.Store(true)
+	return c, cch, cl
+}
+
+// stubService returns bench-alloc's i-th Service (single-stack IPv6, one
+// port, a run label) in stubNamespace, as the cache holds it when created
+// and as the echo of its status write shows it: the address and pool that
+// stubController's allocator gives the i-th new Service (of the first i+1,
+// none deleted), the condition and the pool annotation.
+func stubService(tb testing.TB, i int) (created, echo *corev1.Service) {
+	tb.Helper()
+	name := fmt.Sprintf("svc-%07d", i)
+	created = projectService(&corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: stubNamespace, Name: name, Labels: map[string]string{"bench.herald.io/run": stubNamespace},
+			UID: types.UID(fmt.Sprintf("0b5c7c8e-1f7e-4a7e-9d0e-%012d", i)), ResourceVersion: fmt.Sprint(1000 + 2*i), Generation: 1},
+		Spec: corev1.ServiceSpec{
+			Type: corev1.ServiceTypeLoadBalancer, IPFamilyPolicy: ptr.To(corev1.IPFamilyPolicySingleStack),
+			IPFamilies: []corev1.IPFamily{corev1.IPv6Protocol}, ClusterIP: "fd00:10:96::1234", ClusterIPs: []string{"fd00:10:96::1234"},
+			Ports:                 []corev1.ServicePort{{Protocol: corev1.ProtocolTCP, Port: 80}},
+			ExternalTrafficPolicy: corev1.ServiceExternalTrafficPolicyCluster,
+		},
+	})
+	// The pool's i-th address: the allocator gives the lowest free one,
+	// from the prefix's first.
+	a := stubPools[0].Prefixes[0].Addr().As16()
+	binary.BigEndian.PutUint64(a[8:], binary.BigEndian.Uint64(a[8:])+uint64(i))
+	ip := netip.AddrFrom16(a)
+	e := *created
+	e.ResourceVersion = fmt.Sprint(1001 + 2*i)
+	e.Annotations = map[string]string{annotations.AllocatedFromPool: stubPools[0].Name}
+	e.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: ip.String(), IPMode: ptr.To(corev1.LoadBalancerIPModeVIP)}}
+	e.Status.Conditions = []metav1.Condition{{Type: ConditionType, Status: metav1.ConditionTrue, Reason: ReasonAllocated,
+		Message: fmt.Sprintf("Assigned IP [%q]", ip), ObservedGeneration: 1, LastTransitionTime: metav1.Now()}}
+	return created, &e
 }
