@@ -304,19 +304,8 @@ func (c *Controller) installHandlers(ctx context.Context) error {
 		UpdateFunc: func(oldObj, newObj any) {
 			o, ok1 := oldObj.(*corev1.Service)
 			n, ok2 := newObj.(*corev1.Service)
-			if !ok1 || !ok2 {
-				return
-			}
-			if !equality.Semantic.DeepEqual(o.Spec, n.Spec) || !equalUserAnnotations(o.Annotations, n.Annotations) || !equalMaps(o.Labels, n.Labels) {
-				c.markSince(Key(n), true)
-				c.svcQueue.Add(Key(n))
-				return
-			}
-			// Only status or the pool annotation changed: most often the
-			// echo of the controller's own write. Reconcile only when it
-			// disagrees with the allocator.
-			if !c.agrees(n) {
-				c.svcQueue.Add(Key(n))
+			if ok1 && ok2 {
+				c.serviceUpdated(o, n)
 			}
 		},
 		DeleteFunc: func(obj any) {
@@ -397,6 +386,24 @@ func (c *Controller) installHandlers(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// serviceUpdated queues a Service whose update (o to n) may change what
+// the controller decides for it: a new spec, user annotations or labels
+// (it then waits for an address again), or a status or pool annotation
+// that disagrees with the allocator.
+func (c *Controller) serviceUpdated(o, n *corev1.Service) {
+	if !equality.Semantic.DeepEqual(o.Spec, n.Spec) || !equalUserAnnotations(o.Annotations, n.Annotations) || !equalMaps(o.Labels, n.Labels) {
+		c.markSince(Key(n), true)
+		c.svcQueue.Add(Key(n))
+		return
+	}
+	// Only status or the pool annotation changed: most often the echo of
+	// the controller's own write. Reconcile only when it disagrees with
+	// the allocator.
+	if !c.agrees(n) {
+		c.svcQueue.Add(Key(n))
+	}
 }
 
 // enqueueNamespace re-queues every Service of namespace ns (its labels

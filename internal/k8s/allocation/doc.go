@@ -95,6 +95,7 @@
 //
 // Events are core/v1 Events from a bounded recorder (eventrec.For; RBAC:
 // create/patch core events). The per-Service events of the low-priority
-// queue wait for room in the recorder's queue (back-pressure, none dropped);
-// the fast path never waits for it.
+// queue wait until the recorder has written them (back-pressure, none
+// dropped; and an event due before a burst is not written during it); the
+// fast path never waits for it.
 package allocation

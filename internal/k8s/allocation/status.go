@@ -11,7 +11,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/herald-lb/herald/internal/annotations"
 	"github.com/herald-lb/herald/internal/ipam"
 )
 
@@ -116,42 +115,75 @@ func statusUpToDate(s *corev1.Service, ips []netip.Addr, cond *metav1.Condition)
 // it a precondition: the API server refuses the patch with 409 Conflict if
 // the Service has changed since.
 func statusPatch(resourceVersion string, ips []netip.Addr, cond *metav1.Condition, pool *string) ([]byte, error) {
-	ingress := make([]map[string]any, 0, len(ips))
-	for _, ip := range ips {
-		ingress = append(ingress, map[string]any{"ip": ip.String(), "ipMode": string(corev1.LoadBalancerIPModeVIP)})
-	}
-	var conds []any
-	if cond != nil {
-		conds = append(conds, cond)
-	} else {
-		conds = append(conds, map[string]any{"type": ConditionType, "$patch": "delete"})
-	}
-	var lb map[string]any
-	if len(ingress) > 0 {
-		lb = map[string]any{"ingress": ingress}
-	} else {
-		lb = map[string]any{"ingress": nil}
-	}
-	patch := map[string]any{"status": map[string]any{"loadBalancer": lb, "conditions": conds}}
-	meta := map[string]any{}
-	if resourceVersion != "" {
-		meta["resourceVersion"] = resourceVersion
-	}
-	if pool != nil {
-		var v any // nil: null, removes the annotation
-		if *pool != "" {
-			v = *pool
+	var p patchBody
+	if len(ips) > 0 {
+		p.Status.LoadBalancer.Ingress = make([]patchIngress, len(ips))
+		for i, ip := range ips {
+			p.Status.LoadBalancer.Ingress[i] = patchIngress{IP: ip.String(), IPMode: string(corev1.LoadBalancerIPModeVIP)}
 		}
-		meta["annotations"] = map[string]any{annotations.AllocatedFromPool: v}
 	}
-	if len(meta) > 0 {
-		patch["metadata"] = meta
+	if cond != nil {
+		p.Status.Conditions[0] = cond
+	} else {
+		p.Status.Conditions[0] = patchDeleteCondition{Patch: "delete", Type: ConditionType}
 	}
-	b, err := json.Marshal(patch)
+	if resourceVersion != "" || pool != nil {
+		p.Metadata = &patchMeta{ResourceVersion: resourceVersion}
+		if pool != nil {
+			p.Metadata.Annotations = &patchPoolAnnotation{}
+			if *pool != "" {
+				p.Metadata.Annotations.Pool = pool
+			}
+		}
+	}
+	b, err := json.Marshal(&p)
 	if err != nil {
 		return nil, fmt.Errorf("build status patch: %w", err)
 	}
 	return b, nil
+}
+
+// patchBody is the JSON document statusPatch writes. Its types encode as
+// maps of the same keys would (keys in sorted order), without building
+// the maps: the patch is built once per status write.
+type patchBody struct {
+	Metadata *patchMeta  `json:"metadata,omitempty"`
+	Status   patchStatus `json:"status"`
+}
+
+type patchMeta struct {
+	Annotations     *patchPoolAnnotation `json:"annotations,omitempty"`
+	ResourceVersion string               `json:"resourceVersion,omitempty"`
+}
+
+// patchPoolAnnotation sets the pool annotation; a nil Pool (null) removes
+// it.
+type patchPoolAnnotation struct {
+	Pool *string `json:"metallb.io/ip-allocated-from-pool"`
+}
+
+type patchStatus struct {
+	// Conditions holds our condition (*metav1.Condition) or the
+	// directive deleting it (patchDeleteCondition).
+	Conditions   [1]any  `json:"conditions"`
+	LoadBalancer patchLB `json:"loadBalancer"`
+}
+
+// patchLB's nil Ingress (null) empties the list.
+type patchLB struct {
+	Ingress []patchIngress `json:"ingress"`
+}
+
+type patchIngress struct {
+	IP     string `json:"ip"`
+	IPMode string `json:"ipMode"`
+}
+
+// patchDeleteCondition is the strategic-merge directive deleting the
+// condition of Type.
+type patchDeleteCondition struct {
+	Patch string `json:"$patch"`
+	Type  string `json:"type"`
 }
 
 // ipStrings renders ips for event messages (MetalLB: Assigned IP ["a" "b"]).

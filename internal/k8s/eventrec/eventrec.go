@@ -10,6 +10,9 @@
 //     its context ends: a caller emitting a burst of events (the
 //     controller's low-priority queue, after a burst of new Services)
 //     emits them at the pace the API server takes them, and none is lost.
+//     EventfWritten also waits until the event has been written (or
+//     dropped), for a caller that decides before each event whether it may
+//     go now.
 //   - One worker takes the events from the queue one at a time, passes each
 //     through client-go's event correlator (k8s.io/client-go/tools/record,
 //     with client-go's defaults, as MetalLB's recorder) and writes it: a
@@ -165,7 +168,7 @@ type Recorder struct {
 	// write lock, senders send under the read lock.
 	mu      sync.RWMutex
 	stopped bool
-	queue   chan *corev1.Event
+	queue   chan queued
 	// stopping is closed when Stop begins: it wakes EventfWait.
 	stopping chan struct{}
 	stopOne  sync.Once
@@ -211,7 +214,13 @@ func New(cfg *rest.Config, scheme *runtime.Scheme, o Options) (*Recorder, error)
 	if size == 0 {
 		size = DefaultQueueSize
 	}
-	cs, err := typedcorev1.NewForConfig(rest.CopyConfig(cfg))
+	// Protobuf both ways: an Event and the answer (the stored Event, its
+	// managed fields included) cost the recorder and the API server less
+	// to encode and decode than JSON (BenchmarkWrite).
+	evCfg := rest.CopyConfig(cfg)
+	evCfg.ContentType = runtime.ContentTypeProtobuf
+	evCfg.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
+	cs, err := typedcorev1.NewForConfig(evCfg)
 	if err != nil {
 		return nil, fmt.Errorf("eventrec: core/v1 client: %w", err)
 	}
@@ -237,7 +246,7 @@ func New(cfg *rest.Config, scheme *runtime.Scheme, o Options) (*Recorder, error)
 		events:     cs.Events(""),
 		log:        log,
 		dropped:    dropped,
-		queue:      make(chan *corev1.Event, size),
+		queue:      make(chan queued, size),
 		stopping:   make(chan struct{}),
 		ctx:        ctx,
 		cancel:     cancel,
@@ -288,10 +297,17 @@ func (r *Recorder) Eventf(object runtime.Object, eventtype, reason, messageFmt s
 		return
 	}
 	select {
-	case r.queue <- ev:
+	case r.queue <- queued{ev: ev}:
 	default:
 		r.drop(DropQueueFull, ev, nil)
 	}
+}
+
+// queued is an event in the queue; written, when not nil, is closed once
+// the worker is done with it (written, or dropped).
+type queued struct {
+	ev      *corev1.Event
+	written chan struct{}
 }
 
 // EventfWait is Eventf that waits for room in the queue instead of dropping
@@ -304,29 +320,61 @@ func (r *Recorder) EventfWait(ctx context.Context, object runtime.Object, eventt
 	if r == nil {
 		return nil
 	}
-	ev := r.makeEvent(object, eventtype, reason, fmt.Sprintf(messageFmt, args...))
-	if ev == nil {
+	return r.enqueueWait(ctx, queued{}, object, eventtype, reason, fmt.Sprintf(messageFmt, args...))
+}
+
+// EventfWritten is EventfWait that then also waits until the worker is done
+// with the event: it has been written, or dropped and counted (the API
+// server refused it, or stayed unreachable through every try). A caller
+// that decides before each event whether it may go (the controller's
+// low-priority queue, which waits while a burst of Services is being
+// created) so has at most one event of its own queued or being written,
+// instead of filling the queue and leaving the worker writing for seconds
+// after it decided to wait. It returns nil then, or what EventfWait
+// returns, or ctx's error when ctx ends before the worker is done (the
+// event stays queued: it is written, or dropped by Stop).
+func (r *Recorder) EventfWritten(ctx context.Context, object runtime.Object, eventtype, reason, messageFmt string, args ...any) error {
+	if r == nil {
+		return nil
+	}
+	q := queued{written: make(chan struct{})}
+	if err := r.enqueueWait(ctx, q, object, eventtype, reason, fmt.Sprintf(messageFmt, args...)); err != nil {
+		return err
+	}
+	select {
+	case <-q.written:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// enqueueWait builds the event and puts it in the queue as q, waiting for
+// room (EventfWait).
+func (r *Recorder) enqueueWait(ctx context.Context, q queued, object runtime.Object, eventtype, reason, message string) error {
+	q.ev = r.makeEvent(object, eventtype, reason, message)
+	if q.ev == nil {
 		return fmt.Errorf("eventrec: no event about %T %s: see the log", object, reason)
 	}
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	if r.stopped {
-		r.drop(DropStopped, ev, nil)
+		r.drop(DropStopped, q.ev, nil)
 		return ErrStopped
 	}
 	select {
-	case r.queue <- ev:
+	case r.queue <- q:
 		return nil
 	case <-ctx.Done():
-		r.drop(DropCanceled, ev, ctx.Err())
+		r.drop(DropCanceled, q.ev, ctx.Err())
 		return ctx.Err()
 	case <-r.stopping:
 		// Stop waits for the read lock: the queue is still open.
 		select {
-		case r.queue <- ev:
+		case r.queue <- q:
 			return nil
 		default:
-			r.drop(DropStopped, ev, nil)
+			r.drop(DropStopped, q.ev, nil)
 			return ErrStopped
 		}
 	}
@@ -393,8 +441,11 @@ func (r *Recorder) makeEvent(object runtime.Object, eventtype, reason, message s
 // run writes the queued events until Stop closes the queue.
 func (r *Recorder) run() {
 	defer close(r.done)
-	for ev := range r.queue {
-		r.write(ev)
+	for q := range r.queue {
+		r.write(q.ev)
+		if q.written != nil {
+			close(q.written)
+		}
 	}
 }
 

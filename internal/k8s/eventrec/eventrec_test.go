@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"runtime"
 	"strings"
 	"sync"
@@ -18,6 +19,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/apimachinery/pkg/types"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -432,4 +434,56 @@ func TestStop(t *testing.T) {
 			t.Errorf(`herald_events_dropped_total{reason="stopped"} = %v, want %d`, d, n)
 		}
 	})
+}
+
+// EventfWritten returns once the event is written, not when it is queued;
+// when its context ends first it returns the context's error, and the
+// event is still written.
+func TestEventfWritten(t *testing.T) {
+	arrived, release := make(chan struct{}, 2), make(chan struct{})
+	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost || !strings.HasSuffix(r.URL.Path, "/events") {
+			http.Error(w, "not here", http.StatusNotFound)
+			return
+		}
+		arrived <- struct{}{}
+		<-release
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusCreated)
+		fmt.Fprint(w, `{"kind":"Event","apiVersion":"v1","metadata":{"name":"e","namespace":"ns","resourceVersion":"1"}}`)
+	}))
+	defer api.Close()
+	rec, err := New(&rest.Config{Host: api.URL}, clientgoscheme.Scheme, Options{Component: Controller, Registerer: prometheus.NewRegistry()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rec.Stop(context.Background())
+
+	done := make(chan error, 1)
+	go func() {
+		done <- rec.EventfWritten(context.Background(), serviceRef("ns", 1), corev1.EventTypeNormal, "IPAllocated", "Assigned IP %q", []string{"2001:db8::1"})
+	}()
+	<-arrived
+	select {
+	case err := <-done:
+		t.Fatalf("EventfWritten returned %v while the write was held", err)
+	case <-time.After(200 * time.Millisecond):
+	}
+	release <- struct{}{}
+	if err := <-done; err != nil {
+		t.Fatalf("EventfWritten = %v", err)
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		done <- rec.EventfWritten(ctx, serviceRef("ns", 2), corev1.EventTypeNormal, "IPAllocated", "Assigned IP %q", []string{"2001:db8::2"})
+	}()
+	<-arrived
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("EventfWritten with its context ended = %v, want %v", err, context.Canceled)
+	}
+	release <- struct{}{}
+	rec.Stop(context.Background())
+	noDrops(t, rec)
 }
