@@ -132,6 +132,10 @@ func (s *Controller) reconcileAll(ctx context.Context, snap *config.Snapshot, vi
 	// writes them and the status writer's records are current.
 	var existing map[string]*existingStatus
 	if !s.statusListed {
+		// From here on the status writer's watch handles objects of
+		// Services it has no entry for; those listed below are decided
+		// in this pass.
+		s.status.start()
 		var err error
 		if existing, err = s.listOwnStatus(ctx); err != nil {
 			return err

@@ -187,10 +187,10 @@ func Setup(mgr manager.Manager, opts Options) (*Controller, error) {
 	if err := setupIndexes(mgr); err != nil {
 		return nil, err
 	}
+	s.status = newStatusWriter(s) // before the controller: it watches for the writer
 	if err := s.setupController(mgr); err != nil {
 		return nil, err
 	}
-	s.status = newStatusWriter(s)
 	if err := mgr.Add(manager.RunnableFunc(s.status.run)); err != nil {
 		return nil, fmt.Errorf("add status writer: %w", err)
 	}
@@ -264,6 +264,10 @@ func (s *Controller) setupController(mgr manager.Manager) error {
 			builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
 				return o.GetNamespace() == s.opts.Namespace
 			}))).
+		// This node's status objects: the status writer restores them
+		// when someone else changes them (statuswatch.go).
+		Watches(&v1beta1.ServiceL2Status{}, s.status.eventHandler(kindL2)).
+		Watches(&v1beta1.ServiceBGPStatus{}, s.status.eventHandler(kindBGP)).
 		WatchesRawSource(source.TypedChannel(s.triggers,
 			handler.TypedEnqueueRequestsFromMapFunc(func(_ context.Context, key string) []reconcile.Request {
 				return []reconcile.Request{special(key)}
