@@ -76,8 +76,9 @@ type Controller struct {
 	peerErrors   map[string]string // BGPPeer name -> last translation error reported
 	bfd          bfdState
 	// statusListed: reconcileAll has listed every status object of this
-	// node, so a Service first seen later has none (only this process
-	// writes them) and its first decision costs no List request.
+	// node, so a Service first seen later has none (an object someone
+	// else creates reaches the status writer's watch) and its first
+	// decision costs no List request.
 	statusListed bool
 	status       *statusWriter  // runs in its own goroutines
 	sessions     *sessionStates // BGPSessionState writer, its own goroutine

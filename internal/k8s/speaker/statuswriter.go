@@ -66,8 +66,8 @@ func newStatusWriter(s *Controller) *statusWriter {
 // want records the desired status objects of a Service and schedules a
 // write. For a Service the writer does not track yet, existing (when
 // non-nil) are its objects as listed at start-up, and known without
-// existing means it has none (every object of this node was listed and only
-// this process writes them); otherwise they are listed before the first
+// existing means it has none (every object of this node was listed, and the
+// watch reports any created since); otherwise they are listed before the first
 // write. For a tracked Service both are ignored: the writer's own record
 // is newer than any listing the caller made.
 func (w *statusWriter) want(key string, l2 *v1beta1.ServiceL2StatusStatus, bgp *v1beta1.ServiceBGPStatusStatus, existing *existingStatus, known bool) {
