@@ -247,7 +247,7 @@ func run(args []string) error {
 		Scheme:                 sch,
 		Metrics:                metricsOpts,
 		HealthProbeBindAddress: o.serving.HealthProbeAddress(),
-		Cache:                  speaker.CacheOptions(o.namespace, podSelector),
+		Cache:                  speaker.CacheOptions(o.namespace, o.nodeName, podSelector),
 		Client:                 client.Options{Cache: &client.CacheOptions{DisableFor: speaker.UncachedObjects()}},
 	})
 	if err != nil {

@@ -128,10 +128,15 @@ func (s *Controller) reconcileAll(ctx context.Context, snap *config.Snapshot, vi
 		}
 	}
 	// This node's status objects are listed once, at start-up (to adopt or
-	// delete what an earlier speaker left); after that only this process
-	// writes them and the status writer's records are current.
+	// delete what an earlier speaker left); after that the status writer's
+	// records are current: its watch reports whatever someone else does to
+	// them (statuswatch.go).
 	var existing map[string]*existingStatus
 	if !s.statusListed {
+		// From here on the status writer's watch handles objects of
+		// Services it has no entry for; those listed below are decided
+		// in this pass.
+		s.status.start()
 		var err error
 		if existing, err = s.listOwnStatus(ctx); err != nil {
 			return err

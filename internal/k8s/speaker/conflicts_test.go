@@ -63,7 +63,7 @@ func TestL2ConflictEvent(t *testing.T) {
 		Scheme:                 env.Scheme,
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
-		Cache:                  CacheOptions(ns, nil),
+		Cache:                  CacheOptions(ns, "n1", nil),
 		Client:                 client.Options{Cache: &client.CacheOptions{DisableFor: UncachedObjects()}},
 		Controller:             ctrlconfig.Controller{SkipNameValidation: &skip},
 	})

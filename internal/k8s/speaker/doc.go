@@ -55,7 +55,11 @@
 //     from a rate-limited queue. This node's objects are listed once at
 //     start-up (adopting or deleting what an earlier speaker left); after
 //     that the writer's own record of what it wrote is used, so a decision
-//     that changes nothing costs no request.
+//     that changes nothing costs no request. The writer also watches this
+//     node's objects (statuswatch.go): an event that is not the echo of its
+//     own write (an object deleted, edited, relabelled or created by
+//     someone else) queues the Service again and the objects converge to
+//     the decision.
 //
 // All announcing is declarative; withdrawing is announcing less.
 //
@@ -128,7 +132,8 @@
 //     (generateName bgp-) for each Service announced over BGP, listing the
 //     peers that receive it. Both are labelled metallb.io/node,
 //     metallb.io/service-name and metallb.io/service-namespace and owned by
-//     the speaker Pod when it exists.
+//     the speaker Pod when it exists; restored when someone else deletes
+//     or edits them (a removed metallb.io/node label is put back).
 //   - Service events (reporting component metallb-speaker): nodeAssigned
 //     ("announcing from node X with protocol layer2|bgp: <addresses>") when this node
 //     starts announcing the Service in a protocol, announceFailed when an

@@ -202,12 +202,15 @@ func (o *Options) validate() error {
 // CacheOptions returns the manager cache settings the speaker needs: Herald's
 // objects, Secrets and Pods only from namespace (Pods only those matching
 // podSelector; nil when memberlist is off: Pods are then not watched),
-// Services, EndpointSlices, Nodes and Pods reduced to the fields the
-// speaker reads (transform.go), managed fields stripped from everything else; informers retry an unreachable
-// API server with a short capped backoff (apiretry), so a change made right
-// after an outage reaches the speaker within seconds.
-func CacheOptions(namespace string, podSelector labels.Selector) cache.Options {
+// the status objects only of node (labelled metallb.io/node=node; the
+// status writer watches them), Services, EndpointSlices, Nodes, Pods and
+// status objects reduced to the fields the speaker reads (transform.go),
+// managed fields stripped from everything else; informers retry an
+// unreachable API server with a short capped backoff (apiretry), so a
+// change made right after an outage reaches the speaker within seconds.
+func CacheOptions(namespace, node string, podSelector labels.Selector) cache.Options {
 	inNS := map[string]cache.Config{namespace: {}}
+	ofNode := labels.SelectorFromSet(labels.Set{v1beta1.LabelNode: node})
 	by := map[client.Object]cache.ByObject{
 		&corev1.Secret{}:            {Namespaces: inNS, Transform: transformSecret},
 		&v1beta1.IPAddressPool{}:    {Namespaces: inNS},
@@ -221,6 +224,9 @@ func CacheOptions(namespace string, podSelector labels.Selector) cache.Options {
 		&discoveryv1.EndpointSlice{}: {Transform: transformEndpointSlice},
 		&corev1.Service{}:            {Transform: transformService},
 		&corev1.Node{}:               {Transform: transformNode},
+		// This node's status objects, for the status writer's watch.
+		&v1beta1.ServiceL2Status{}:  {Namespaces: inNS, Label: ofNode, Transform: transformStatus},
+		&v1beta1.ServiceBGPStatus{}: {Namespaces: inNS, Label: ofNode, Transform: transformStatus},
 	}
 	if podSelector != nil {
 		by[&corev1.Pod{}] = cache.ByObject{Namespaces: inNS, Label: podSelector, Transform: transformPod}
@@ -231,7 +237,9 @@ func CacheOptions(namespace string, podSelector labels.Selector) cache.Options {
 // UncachedObjects are the kinds the speaker reads straight from the API
 // server (set them as the manager's client.CacheOptions.DisableFor): its own
 // status objects (ServiceL2Status, ServiceBGPStatus, BGPSessionState) and
-// ConfigurationState, which it lists rarely and must not read stale.
+// ConfigurationState, which it lists rarely and must not read stale. The
+// cache holds this node's ServiceL2Status and ServiceBGPStatus without
+// their status (transformStatus), for the status writer's watch only.
 func UncachedObjects() []client.Object {
 	return []client.Object{
 		&v1beta1.ServiceL2Status{}, &v1beta1.ServiceBGPStatus{}, &v1beta1.ConfigurationState{},

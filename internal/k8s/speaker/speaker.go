@@ -81,8 +81,9 @@ type Controller struct {
 	peerErrors   map[string]string // BGPPeer name -> last translation error reported
 	bfd          bfdState
 	// statusListed: reconcileAll has listed every status object of this
-	// node, so a Service first seen later has none (only this process
-	// writes them) and its first decision costs no List request.
+	// node, so a Service first seen later has none (an object someone
+	// else creates reaches the status writer's watch) and its first
+	// decision costs no List request.
 	statusListed bool
 	status       *statusWriter  // runs in its own goroutines
 	sessions     *sessionStates // BGPSessionState writer, its own goroutine
@@ -192,10 +193,10 @@ func Setup(mgr manager.Manager, opts Options) (*Controller, error) {
 	if s.slices, err = setupIndexes(mgr); err != nil {
 		return nil, err
 	}
+	s.status = newStatusWriter(s) // before the controller: it watches for the writer
 	if err := s.setupController(mgr); err != nil {
 		return nil, err
 	}
-	s.status = newStatusWriter(s)
 	if err := mgr.Add(manager.RunnableFunc(s.status.run)); err != nil {
 		return nil, fmt.Errorf("add status writer: %w", err)
 	}
@@ -282,6 +283,10 @@ func (s *Controller) setupController(mgr manager.Manager) error {
 			builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
 				return o.GetNamespace() == s.opts.Namespace
 			}))).
+		// This node's status objects: the status writer restores them
+		// when someone else changes them (statuswatch.go).
+		Watches(&v1beta1.ServiceL2Status{}, s.status.eventHandler(kindL2)).
+		Watches(&v1beta1.ServiceBGPStatus{}, s.status.eventHandler(kindBGP)).
 		WatchesRawSource(source.TypedChannel(s.triggers,
 			handler.TypedEnqueueRequestsFromMapFunc(func(_ context.Context, key string) []reconcile.Request {
 				return []reconcile.Request{special(key)}

@@ -88,7 +88,7 @@ func startSpeakerProbed(t testing.TB, env *testenv.Env, ns, node string, members
 		Scheme:                 env.Scheme,
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: healthAddr,
-		Cache:                  CacheOptions(ns, speakerPods.AsSelector()),
+		Cache:                  CacheOptions(ns, node, speakerPods.AsSelector()),
 		Client:                 client.Options{Cache: &client.CacheOptions{DisableFor: UncachedObjects()}},
 		Controller:             ctrlconfig.Controller{SkipNameValidation: &skip},
 	})

@@ -2,7 +2,9 @@ package speaker
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -125,6 +127,7 @@ func (s *Controller) newStatusMeta(ctx context.Context, prefix string, svc types
 // statusKind describes one status kind (ServiceL2Status or
 // ServiceBGPStatus) for applyStatus: T is the object, S its status.
 type statusKind[T any, S any] struct {
+	id     statusKindID
 	name   string // the kind, for error messages
 	prefix string // metadata.generateName
 	list   func(ctx context.Context, r client.Reader, opts ...client.ListOption) ([]T, error)
@@ -134,7 +137,7 @@ type statusKind[T any, S any] struct {
 }
 
 var l2StatusKind = statusKind[v1beta1.ServiceL2Status, v1beta1.ServiceL2StatusStatus]{
-	name: "ServiceL2Status", prefix: "l2-",
+	id: kindL2, name: "ServiceL2Status", prefix: "l2-",
 	list: func(ctx context.Context, r client.Reader, opts ...client.ListOption) ([]v1beta1.ServiceL2Status, error) {
 		var l v1beta1.ServiceL2StatusList
 		err := r.List(ctx, &l, opts...)
@@ -146,7 +149,7 @@ var l2StatusKind = statusKind[v1beta1.ServiceL2Status, v1beta1.ServiceL2StatusSt
 }
 
 var bgpStatusKind = statusKind[v1beta1.ServiceBGPStatus, v1beta1.ServiceBGPStatusStatus]{
-	name: "ServiceBGPStatus", prefix: "bgp-",
+	id: kindBGP, name: "ServiceBGPStatus", prefix: "bgp-",
 	list: func(ctx context.Context, r client.Reader, opts ...client.ListOption) ([]v1beta1.ServiceBGPStatus, error) {
 		var l v1beta1.ServiceBGPStatusList
 		err := r.List(ctx, &l, opts...)
@@ -175,19 +178,51 @@ func recordOf[T any, PT interface {
 
 // applyStatus makes this node's status objects of kind k for Service svc
 // match desired (nil: none), listing them only when rec does not know them.
+// check are objects the record held that left this node's selection
+// (statusWriter.observe): when rec is listed, each is read by name, and
+// one whose labels name neither another node nor another Service (a label
+// was removed) is counted as the Service's again, its labels restored if it
+// is kept. Every write is appended to echo, so that its watch event is
+// recognised as the writer's own.
 func applyStatus[T any, PT interface {
 	*T
 	client.Object
-}, S any](ctx context.Context, s *Controller, k statusKind[T, S], svc types.NamespacedName, desired *S, rec *statusRecord[S]) error {
+}, S any](ctx context.Context, s *Controller, k statusKind[T, S], svc types.NamespacedName, desired *S, rec *statusRecord[S], check []string, echo *[]statusEvent) error {
+	var relabel []bool // objects whose labels must be restored, by index
 	if !rec.known {
 		items, err := k.list(ctx, s.apiReader, client.InNamespace(s.opts.Namespace), client.MatchingLabels(s.statusLabels(svc)))
 		if err != nil {
 			return fmt.Errorf("list %s of %s: %w", k.name, svc, err)
 		}
 		sortByName(items, func(o *T) string { return PT(o).GetName() })
-		rec.objs, rec.known = recordOf[T, PT](k, items), true
+		objs := recordOf[T, PT](k, items)
+		for _, name := range check {
+			if slices.ContainsFunc(objs, func(o statusObject[S]) bool { return o.name == name }) {
+				continue
+			}
+			var obj T
+			if err := s.apiReader.Get(ctx, client.ObjectKey{Namespace: s.opts.Namespace, Name: name}, PT(&obj)); apierrors.IsNotFound(err) {
+				continue
+			} else if err != nil {
+				return fmt.Errorf("get %s %s: %w", k.name, name, err)
+			}
+			if !strayOf(PT(&obj).GetLabels(), s.statusLabels(svc)) {
+				continue
+			}
+			if relabel == nil {
+				relabel = make([]bool, len(objs))
+			}
+			objs = append(objs, recordOf[T, PT](k, []T{obj})...)
+			relabel = append(relabel, true)
+		}
+		rec.objs, rec.known = objs, true
 	}
-	plan := planStatusOf(desired, len(rec.objs), func(i int) *S { return &rec.objs[i].status }, k.common)
+	needsLabels := func(i int) bool { return relabel != nil && relabel[i] }
+	plan := planStatus(desired != nil, len(rec.objs),
+		func(i int) bool { return compatibleCommon(k.common(&rec.objs[i].status), k.common(desired)) },
+		func(i int) bool {
+			return !needsLabels(i) && equality.Semantic.DeepEqual(rec.objs[i].status, *desired)
+		})
 	if plan.Keep < 0 && !plan.Create && len(plan.Delete) == 0 {
 		return nil
 	}
@@ -196,10 +231,14 @@ func applyStatus[T any, PT interface {
 	named := func(o statusObject[S]) PT {
 		return PT(k.create(metav1.ObjectMeta{Name: o.name, Namespace: s.opts.Namespace, ResourceVersion: o.resourceVersion}))
 	}
+	wrote := func(o client.Object) {
+		*echo = append(*echo, statusEvent{kind: k.id, name: o.GetName(), rv: o.GetResourceVersion()})
+	}
 	for _, i := range plan.Delete {
 		if err := s.client.Delete(ctx, named(rec.objs[i])); err != nil && !apierrors.IsNotFound(err) {
 			return fmt.Errorf("delete %s %s: %w", k.name, rec.objs[i].name, err)
 		}
+		*echo = append(*echo, statusEvent{kind: k.id, name: rec.objs[i].name, gone: true})
 	}
 	var kept []statusObject[S]
 	switch {
@@ -208,18 +247,38 @@ func applyStatus[T any, PT interface {
 		if err := s.client.Create(ctx, PT(obj)); err != nil {
 			return fmt.Errorf("create %s for %s: %w", k.name, svc, err)
 		}
+		wrote(PT(obj))
 		*k.status(obj) = *desired
 		if err := s.client.Status().Update(ctx, PT(obj)); err != nil {
 			return fmt.Errorf("write %s %s: %w", k.name, PT(obj).GetName(), err)
 		}
+		wrote(PT(obj))
 		kept = []statusObject[S]{keptObject(PT(obj), *k.status(obj), desired)}
-	case plan.Keep >= 0 && plan.Update:
-		// The status subresource takes the status and checks the
-		// resourceVersion; the rest of the object is ignored.
+	case plan.Keep >= 0 && (plan.Update || needsLabels(plan.Keep)):
 		obj := named(rec.objs[plan.Keep])
-		*k.status((*T)(obj)) = *desired
-		if err := s.client.Status().Update(ctx, obj); err != nil {
-			return fmt.Errorf("write %s %s: %w", k.name, obj.GetName(), err)
+		have := rec.objs[plan.Keep].status
+		if needsLabels(plan.Keep) {
+			// A merge patch of the three labels (others stay), checked
+			// against the resourceVersion read.
+			patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
+				"resourceVersion": obj.GetResourceVersion(), "labels": s.statusLabels(svc)}})
+			if err != nil {
+				return err
+			}
+			if err := s.client.Patch(ctx, obj, client.RawPatch(types.MergePatchType, patch)); err != nil {
+				return fmt.Errorf("restore the labels of %s %s: %w", k.name, obj.GetName(), err)
+			}
+			wrote(obj)
+			have = *k.status((*T)(obj)) // the patch returned the object
+		}
+		if !equality.Semantic.DeepEqual(have, *desired) {
+			// The status subresource takes the status and checks the
+			// resourceVersion; the rest of the object is ignored.
+			*k.status((*T)(obj)) = *desired
+			if err := s.client.Status().Update(ctx, obj); err != nil {
+				return fmt.Errorf("write %s %s: %w", k.name, obj.GetName(), err)
+			}
+			wrote(obj)
 		}
 		kept = []statusObject[S]{keptObject(obj, *k.status((*T)(obj)), desired)}
 	case plan.Keep >= 0:
@@ -227,6 +286,19 @@ func applyStatus[T any, PT interface {
 	}
 	rec.objs, rec.known = kept, true
 	return nil
+}
+
+// strayOf reports whether an object with labels, read by the name the
+// writer knew it by, is still the one whose labels should be want: each of
+// the three labels is missing or has its wanted value (a label was removed,
+// none was changed to name another node or Service).
+func strayOf(labels, want map[string]string) bool {
+	for k, v := range want {
+		if got, ok := labels[k]; ok && got != v {
+			return false
+		}
+	}
+	return true
 }
 
 // keptObject is the record of obj, just written with status got: desired

@@ -22,12 +22,21 @@ const statusWorkers = 4
 // are announced first and their status objects follow. A failed write is
 // retried with apiretry's write rate limiter (per Service, 20 ms doubling
 // to 5 s: apiretry.WriteFirstDelay, apiretry.WriteMaxDelay).
+//
+// It also watches this node's objects (statuswatch.go): one deleted or
+// changed by someone else, or a stale one, queues its Service again, so the
+// objects converge to the decision whoever touches them.
 type statusWriter struct {
 	s     *Controller
 	queue workqueue.TypedRateLimitingInterface[string]
 
 	mu      sync.Mutex
 	entries map[string]*statusEntry // "namespace/name" -> desired and known state
+	// started: the reconcile loop has begun its first pass over every
+	// Service (statusWriter.start); until then the watch's events for
+	// Services without an entry are the initial listing, which that pass
+	// covers.
+	started bool
 }
 
 // statusEntry is the desired status of one Service on this node (nil: no
@@ -37,6 +46,13 @@ type statusEntry struct {
 	bgpWant *v1beta1.ServiceBGPStatusStatus
 	l2      statusRecord[v1beta1.ServiceL2StatusStatus]
 	bgp     statusRecord[v1beta1.ServiceBGPStatusStatus]
+	// undecided: created by the watch for an object of a Service the
+	// reconcile loop has not decided since (it was asked to); nothing is
+	// written until want.
+	undecided bool
+	// watch is what the watch told that the writer has not accounted for
+	// yet; nil when nothing (almost always).
+	watch *statusWatch
 }
 
 func newStatusWriter(s *Controller) *statusWriter {
@@ -50,8 +66,8 @@ func newStatusWriter(s *Controller) *statusWriter {
 // want records the desired status objects of a Service and schedules a
 // write. For a Service the writer does not track yet, existing (when
 // non-nil) are its objects as listed at start-up, and known without
-// existing means it has none (every object of this node was listed and only
-// this process writes them); otherwise they are listed before the first
+// existing means it has none (every object of this node was listed, and the
+// watch reports any created since); otherwise they are listed before the first
 // write. For a tracked Service both are ignored: the writer's own record
 // is newer than any listing the caller made.
 func (w *statusWriter) want(key string, l2 *v1beta1.ServiceL2StatusStatus, bgp *v1beta1.ServiceBGPStatusStatus, existing *existingStatus, known bool) {
@@ -70,7 +86,7 @@ func (w *statusWriter) want(key string, l2 *v1beta1.ServiceL2StatusStatus, bgp *
 		}
 		w.entries[key] = e
 	}
-	e.l2Want, e.bgpWant = l2, bgp
+	e.l2Want, e.bgpWant, e.undecided = l2, bgp, false
 	w.mu.Unlock()
 	w.queue.Add(key)
 }
@@ -119,25 +135,39 @@ func (w *statusWriter) write(ctx context.Context, key string) error {
 	}
 	w.mu.Lock()
 	e := w.entries[key]
-	if e == nil {
+	if e == nil || e.undecided {
 		w.mu.Unlock()
 		return nil
 	}
 	l2Want, bgpWant := e.l2Want, e.bgpWant
 	l2, bgp := e.l2, e.bgp
+	if e.watch == nil {
+		e.watch = &statusWatch{}
+	}
+	e.watch.busy = true
+	checkL2, checkBGP := e.watch.check[kindL2], e.watch.check[kindBGP]
 	w.mu.Unlock()
 
-	errL2 := applyStatus(ctx, w.s, l2StatusKind, nsName, l2Want, &l2)
-	errBGP := applyStatus(ctx, w.s, bgpStatusKind, nsName, bgpWant, &bgp)
+	var echo []statusEvent
+	errL2 := applyStatus(ctx, w.s, l2StatusKind, nsName, l2Want, &l2, checkL2, &echo)
+	errBGP := applyStatus(ctx, w.s, bgpStatusKind, nsName, bgpWant, &bgp, checkBGP, &echo)
 
 	w.mu.Lock()
-	defer w.mu.Unlock()
-	if e := w.entries[key]; e != nil {
-		e.l2, e.bgp = l2, bgp
-		if errL2 == nil && errBGP == nil && e.l2Want == nil && e.bgpWant == nil &&
-			l2Want == nil && bgpWant == nil {
-			delete(w.entries, key) // nothing wanted, nothing left
-		}
+	// The entry is e still: only this worker deletes entries of key.
+	e.l2, e.bgp = l2, bgp
+	requeue := e.watch.settle(e, echo, errL2 == nil, errBGP == nil)
+	if e.watch.empty() {
+		e.watch = nil
+	}
+	if errL2 == nil && errBGP == nil && e.l2Want == nil && e.bgpWant == nil &&
+		l2Want == nil && bgpWant == nil && (e.watch == nil || e.watch.idle()) && !requeue {
+		// Nothing wanted, nothing left. The events of its deletes find
+		// no entry and are dropped (observe).
+		delete(w.entries, key)
+	}
+	w.mu.Unlock()
+	if requeue {
+		w.queue.Add(key)
 	}
 	return errors.Join(errL2, errBGP)
 }

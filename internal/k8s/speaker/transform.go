@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	toolscache "k8s.io/client-go/tools/cache"
 
+	"github.com/herald-lb/herald/api/v1beta1"
 	"github.com/herald-lb/herald/internal/annotations"
 	"github.com/herald-lb/herald/internal/announce"
 	"github.com/herald-lb/herald/internal/k8s/intern"
@@ -37,6 +38,14 @@ import (
 //     nodeChanged (addresses), config.Build (name, labels).
 //   - Pod: speakerAddrs (deletionTimestamp, phase, podIP).
 //   - Secret: config.Build (type; data of basic-auth Secrets only).
+//   - ServiceL2Status, ServiceBGPStatus (this node's only): the status
+//     writer's watch, statusKeyOf (name, resourceVersion, the status's
+//     node and Service, and the metallb.io/node, service-name and
+//     service-namespace labels only when they differ from those: see
+//     slimStatus). The rest of the status is left out: the writer compares
+//     resourceVersions with its record and reads the API server when they
+//     differ. No reader may take these objects' labels for the stored
+//     ones: the kinds are read from the API server (UncachedObjects).
 //
 // The configuration objects are only stripped of managed fields. Nothing writes a cached object of these kinds
 // back (an Update would drop what the transform left out): the speaker
@@ -205,6 +214,62 @@ func transformSecret(obj any) (any, error) {
 	return out, nil
 }
 
+// transformStatus is the ServiceL2Status and ServiceBGPStatus transform (see
+// above).
+func transformStatus(obj any) (any, error) {
+	switch o := obj.(type) {
+	case *v1beta1.ServiceL2Status:
+		out := &v1beta1.ServiceL2Status{TypeMeta: o.TypeMeta}
+		out.ObjectMeta, out.Status.ServiceStatusCommon = slimStatus(&o.ObjectMeta, o.Status.ServiceStatusCommon)
+		return out, nil
+	case *v1beta1.ServiceBGPStatus:
+		out := &v1beta1.ServiceBGPStatus{TypeMeta: o.TypeMeta}
+		out.ObjectMeta, out.Status.ServiceStatusCommon = slimStatus(&o.ObjectMeta, o.Status.ServiceStatusCommon)
+		return out, nil
+	}
+	return obj, nil
+}
+
+// statusLabelKeys are the labels transformStatus keeps.
+var statusLabelKeys = [...]string{v1beta1.LabelNode, v1beta1.LabelServiceName, v1beta1.LabelServiceNamespace}
+
+// slimStatus keeps a status object's name, namespace (one shared string:
+// Herald's), resourceVersion, node, Service and statusLabelKeys. The labels
+// are left out (nil) when they are those the status names (node,
+// serviceName, serviceNamespace), as the speaker writes them: a labels map
+// costs more than the rest of the object, and statusKeyOf reads the
+// Service from the status then.
+func slimStatus(m *metav1.ObjectMeta, c v1beta1.ServiceStatusCommon) (metav1.ObjectMeta, v1beta1.ServiceStatusCommon) {
+	c.Node = *nodeNames.intern(&c.Node)
+	out := metav1.ObjectMeta{Name: m.Name, Namespace: *nodeNames.intern(&m.Namespace), ResourceVersion: m.ResourceVersion}
+	if labelsOfStatus(m.Labels, c) {
+		return out, c
+	}
+	for _, k := range statusLabelKeys {
+		v, ok := m.Labels[k]
+		if !ok {
+			continue
+		}
+		if out.Labels == nil {
+			out.Labels = make(map[string]string, len(statusLabelKeys))
+		}
+		if k == v1beta1.LabelNode {
+			v = *nodeNames.intern(&v)
+		}
+		out.Labels[k] = v
+	}
+	return out, c
+}
+
+// labelsOfStatus reports whether labels has each of statusLabelKeys with
+// the value c names.
+func labelsOfStatus(labels map[string]string, c v1beta1.ServiceStatusCommon) bool {
+	node, ok1 := labels[v1beta1.LabelNode]
+	name, ok2 := labels[v1beta1.LabelServiceName]
+	ns, ok3 := labels[v1beta1.LabelServiceNamespace]
+	return ok1 && ok2 && ok3 && node == c.Node && name == c.ServiceName && ns == c.ServiceNamespace
+}
+
 // slimMeta keeps the identity of an object (name, namespace, UID,
 // resourceVersion, generation: what the cache, events and object
 // references use), its deletion timestamp, and the given labels and
@@ -219,7 +284,8 @@ func slimMeta(m *metav1.ObjectMeta, labels, annotations map[string]string) metav
 }
 
 // interner hands out one shared *string per distinct value, for the node
-// names that every endpoint repeats. It holds at most maxInterned values
+// names that every endpoint repeats (nodeNames; also Herald's namespace
+// and the node label of the cached status objects). It holds at most maxInterned values
 // (then returns copies), so unbounded input cannot grow it without bound.
 type interner struct {
 	mu   sync.Mutex
@@ -252,4 +318,5 @@ var (
 	_ toolscache.TransformFunc = transformNode
 	_ toolscache.TransformFunc = transformPod
 	_ toolscache.TransformFunc = transformSecret
+	_ toolscache.TransformFunc = transformStatus
 )

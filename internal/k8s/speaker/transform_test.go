@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 
+	"github.com/herald-lb/herald/api/v1beta1"
 	"github.com/herald-lb/herald/api/v1beta2"
 	"github.com/herald-lb/herald/internal/announce"
 	"github.com/herald-lb/herald/internal/config"
@@ -361,6 +362,64 @@ func TestTransformSecretKeepsPeerPasswords(t *testing.T) {
 			ws, we := build(full)
 			if ge != we || !reflect.DeepEqual(gs, ws) {
 				t.Errorf("config.Build on transformed Secrets = %+v, %q; want %+v, %q", gs, ge, ws, we)
+			}
+		})
+	}
+}
+
+// TestTransformStatusKeepsWatchInputs: the status writer's watch reads the
+// same name, resourceVersion and Service (statusKeyOf) from transformed
+// status objects as from full ones, whether their labels are the status's
+// (then left out), edited, partly removed or the status is empty; the
+// status itself, beyond its node and Service, is gone.
+func TestTransformStatusKeepsWatchInputs(t *testing.T) {
+	common := v1beta1.ServiceStatusCommon{Node: "n1", ServiceName: "web", ServiceNamespace: "shop"}
+	lbl := func(node, name, ns string) map[string]string {
+		l := map[string]string{"app": "x"}
+		for k, v := range map[string]string{v1beta1.LabelNode: node, v1beta1.LabelServiceName: name, v1beta1.LabelServiceNamespace: ns} {
+			if v != "" {
+				l[k] = v
+			}
+		}
+		return l
+	}
+	tests := []struct {
+		name     string
+		labels   map[string]string
+		status   v1beta1.ServiceStatusCommon
+		noLabels bool // the transform leaves the labels out
+	}{
+		{"labels of the status", lbl("n1", "web", "shop"), common, true},
+		{"empty status", lbl("n1", "web", "shop"), v1beta1.ServiceStatusCommon{}, false},
+		{"relabelled for another Service", lbl("n1", "api", "shop"), common, false},
+		{"service labels removed", lbl("n1", "", ""), common, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			l2 := &v1beta1.ServiceL2Status{ObjectMeta: fullMeta("herald", "l2-a", tc.labels, map[string]string{"a": "b"})}
+			l2.Status.ServiceStatusCommon, l2.Status.Interfaces = tc.status, []v1beta1.InterfaceInfo{{Name: "eth0"}}
+			bgp := &v1beta1.ServiceBGPStatus{ObjectMeta: fullMeta("herald", "bgp-a", tc.labels, nil)}
+			bgp.Status.ServiceStatusCommon, bgp.Status.Peers = tc.status, []string{"p1"}
+			for _, pair := range [][2]client.Object{
+				{l2, mustTransform(t, transformStatus, l2.DeepCopy())},
+				{bgp, mustTransform(t, transformStatus, bgp.DeepCopy())},
+			} {
+				full, slim := pair[0], pair[1]
+				if g, w := statusKeyOf(slim), statusKeyOf(full); g != w {
+					t.Errorf("%s: statusKeyOf(transformed) = %q, want %q", full.GetName(), g, w)
+				}
+				if slim.GetName() != full.GetName() || slim.GetNamespace() != full.GetNamespace() || slim.GetResourceVersion() != full.GetResourceVersion() {
+					t.Errorf("%s: transformed identity %s/%s@%s", full.GetName(), slim.GetNamespace(), slim.GetName(), slim.GetResourceVersion())
+				}
+				if (slim.GetLabels() == nil) != tc.noLabels || slim.GetLabels()["app"] != "" || slim.GetAnnotations() != nil || slim.GetOwnerReferences() != nil {
+					t.Errorf("%s: transformed labels %v, annotations %v", full.GetName(), slim.GetLabels(), slim.GetAnnotations())
+				}
+			}
+			if s := mustTransform(t, transformStatus, l2.DeepCopy()); s.Status.Interfaces != nil || s.Status.ServiceStatusCommon != tc.status {
+				t.Errorf("transformed ServiceL2Status status %+v", s.Status)
+			}
+			if s := mustTransform(t, transformStatus, bgp.DeepCopy()); s.Status.Peers != nil || s.Status.ServiceStatusCommon != tc.status {
+				t.Errorf("transformed ServiceBGPStatus status %+v", s.Status)
 			}
 		})
 	}
