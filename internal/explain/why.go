@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/herald-lb/herald/api/v1beta1"
 	"github.com/herald-lb/herald/internal/annotations"
@@ -436,7 +437,10 @@ func (v *view) howChosen(key string, req ipam.Request, asg ipam.Assignment) stri
 	}
 	cands := v.alloc.Candidates(req)
 	why := fmt.Sprintf("pool %q is the first of the candidate pools %v with a free address (serviceAllocation priority, then name); the lowest free address at allocation time", asg.Pool, cands)
-	if earlier := v.earlierWithRoom(cands, asg); earlier != "" && len(sharers) == 0 {
+	switch earlier := v.earlierWithRoom(cands, asg); {
+	case !slices.Contains(cands, asg.Pool):
+		why = fmt.Sprintf("pool %q gave the addresses, and an allocation is kept while its pool still serves the Service: the pool is no longer among the candidate pools %v of a new allocation (autoAssign false, or serviceAllocation no longer selects the Service for automatic allocation)", asg.Pool, cands)
+	case earlier != "":
 		why = fmt.Sprintf("pool %q gave the addresses, and an allocation is kept while its pool still serves the Service: pool %q, before it among the candidate pools %v (serviceAllocation priority, then name), has a free address now and would serve a new Service", asg.Pool, earlier, cands)
 	}
 	if len(sharers) > 0 {
@@ -446,9 +450,8 @@ func (v *view) howChosen(key string, req ipam.Request, asg ipam.Assignment) stri
 }
 
 // earlierWithRoom returns the first pool of cands before asg.Pool with a
-// free address of each family asg holds, "" when there is none (asg's pool
-// is the one a new allocation would choose, or asg's pool is not among
-// cands).
+// free address of each family asg holds, "" when there is none or asg's
+// pool is not among cands.
 func (v *view) earlierWithRoom(cands []string, asg ipam.Assignment) string {
 	i := slices.Index(cands, asg.Pool)
 	if i <= 0 {
@@ -711,7 +714,8 @@ func l2Failed(events []corev1.Event, svc *corev1.Service, node string, ip netip.
 	var detail string
 	for i := range events {
 		e := &events[i]
-		if e.InvolvedObject.Kind != "Service" || e.InvolvedObject.Namespace != svc.Namespace || e.InvolvedObject.Name != svc.Name {
+		if e.InvolvedObject.Kind != "Service" || e.InvolvedObject.Namespace != svc.Namespace || e.InvolvedObject.Name != svc.Name ||
+			(svc.UID != "" && e.InvolvedObject.UID != "" && e.InvolvedObject.UID != svc.UID) {
 			continue
 		}
 		t := eventTime(e)
@@ -824,7 +828,7 @@ func (v *view) reported(svc *corev1.Service, r *WhyReport) {
 	}
 	sort.Slice(r.Reported.L2, func(i, j int) bool { return r.Reported.L2[i].Node < r.Reported.L2[j].Node })
 	sort.Slice(r.Reported.BGP, func(i, j int) bool { return r.Reported.BGP[i].Node < r.Reported.BGP[j].Node })
-	r.Reported.Events = eventsOf(v.c.Events, "Service", svc.Namespace, svc.Name)
+	r.Reported.Events = eventsOf(v.c.Events, "Service", svc.Namespace, svc.Name, svc.UID)
 }
 
 func cmpOr(a, b string) string {
@@ -834,11 +838,14 @@ func cmpOr(a, b string) string {
 	return b
 }
 
-// eventsOf returns the events of one object, oldest first.
-func eventsOf(events []corev1.Event, kind, ns, name string) []EventLine {
+// eventsOf returns the events of one object, oldest first. With a uid,
+// events of an earlier object of the same name (deleted and created again)
+// are left out, as kubectl describe does; events that name no UID stay.
+func eventsOf(events []corev1.Event, kind, ns, name string, uid types.UID) []EventLine {
 	var evs []corev1.Event
 	for _, e := range events {
-		if e.InvolvedObject.Kind == kind && e.InvolvedObject.Namespace == ns && e.InvolvedObject.Name == name {
+		if e.InvolvedObject.Kind == kind && e.InvolvedObject.Namespace == ns && e.InvolvedObject.Name == name &&
+			(uid == "" || e.InvolvedObject.UID == "" || e.InvolvedObject.UID == uid) {
 			evs = append(evs, e)
 		}
 	}

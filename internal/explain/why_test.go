@@ -2,12 +2,14 @@ package explain
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	"github.com/herald-lb/herald/api/v1beta1"
 )
@@ -36,6 +38,26 @@ func TestWhyAllocation(t *testing.T) {
 			c.service("web", []string{"198.51.100.1"}, "n1")
 			c.l2Status("web", winnerOf(c, "198.51.100.1"))
 		}, `pool "p" gave the addresses, and an allocation is kept while its pool still serves the Service: pool "a-first", before it among the candidate pools [a-first p]`, "", false},
+		// Sharers too: the kept text, then the sharing note.
+		{"kept and shared", func(c *Cluster) {
+			c.Resources.Pools = append(c.Resources.Pools, v1beta1.IPAddressPool{ObjectMeta: hmeta("a-first"),
+				Spec: v1beta1.IPAddressPoolSpec{Addresses: []string{"203.0.113.8/29"}}})
+			s := c.service("web", []string{"198.51.100.1"}, "n1")
+			s.Annotations["metallb.io/allow-shared-ip"] = "k"
+			o := c.service("other", []string{"198.51.100.1"}, "n1")
+			o.Annotations["metallb.io/allow-shared-ip"] = "k"
+			o.Spec.Ports[0].Port = 81
+			c.l2Status("web", winnerOf(c, "198.51.100.1"))
+		}, `pool "p" gave the addresses, and an allocation is kept while its pool still serves the Service: pool "a-first", before it among the candidate pools [a-first p] (serviceAllocation priority, then name), has a free address now and would serve a new Service; shared (allow-shared-ip "k") with demo/other`, "", false},
+		// A pool that left the candidates (autoAssign false) keeps what it
+		// gave: why names the candidates without claiming it is first.
+		{"kept in a pool no longer a candidate", func(c *Cluster) {
+			c.Resources.Pools[0].Spec.AutoAssign = ptr.To(false)
+			c.Resources.Pools = append(c.Resources.Pools, v1beta1.IPAddressPool{ObjectMeta: hmeta("a-first"),
+				Spec: v1beta1.IPAddressPoolSpec{Addresses: []string{"203.0.113.8/29"}}})
+			c.service("web", []string{"198.51.100.1"}, "n1")
+			c.l2Status("web", winnerOf(c, "198.51.100.1"))
+		}, `pool "p" gave the addresses, and an allocation is kept while its pool still serves the Service: the pool is no longer among the candidate pools [a-first] of a new allocation`, "", false},
 		{"requested", func(c *Cluster) {
 			s := c.service("web", []string{"198.51.100.5"}, "n1")
 			s.Annotations["metallb.io/loadBalancerIPs"] = "198.51.100.5"
@@ -519,4 +541,28 @@ func svcEvent(typ, reason, msg string, sec int) corev1.Event {
 	return corev1.Event{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("web.%s.%d", reason, sec), Namespace: "demo"},
 		InvolvedObject: corev1.ObjectReference{Kind: "Service", Namespace: "demo", Name: "web"}, Type: typ, Reason: reason, Message: msg,
 		LastTimestamp: metav1.NewTime(time.Date(2026, 1, 1, 0, 0, sec, 0, time.UTC))}
+}
+
+// TestWhyEventsOfThisService: the events listed (and read for
+// noMatchingInterface) are the Service's own, not those of an earlier
+// Service of the same name that was deleted; events without a UID stay.
+func TestWhyEventsOfThisService(t *testing.T) {
+	c := lab()
+	s := c.service("web", []string{"198.51.100.1"}, "n1")
+	s.UID = "uid-new"
+	c.l2Status("web", winnerOf(c, "198.51.100.1"))
+	old := svcEvent(corev1.EventTypeNormal, "IPAllocated", `Assigned IP ["198.51.100.5"]`, 1)
+	old.InvolvedObject.UID = "uid-old"
+	mine := svcEvent(corev1.EventTypeNormal, "IPAllocated", `Assigned IP ["198.51.100.1"]`, 2)
+	mine.InvolvedObject.UID = "uid-new"
+	noUID := svcEvent(corev1.EventTypeNormal, "nodeAssigned", `announcing from node "n1" with protocol "layer2": 198.51.100.1`, 3)
+	c.Events = []corev1.Event{old, mine, noUID}
+	var got []string
+	for _, e := range mustWhy(t, c, "web").Reported.Events {
+		got = append(got, e.Reason+": "+e.Message)
+	}
+	want := []string{`IPAllocated: Assigned IP ["198.51.100.1"]`, `nodeAssigned: announcing from node "n1" with protocol "layer2": 198.51.100.1`}
+	if !slices.Equal(got, want) {
+		t.Errorf("events %q, want %q (not the deleted Service's)", got, want)
+	}
 }

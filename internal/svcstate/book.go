@@ -18,6 +18,7 @@ import (
 	"errors"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -227,15 +228,17 @@ func (b *Book) TakeClearReason(key string) string {
 // allocator did not keep them (dropped, ipam.Assignment.Dropped: e.g. a
 // namespace relabel that the pool's serviceAllocation no longer selects),
 // else "the Service's request changed" when reqChanged, else that the
-// address is no longer valid for the Service.
+// address is no longer valid for the Service. The text is one line: the
+// lines of a joined error (one per address, errors.Join) are joined with
+// "; ", so kubectl's event tables stay one row per event.
 func ClearReason(recorded string, allocErr, dropped error, reqChanged bool) string {
 	switch {
 	case recorded != "":
-		return recorded
+		return oneLine(recorded)
 	case allocErr != nil:
-		return allocErr.Error()
+		return oneLine(allocErr.Error())
 	case dropped != nil:
-		return dropped.Error()
+		return oneLine(dropped.Error())
 	case reqChanged:
 		return "the Service's request changed"
 	default:
@@ -297,3 +300,6 @@ func (b *Book) Forget(key string) (pending int) {
 	delete(b.pending, key)
 	return len(b.pending)
 }
+
+// oneLine joins the lines of s with "; ".
+func oneLine(s string) string { return strings.ReplaceAll(s, "\n", "; ") }

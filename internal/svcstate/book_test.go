@@ -200,6 +200,9 @@ func TestClearReason(t *testing.T) {
 		{"after a configuration change", errors.New("pool exhausted"), notSelected, true, "after a configuration change"},
 		{"", errors.New("pool exhausted"), notSelected, true, "pool exhausted"},
 		{"", nil, notSelected, true, notSelected.Error()},
+		// A dual-stack Service's two addresses: one line.
+		{"", nil, errors.Join(notSelected, errors.New("2001:db8::1 is not in any address pool")), true,
+			notSelected.Error() + "; 2001:db8::1 is not in any address pool"},
 		{"", nil, nil, true, "the Service's request changed"},
 		{"", nil, nil, false, "the address is no longer valid for the Service"},
 	}
