@@ -447,10 +447,13 @@ func heraldAnnotationsChanged(e event.UpdateEvent) bool {
 // configuration objects (internal/annotations).
 const heraldAnnotationPrefix = "herald.io/"
 
+// sliceChanged reports a change of an EndpointSlice's endpoints or of the
+// Service it belongs to (its kubernetes.io/service-name label: the slice
+// moved, and both Services' decisions change).
 func sliceChanged(e event.UpdateEvent) bool {
 	o, ok1 := e.ObjectOld.(*discoveryv1.EndpointSlice)
 	n, ok2 := e.ObjectNew.(*discoveryv1.EndpointSlice)
-	return !ok1 || !ok2 || !reflect.DeepEqual(
+	return !ok1 || !ok2 || o.Labels[discoveryv1.LabelServiceName] != n.Labels[discoveryv1.LabelServiceName] || !reflect.DeepEqual(
 		announce.EndpointsFromSlices([]discoveryv1.EndpointSlice{*o}),
 		announce.EndpointsFromSlices([]discoveryv1.EndpointSlice{*n}))
 }
