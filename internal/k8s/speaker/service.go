@@ -165,7 +165,7 @@ func (s *Controller) reconcileService(ctx context.Context, snap *config.Snapshot
 		if in.Endpoints, err = s.endpoints(ctx, svc.Namespace, svc.Name); err != nil {
 			return reconcile.Result{}, err
 		}
-		if in.Sharing, err = s.sharing(ctx, &svc); err != nil {
+		if in.Sharing, err = s.sharing(ctx, &in.Service); err != nil {
 			return reconcile.Result{}, err
 		}
 		if len(st.ips) > 0 && !slices.Equal(st.ips, in.Service.IPs) {
@@ -322,38 +322,13 @@ func (s *Controller) announceFailed(ctx context.Context, key, protocol string, e
 }
 
 func (s *Controller) endpoints(ctx context.Context, ns, name string) ([]announce.Endpoint, error) {
+	s.endpointReads.Add(1)
 	var list discoveryv1.EndpointSliceList
 	if err := s.client.List(ctx, &list, client.InNamespace(ns), client.MatchingFields{indexSliceService: ns + "/" + name},
 		client.UnsafeDisableDeepCopy); err != nil { // read only
 		return nil, fmt.Errorf("list EndpointSlices of %s/%s: %w", ns, name, err)
 	}
 	return announce.EndpointsFromSlices(list.Items), nil
-}
-
-// sharing returns the other Services holding one of svc's IPs.
-func (s *Controller) sharing(ctx context.Context, svc *corev1.Service) ([]announce.SharedService, error) {
-	var out []announce.SharedService
-	seen := map[string]bool{svc.Namespace + "/" + svc.Name: true}
-	for _, ip := range announce.ServiceFromK8s(svc).IPs {
-		var list corev1.ServiceList
-		if err := s.client.List(ctx, &list, client.MatchingFields{indexServiceIP: ip.String()}, client.UnsafeDisableDeepCopy); err != nil {
-			return nil, fmt.Errorf("list Services with IP %s: %w", ip, err)
-		}
-		for i := range list.Items {
-			o := &list.Items[i]
-			k := o.Namespace + "/" + o.Name
-			if seen[k] {
-				continue
-			}
-			seen[k] = true
-			eps, err := s.endpoints(ctx, o.Namespace, o.Name)
-			if err != nil {
-				return nil, err
-			}
-			out = append(out, announce.SharedService{Service: announce.ServiceFromK8s(o), Endpoints: eps})
-		}
-	}
-	return out, nil
 }
 
 // notAnnouncedOf returns why each (protocol, IP) of d is not announced on

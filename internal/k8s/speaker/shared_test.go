@@ -129,6 +129,55 @@ func sliceEndpoints(nodes ...string) []discoveryv1.Endpoint {
 	return out
 }
 
+// TestSharedIPEndpointReadsLinear: adding a Service to an address k others
+// share re-decides the k+1 holders, which must read EndpointSlices O(k)
+// times in all (each its own, and every holder's once for the address's
+// view), not every holder's for each decision ((k+1)², issue #16).
+func TestSharedIPEndpointReadsLinear(t *testing.T) {
+	const k = 20
+	env := testenv.Start(t)
+	c := env.Client
+	ns := env.Namespace(t)
+	svcNS := env.Namespace(t)
+	createReadyNode(t, c, "n1", "")
+	must(t, c.Create(context.Background(), &v1beta1.IPAddressPool{ObjectMeta: metav1.ObjectMeta{Name: "pool", Namespace: ns},
+		Spec: v1beta1.IPAddressPoolSpec{Addresses: []string{"203.0.113.0/28"}}}))
+	must(t, c.Create(context.Background(), &v1beta1.L2Advertisement{ObjectMeta: metav1.ObjectMeta{Name: "l2", Namespace: ns}}))
+	s := startSpeaker(t, env, ns, "n1", &liveness{live: map[string]bool{"n1": true}})
+	const ip = "203.0.113.5"
+	announced := func(n int) {
+		t.Helper()
+		poll.Until(t, time.Minute, fmt.Sprintf("%d Services announced", n), func() error {
+			for i := range n {
+				if key := fmt.Sprintf("%s/s%02d", svcNS, i); len(s.l2.announced(key)) != 1 {
+					return fmt.Errorf("%s not announced", key)
+				}
+			}
+			return nil
+		})
+		waitSpeakerIdle(t, s)
+	}
+	for i := range k {
+		sharedService(t, c, svcNS, fmt.Sprintf("s%02d", i), ip, false, "n1")
+	}
+	announced(k)
+	before := s.spk.endpointReads.Load()
+	sharedService(t, c, svcNS, fmt.Sprintf("s%02d", k), ip, false, "n1")
+	announced(k + 1)
+	// 2(k+1) on the status update that gives the new Service the address
+	// (the view's rebuild and each holder's own), one for each of the
+	// Service's and the slice's creation, slack for a holder decided
+	// twice.
+	reads, limit := s.spk.endpointReads.Load()-before, uint64(3*(k+1))
+	if reads > limit {
+		t.Errorf("adding a Service to an address %d others share read EndpointSlices %d times, want at most %d", k, reads, limit)
+	}
+	t.Logf("adding a Service to an address %d others share: %d EndpointSlice reads", k, reads)
+	if n := s.spk.shared.count(); n != 1 {
+		t.Errorf("%d addresses with a view, want 1", n)
+	}
+}
+
 // TestSharedIPViewTransitions: every change of one of the Services holding
 // an address must reach the decisions of all of them (the address's view
 // of its holders must follow). a and b hold the address everywhere on n1

@@ -100,6 +100,10 @@ type Controller struct {
 	// sessionChecks counts completed warnSessionsDown passes (the tests
 	// wait on it to know that further checks found nothing to report).
 	sessionChecks atomic.Uint64
+	// shared: the Services holding each shared address (sharedview.go).
+	shared sharedViews
+	// endpointReads counts the EndpointSlice reads of endpoints (tests).
+	endpointReads atomic.Uint64
 }
 
 // ReadyCheckName is the name under which Setup registers [Controller.Ready]
@@ -403,9 +407,13 @@ func (s *Controller) mapSlice(ctx context.Context, o client.Object) []reconcile.
 	return reqs
 }
 
+// sharers returns the other Services holding one of svc's IPs. svc changed
+// (or its endpoints did): the views of its IPs are invalidated first.
 func (s *Controller) sharers(ctx context.Context, svc *corev1.Service) []reconcile.Request {
 	var reqs []reconcile.Request
-	for _, ip := range announce.ServiceFromK8s(svc).IPs {
+	ips := announce.ServiceFromK8s(svc).IPs
+	s.shared.invalidate(ips)
+	for _, ip := range ips {
 		var list corev1.ServiceList
 		if err := s.client.List(ctx, &list, client.MatchingFields{indexServiceIP: ip.String()}, client.UnsafeDisableDeepCopy); err != nil {
 			continue
