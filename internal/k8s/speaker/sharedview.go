@@ -26,9 +26,11 @@ import (
 // an hour on one speaker). With it, a change costs one rebuild (k reads)
 // plus one read of each decided Service's own endpoints: 2k. Reading each
 // holder's endpoints once per batch of queued requests was the other way;
-// it needs a batch, which the work queue does not have (it hands the
-// worker one key at a time), and would still read k per change per
-// speaker pass.
+// it needs batches, which the work queue does not give (it hands the
+// worker one key at a time, the holders of an address as separate keys),
+// while a view also serves decisions queued apart (reconcileAll's pass
+// over every Service, the holders of an address decided at different
+// times) for as long as nothing of the address changes.
 //
 // Invalidation: mapService and mapSlice, which run on the informers'
 // goroutines after the informer's store holds the change and before they
