@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/netip"
+	"reflect"
 	"slices"
 	"testing"
 
@@ -309,5 +310,52 @@ func TestElectByServiceFirstIP(t *testing.T) {
 				t.Fatal("per-address election never put the second address elsewhere in 48 Services: the test cannot tell the modes apart")
 			}
 		})
+	}
+}
+
+// TestSharingEndpointsDecideTheSame: Decide with each SharedService's
+// endpoints reduced by SharingEndpoints takes the same decision as with
+// all of them, on every node, for Local and Cluster sharers whose
+// endpoints repeat nodes, are not ready, only serving, on no node or on a
+// dead node.
+func TestSharingEndpointsDecideTheSame(t *testing.T) {
+	c := newCluster(4)
+	c.live = map[string]bool{"n1": true, "n2": true, "n3": true}
+	c.res.L2Advertisements = []v1beta1.L2Advertisement{l2ad("l2", "p")}
+	mixed := []Endpoint{
+		{NodeName: "n1", Ready: true, Family: 4, Target: "uid:1"}, {NodeName: "n1", Ready: true, Family: 4, Target: "uid:2"},
+		{NodeName: "n2"}, {NodeName: "n3", Serving: true}, {NodeName: "", Ready: true}, {NodeName: "n4", Ready: true},
+	}
+	want := []Endpoint{{NodeName: "n1", Ready: true}, {NodeName: "n3", Ready: true}, {NodeName: "", Ready: true}, {NodeName: "n4", Ready: true}}
+	if got := SharingEndpoints(mixed); !reflect.DeepEqual(got, want) {
+		t.Fatalf("SharingEndpoints = %v, want %v", got, want)
+	}
+	if got := SharingEndpoints([]Endpoint{{NodeName: "n1"}}); got != nil {
+		t.Fatalf("SharingEndpoints of no serving endpoint = %v, want nil", got)
+	}
+	for k := range 32 {
+		addr := netip.AddrFrom4([4]byte{198, 51, 100, byte(100 + k)}).String()
+		svcs := []SharedService{
+			{Service: local(shared(svc("ns/a", addr), "k")), Endpoints: ready("n1", "n2")},
+			{Service: local(shared(svc("ns/b", addr), "k")), Endpoints: mixed},
+			{Service: local(shared(svc("ns/c", addr), "k")), Endpoints: []Endpoint{{NodeName: "n2"}, {NodeName: "n3", Serving: true}}},
+			{Service: shared(svc("ns/d", addr), "k"), Endpoints: []Endpoint{{NodeName: "n1", Serving: true}}},
+		}
+		for _, n := range c.nodes {
+			snap := c.snapshot(t, n.Name)
+			for i, s := range svcs {
+				full := Input{Config: snap, Node: n.Name, Nodes: c.nodes, Live: c.live, Service: s.Service, Endpoints: s.Endpoints, Options: c.opts}
+				reduced := full
+				for j, o := range svcs {
+					if j != i {
+						full.Sharing = append(full.Sharing, o)
+						reduced.Sharing = append(reduced.Sharing, SharedService{Service: o.Service, Endpoints: SharingEndpoints(o.Endpoints)})
+					}
+				}
+				if a, b := Decide(full), Decide(reduced); !reflect.DeepEqual(a, b) {
+					t.Fatalf("%s on %s, %s: with every endpoint %+v, with SharingEndpoints %+v", s.Service.Key, n.Name, addr, a, b)
+				}
+			}
+		}
 	}
 }

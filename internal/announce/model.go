@@ -107,8 +107,26 @@ func (n *Node) ExcludedFromLB() bool { return n.Labels.Has(ExcludeFromLBLabel) }
 // the layer 2 election of the shared IP, so that every Service holding the
 // IP elects the same node.
 type SharedService struct {
-	Service   Service
+	Service Service
+	// Endpoints: of a shared Service, Decide reads only which nodes have
+	// an endpoint that can serve (CanServe, NodeName), so SharingEndpoints
+	// of them decides the same.
 	Endpoints []Endpoint
+}
+
+// SharingEndpoints returns what Decide reads of a SharedService's
+// endpoints: one ready endpoint per distinct NodeName ("" included) of the
+// endpoints of eps that can serve, in their first order; nil when none
+// can. A caller that keeps the Services sharing an address between
+// decisions (the speaker) keeps this instead of every endpoint.
+func SharingEndpoints(eps []Endpoint) []Endpoint {
+	var out []Endpoint
+	for _, ep := range eps {
+		if ep.CanServe() && !slices.ContainsFunc(out, func(o Endpoint) bool { return o.NodeName == ep.NodeName }) {
+			out = append(out, Endpoint{NodeName: ep.NodeName, Ready: true})
+		}
+	}
+	return out
 }
 
 // Options are speaker-wide settings.

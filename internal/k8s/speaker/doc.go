@@ -38,7 +38,9 @@
 //
 // For each Service the reconciler gathers announce.Input from the cache
 // (the Service, its EndpointSlices through a field index, every Node, the
-// Services sharing its IPs, the live speakers), calls announce.Decide, and
+// Services sharing its IPs from a view per address that the decisions of
+// its holders share until one of them changes (sharedview.go), the live
+// speakers), calls announce.Decide, and
 // applies L2Announcer.SetOwner(service, targets) for layer 2 at once. The
 // rest leaves the worker without waiting, so that announcing never waits for
 // an API write and a burst (start-up, a node failing over a thousand

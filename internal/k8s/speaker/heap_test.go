@@ -59,8 +59,13 @@ const maxHeapPerService = 9000
 // L2Advertisement). It creates one Service, waits until the speaker is
 // idle (work queue, status writer and BGP path applier) and collects
 // twice, then does the same with the other Services and reports the live
-// heap (runtime.MemStats.HeapAlloc) they added, in B/service and MiB, and
-// the heap in use. Run it once:
+// heap (runtime.MemStats.HeapAlloc) they added, in B/service and MiB, the
+// heap in use, and the seconds from the first of those Services' creation
+// until the speaker is idle after deciding them all (s-settle: the
+// creation's own time and the 2 s idle check included) and from the last
+// creation (s-lag), the EndpointSlice reads of the decisions and the
+// bytes allocated per Service, the collections meanwhile, and the time the
+// reconcile worker was busy (s-reconcile). Run it once:
 //
 //	go test -run '^$' -bench SpeakerHeap -benchtime 1x ./internal/k8s/speaker/
 //
@@ -128,9 +133,14 @@ func BenchmarkSpeakerHeap(b *testing.B) {
 	createHeapServices(b, c, svcNS, 0, 1, n)
 	announced(1)
 	before := liveHeap()
+	readsBefore := s.spk.endpointReads.Load()
+	busyBefore := reconcileSeconds()
 
+	start := time.Now()
 	createHeapServices(b, c, svcNS, 1, n, n)
+	created := time.Since(start)
 	announced(n)
+	settled := time.Since(start)
 	after := liveHeap()
 
 	if path := os.Getenv(envHeapProfile); path != "" {
@@ -144,12 +154,38 @@ func BenchmarkSpeakerHeap(b *testing.B) {
 	b.ReportMetric(perService, "B/service")
 	b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/(1<<20), "MiB-live")
 	b.ReportMetric(float64(after.HeapInuse)/(1<<20), "MiB-inuse")
+	b.ReportMetric(settled.Seconds(), "s-settle")
+	b.ReportMetric((settled - created).Seconds(), "s-lag")
+	b.ReportMetric(float64(s.spk.endpointReads.Load()-readsBefore)/float64(added), "reads/service")
+	b.ReportMetric(float64(after.TotalAlloc-before.TotalAlloc)/float64(added), "B-alloc/service")
+	b.ReportMetric(float64(after.NumGC-before.NumGC), "GCs")
+	b.ReportMetric(reconcileSeconds()-busyBefore, "s-reconcile")
 	b.ReportMetric(0, "ns/op")
-	b.Logf("%d Services after the first: live heap +%.1f MiB (%.0f B/service), heap in use %.1f MiB",
-		added, float64(after.HeapAlloc-before.HeapAlloc)/(1<<20), perService, float64(after.HeapInuse)/(1<<20))
+	b.Logf("%d Services after the first: live heap +%.1f MiB (%.0f B/service), heap in use %.1f MiB; created in %.1f s, settled %.1f s after the first creation",
+		added, float64(after.HeapAlloc-before.HeapAlloc)/(1<<20), perService, float64(after.HeapInuse)/(1<<20), created.Seconds(), settled.Seconds())
 	if perService > maxHeapPerService {
 		b.Errorf("%d Services keep %.0f B of live heap each, more than %d", added, perService, maxHeapPerService)
 	}
+}
+
+// reconcileSeconds returns the time the speaker's reconcile worker has
+// spent in Reconcile (controller_runtime_reconcile_time_seconds' sum).
+func reconcileSeconds() float64 {
+	fams, _ := crmetrics.Registry.Gather()
+	sum := 0.0
+	for _, fam := range fams {
+		if fam.GetName() != "controller_runtime_reconcile_time_seconds" {
+			continue
+		}
+		for _, m := range fam.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "controller" && l.GetValue() == "speaker" {
+					sum += m.GetHistogram().GetSampleSum()
+				}
+			}
+		}
+	}
+	return sum
 }
 
 // liveHeap returns the memory statistics after two collections (the

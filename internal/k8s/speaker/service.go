@@ -164,7 +164,7 @@ func (s *Controller) reconcileService(ctx context.Context, snap *config.Snapshot
 		if in.Endpoints, err = s.endpoints(ctx, svc.Namespace, svc.Name); err != nil {
 			return reconcile.Result{}, err
 		}
-		if in.Sharing, err = s.sharing(ctx, &svc); err != nil {
+		if in.Sharing, err = s.sharing(ctx, &in.Service); err != nil {
 			return reconcile.Result{}, err
 		}
 		if len(st.ips) > 0 && !slices.Equal(st.ips, in.Service.IPs) {
@@ -324,6 +324,7 @@ func (s *Controller) announceFailed(ctx context.Context, key, protocol string, e
 // from the cache's sliceRecords. The result is read only: with one slice
 // it is that record's own slice.
 func (s *Controller) endpoints(_ context.Context, ns, name string) ([]announce.Endpoint, error) {
+	s.endpointReads.Add(1)
 	objs, err := s.slices.ByIndex(indexSliceService, ns+"/"+name)
 	if err != nil {
 		return nil, fmt.Errorf("list EndpointSlices of %s/%s: %w", ns, name, err)
@@ -341,32 +342,6 @@ func (s *Controller) endpoints(_ context.Context, ns, name string) ([]announce.E
 			out = make([]announce.Endpoint, 0, len(r.endpoints)*len(objs))
 		}
 		out = append(out, r.endpoints...)
-	}
-	return out, nil
-}
-
-// sharing returns the other Services holding one of svc's IPs.
-func (s *Controller) sharing(ctx context.Context, svc *corev1.Service) ([]announce.SharedService, error) {
-	var out []announce.SharedService
-	seen := map[string]bool{svc.Namespace + "/" + svc.Name: true}
-	for _, ip := range announce.ServiceFromK8s(svc).IPs {
-		var list corev1.ServiceList
-		if err := s.client.List(ctx, &list, client.MatchingFields{indexServiceIP: ip.String()}, client.UnsafeDisableDeepCopy); err != nil {
-			return nil, fmt.Errorf("list Services with IP %s: %w", ip, err)
-		}
-		for i := range list.Items {
-			o := &list.Items[i]
-			k := o.Namespace + "/" + o.Name
-			if seen[k] {
-				continue
-			}
-			seen[k] = true
-			eps, err := s.endpoints(ctx, o.Namespace, o.Name)
-			if err != nil {
-				return nil, err
-			}
-			out = append(out, announce.SharedService{Service: announce.ServiceFromK8s(o), Endpoints: eps})
-		}
 	}
 	return out, nil
 }

@@ -106,6 +106,10 @@ type Controller struct {
 	// sessionChecks counts completed warnSessionsDown passes (the tests
 	// wait on it to know that further checks found nothing to report).
 	sessionChecks atomic.Uint64
+	// shared: the Services holding each shared address (sharedview.go).
+	shared sharedViews
+	// endpointReads counts the EndpointSlice reads of endpoints (tests).
+	endpointReads atomic.Uint64
 }
 
 // ReadyCheckName is the name under which Setup registers [Controller.Ready]
@@ -427,9 +431,13 @@ func (s *Controller) mapSlice(ctx context.Context, o client.Object) []reconcile.
 	return reqs
 }
 
+// sharers returns the other Services holding one of svc's IPs. svc changed
+// (or its endpoints did): the views of its IPs are invalidated first.
 func (s *Controller) sharers(ctx context.Context, svc *corev1.Service) []reconcile.Request {
 	var reqs []reconcile.Request
-	for _, ip := range announce.ServiceFromK8s(svc).IPs {
+	ips := announce.ServiceFromK8s(svc).IPs
+	s.shared.invalidate(ips)
+	for _, ip := range ips {
 		var list corev1.ServiceList
 		if err := s.client.List(ctx, &list, client.MatchingFields{indexServiceIP: ip.String()}, client.UnsafeDisableDeepCopy); err != nil {
 			continue
@@ -472,7 +480,9 @@ func heraldAnnotationsChanged(e event.UpdateEvent) bool {
 const heraldAnnotationPrefix = "herald.io/"
 
 // sliceChanged reports an EndpointSlice change that can change a
-// decision: its Service or its endpoints (as the decision reads them).
+// decision: its endpoints (as the decision reads them) or the Service it
+// belongs to (its kubernetes.io/service-name label: the slice moved, and
+// both Services' decisions change).
 func sliceChanged(e event.UpdateEvent) bool {
 	o, ok1 := e.ObjectOld.(*sliceRecord)
 	n, ok2 := e.ObjectNew.(*sliceRecord)
