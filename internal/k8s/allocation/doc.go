@@ -85,7 +85,7 @@
 // annotation in one strategic-merge status patch without reading the object
 // first. The events are written afterwards from a second queue that waits
 // while Services are being created (no creation for 100 ms and no status
-// work queued; at most 60 s), so during a burst the only write per Service
+// work queued; at most 5 minutes), so during a burst the only write per Service
 // is its status. That queue keeps each due event compact (which event and
 // the data its message is rendered from) until it is written. Updates that
 // merely echo the controller's own writes (status and pool annotation
