@@ -21,22 +21,32 @@ import (
 	"github.com/herald-lb/herald/internal/testenv"
 )
 
+// sharedIPEnv starts an API server with Ready nodes named nodes, a pool of
+// 203.0.113.0/28 and an L2Advertisement in a Herald namespace, and returns
+// it, that namespace and another one for the Services.
+func sharedIPEnv(t *testing.T, nodes ...string) (env *testenv.Env, ns, svcNS string) {
+	t.Helper()
+	env = testenv.Start(t)
+	c := env.Client
+	ns = env.Namespace(t)
+	svcNS = env.Namespace(t)
+	for _, name := range nodes {
+		createReadyNode(t, c, name, "")
+	}
+	must(t, c.Create(context.Background(), &v1beta1.IPAddressPool{ObjectMeta: metav1.ObjectMeta{Name: "pool", Namespace: ns},
+		Spec: v1beta1.IPAddressPoolSpec{Addresses: []string{"203.0.113.0/28"}}}))
+	must(t, c.Create(context.Background(), &v1beta1.L2Advertisement{ObjectMeta: metav1.ObjectMeta{Name: "l2", Namespace: ns}}))
+	return env, ns, svcNS
+}
+
 // TestSharedIPFollowsOtherServiceEndpoints checks that the Services holding
 // one IP are re-decided together: a and b (externalTrafficPolicy Local)
 // share an IP; the node serving both wins. When b's endpoint moves, a's
 // announcement must move with it although nothing of a changed.
 func TestSharedIPFollowsOtherServiceEndpoints(t *testing.T) {
-	env := testenv.Start(t)
+	env, ns, svcNS := sharedIPEnv(t, "n1", "n2")
 	ctx := context.Background()
 	c := env.Client
-	ns := env.Namespace(t)
-	svcNS := env.Namespace(t)
-	for _, name := range []string{"n1", "n2"} {
-		createReadyNode(t, c, name, "")
-	}
-	must(t, c.Create(ctx, &v1beta1.IPAddressPool{ObjectMeta: metav1.ObjectMeta{Name: "pool", Namespace: ns},
-		Spec: v1beta1.IPAddressPoolSpec{Addresses: []string{"203.0.113.0/28"}}}))
-	must(t, c.Create(ctx, &v1beta1.L2Advertisement{ObjectMeta: metav1.ObjectMeta{Name: "l2", Namespace: ns}}))
 
 	live := &liveness{live: map[string]bool{"n1": true, "n2": true}}
 	speakers := map[string]*testSpeaker{}
@@ -135,14 +145,8 @@ func sliceEndpoints(nodes ...string) []discoveryv1.Endpoint {
 // view), not every holder's for each decision ((k+1)², issue #16).
 func TestSharedIPEndpointReadsLinear(t *testing.T) {
 	const k = 20
-	env := testenv.Start(t)
+	env, ns, svcNS := sharedIPEnv(t, "n1")
 	c := env.Client
-	ns := env.Namespace(t)
-	svcNS := env.Namespace(t)
-	createReadyNode(t, c, "n1", "")
-	must(t, c.Create(context.Background(), &v1beta1.IPAddressPool{ObjectMeta: metav1.ObjectMeta{Name: "pool", Namespace: ns},
-		Spec: v1beta1.IPAddressPoolSpec{Addresses: []string{"203.0.113.0/28"}}}))
-	must(t, c.Create(context.Background(), &v1beta1.L2Advertisement{ObjectMeta: metav1.ObjectMeta{Name: "l2", Namespace: ns}}))
 	s := startSpeaker(t, env, ns, "n1", &liveness{live: map[string]bool{"n1": true}})
 	const ip = "203.0.113.5"
 	announced := func(n int) {
@@ -186,17 +190,9 @@ func TestSharedIPEndpointReadsLinear(t *testing.T) {
 // address goes to n2 (chosen for that), so a holder deciding on a view
 // that still counts c on n1 stays on n1.
 func TestSharedIPViewTransitions(t *testing.T) {
-	env := testenv.Start(t)
+	env, ns, svcNS := sharedIPEnv(t, "n1", "n2")
 	ctx := context.Background()
 	c := env.Client
-	ns := env.Namespace(t)
-	svcNS := env.Namespace(t)
-	for _, name := range []string{"n1", "n2"} {
-		createReadyNode(t, c, name, "")
-	}
-	must(t, c.Create(ctx, &v1beta1.IPAddressPool{ObjectMeta: metav1.ObjectMeta{Name: "pool", Namespace: ns},
-		Spec: v1beta1.IPAddressPoolSpec{Addresses: []string{"203.0.113.0/28"}}}))
-	must(t, c.Create(ctx, &v1beta1.L2Advertisement{ObjectMeta: metav1.ObjectMeta{Name: "l2", Namespace: ns}}))
 	// ip: the address that n2 wins when n1 and n2 serve as many Services;
 	// other: another one.
 	var ip, other string
