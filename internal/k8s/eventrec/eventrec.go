@@ -7,12 +7,12 @@
 //   - Eventf and EventfWait build the Event and put it in a queue of
 //     QueueSize events (1,000 by default). Eventf never blocks: when the
 //     queue is full the event is dropped. EventfWait waits for room until
-//     its context ends: a caller emitting a burst of events (the
-//     controller's low-priority queue, after a burst of new Services)
-//     emits them at the pace the API server takes them, and none is lost.
-//     EventfWritten also waits until the event has been written (or
-//     dropped), for a caller that decides before each event whether it may
-//     go now.
+//     its context ends: a caller emitting a burst of events emits them at
+//     the pace the API server takes them, and none is lost. EventfWritten
+//     also waits until the event has been written (or dropped), for a
+//     caller that decides before each event whether it may go now (the
+//     controller's low-priority queue, which holds its events while a burst
+//     of new Services is being created).
 //   - One worker takes the events from the queue one at a time, passes each
 //     through client-go's event correlator (k8s.io/client-go/tools/record,
 //     with client-go's defaults, as MetalLB's recorder) and writes it: a

@@ -329,19 +329,16 @@ func (s *Controller) endpoints(_ context.Context, ns, name string) ([]announce.E
 	if err != nil {
 		return nil, fmt.Errorf("list EndpointSlices of %s/%s: %w", ns, name, err)
 	}
-	var out []announce.Endpoint
-	for i, o := range objs {
-		r, ok := o.(*sliceRecord)
-		if !ok {
-			continue
-		}
-		if len(objs) == 1 {
+	if len(objs) == 1 {
+		if r, ok := objs[0].(*sliceRecord); ok {
 			return r.endpoints, nil
 		}
-		if i == 0 {
-			out = make([]announce.Endpoint, 0, len(r.endpoints)*len(objs))
+	}
+	var out []announce.Endpoint
+	for _, o := range objs {
+		if r, ok := o.(*sliceRecord); ok {
+			out = append(out, r.endpoints...)
 		}
-		out = append(out, r.endpoints...)
 	}
 	return out, nil
 }
