@@ -245,13 +245,7 @@ func setupIndexes(mgr manager.Manager) (toolscache.Indexer, error) {
 	if !ok {
 		return nil, fmt.Errorf("EndpointSlice informer is a %T, not a client-go SharedIndexInformer", inf)
 	}
-	if err := shared.AddIndexers(toolscache.Indexers{indexSliceService: func(obj any) ([]string, error) {
-		r, ok := obj.(*sliceRecord)
-		if !ok || r.service == "" {
-			return nil, nil
-		}
-		return []string{r.Namespace + "/" + r.service}, nil
-	}}); err != nil {
+	if err := shared.AddIndexers(toolscache.Indexers{indexSliceService: sliceService}); err != nil {
 		return nil, fmt.Errorf("index EndpointSlices by Service: %w", err)
 	}
 	idx := mgr.GetFieldIndexer()
@@ -266,6 +260,16 @@ func setupIndexes(mgr manager.Manager) (toolscache.Indexer, error) {
 		return nil, fmt.Errorf("index Services by ingress IP: %w", err)
 	}
 	return shared.GetIndexer(), nil
+}
+
+// sliceService is the indexSliceService index function: a sliceRecord's
+// Service as "namespace/name", none for a slice of no Service.
+func sliceService(obj any) ([]string, error) {
+	r, ok := obj.(*sliceRecord)
+	if !ok || r.service == "" {
+		return nil, nil
+	}
+	return []string{r.Namespace + "/" + r.service}, nil
 }
 
 func (s *Controller) setupController(mgr manager.Manager) error {

@@ -1,7 +1,10 @@
 package speaker
 
 import (
+	"context"
 	"reflect"
+	"slices"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -9,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
@@ -422,5 +426,55 @@ func TestTransformStatusKeepsWatchInputs(t *testing.T) {
 				t.Errorf("transformed ServiceBGPStatus status %+v", s.Status)
 			}
 		})
+	}
+}
+
+// TestEndpointsOfSeveralSlices: endpoints() gives the endpoints of every
+// EndpointSlice of the Service (records indexed by sliceService), none of
+// another Service's, and a Service with one slice its record's own.
+func TestEndpointsOfSeveralSlices(t *testing.T) {
+	slice := func(name, svc, node string, ready bool) *discoveryv1.EndpointSlice {
+		return &discoveryv1.EndpointSlice{
+			ObjectMeta:  metav1.ObjectMeta{Name: name, Namespace: "ns", Labels: map[string]string{discoveryv1.LabelServiceName: svc}},
+			AddressType: discoveryv1.AddressTypeIPv4,
+			Endpoints: []discoveryv1.Endpoint{{Addresses: []string{"10.0.0.1"}, NodeName: ptr.To(node),
+				Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(ready)}}},
+		}
+	}
+	full := []*discoveryv1.EndpointSlice{
+		slice("web-a", "web", "n1", true), slice("web-b", "web", "n2", false),
+		slice("api-a", "api", "n3", true), slice("orphan", "", "n4", true),
+	}
+	idx := toolscache.NewIndexer(toolscache.MetaNamespaceKeyFunc, toolscache.Indexers{indexSliceService: sliceService})
+	for _, f := range full {
+		r, err := transformEndpointSlice(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := idx.Add(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s := &Controller{slices: idx}
+	byNode := func(eps []announce.Endpoint) []announce.Endpoint {
+		out := slices.Clone(eps)
+		slices.SortFunc(out, func(a, b announce.Endpoint) int { return strings.Compare(a.NodeName, b.NodeName) })
+		return out
+	}
+	for _, tc := range []struct {
+		svc  string
+		want []announce.Endpoint
+	}{
+		{"web", announce.EndpointsFromSlices([]discoveryv1.EndpointSlice{*full[0], *full[1]})},
+		{"api", announce.EndpointsFromSlices([]discoveryv1.EndpointSlice{*full[2]})},
+		{"none", nil},
+	} {
+		got, err := s.endpoints(context.Background(), "ns", tc.svc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(byNode(got), byNode(tc.want)) {
+			t.Errorf("endpoints of %s = %+v, want %+v", tc.svc, got, tc.want)
+		}
 	}
 }
