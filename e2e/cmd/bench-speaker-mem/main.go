@@ -86,6 +86,7 @@ type speaker struct {
 	process string // lab process name
 	herald  bool
 	pprof   bool
+	env     []corev1.EnvVar // added to the container's (Herald only)
 	metrics netip.AddrPort
 }
 
@@ -94,6 +95,9 @@ func main() {
 	workers := flag.Int("workers", 8, "parallel API writers")
 	baseline := flag.String("baseline", "", "a Herald speaker binary to run on n3 as the baseline (empty: none)")
 	baselinePprof := flag.Bool("baseline-pprof", false, "the baseline binary has --pprof")
+	env := flag.String("env", "", "comma-separated NAME=value environment variables for Herald's speaker on n1 (e.g. GOGC=50)")
+	baselineEnv := flag.String("baseline-env", "", "comma-separated NAME=value environment variables for the baseline speaker on n3")
+	rest := flag.Duration("rest", 2*time.Minute, "after the last count, read every speaker again after this long at rest (0: not)")
 	profiles := flag.String("profiles", "bin/bench-speaker-mem", "directory for Herald's heap profiles (heap-<label>-<count>.pb.gz)")
 	record := flag.String("record", "", "Markdown file whose \"## Speaker memory\" section gets the table (replaced, or appended)")
 	stateDir := flag.String("state-dir", "", "lab state directory (default: a temporary one, removed after)")
@@ -111,7 +115,21 @@ func main() {
 		}
 		ns = append(ns, n)
 	}
-	if err := run(ns, *workers, *baseline, *baselinePprof, *profiles, *record, *stateDir, *keep); err != nil {
+	envs := [2][]corev1.EnvVar{}
+	for i, f := range []string{*env, *baselineEnv} {
+		for _, kv := range strings.Split(f, ",") {
+			if kv = strings.TrimSpace(kv); kv == "" {
+				continue
+			}
+			k, v, ok := strings.Cut(kv, "=")
+			if !ok || k == "" {
+				fmt.Fprintln(os.Stderr, "bench-speaker-mem: -env and -baseline-env take NAME=value pairs, got", kv)
+				os.Exit(2)
+			}
+			envs[i] = append(envs[i], corev1.EnvVar{Name: k, Value: v})
+		}
+	}
+	if err := run(ns, *workers, *baseline, *baselinePprof, envs, *rest, *profiles, *record, *stateDir, *keep); err != nil {
 		fmt.Fprintln(os.Stderr, "bench-speaker-mem:", err)
 		os.Exit(1)
 	}
@@ -120,10 +138,24 @@ func main() {
 // sample is one speaker's memory at one count.
 type sample struct {
 	rss, hwm, heap int64 // bytes; -1 unknown
+	anon, file     int64 // RssAnon, RssFile (bytes; -1 unknown)
 	settle         time.Duration
 }
 
-func run(counts []int, workers int, baseline string, baselinePprof bool, profiles, record, stateDir string, keep bool) (err error) {
+// readSample reads pid's memory from /proc/<pid>/status and, if the
+// speaker's metrics answer, its Go heap in use.
+func readSample(ctx context.Context, l *lab.Lab, s *speaker, pid int) sample {
+	smp := sample{rss: procKB(pid, "VmRSS"), hwm: procKB(pid, "VmHWM"), anon: procKB(pid, "RssAnon"), file: procKB(pid, "RssFile"), heap: -1}
+	n, _ := l.Node(s.node)
+	if body, err := get(ctx, l, n.Namespace, "http://"+s.metrics.String()+"/metrics"); err == nil {
+		smp.heap = metricValue(body, "go_memstats_heap_inuse_bytes")
+	} else {
+		logf("%s metrics: %v", s.label, err)
+	}
+	return smp
+}
+
+func run(counts []int, workers int, baseline string, baselinePprof bool, envs [2][]corev1.EnvVar, rest time.Duration, profiles, record, stateDir string, keep bool) (err error) {
 	// SIGINT and SIGTERM end the run through the clean-up below (lab
 	// down, temporary state directory removed), as a failure does.
 	sctx, sstop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -192,9 +224,9 @@ func run(counts []int, workers int, baseline string, baselinePprof bool, profile
 	if err := h.StopController(); err != nil {
 		return err
 	}
-	speakers := []*speaker{{label: "Herald", node: "n1", herald: true, pprof: true}, {label: "MetalLB v0.16.2", node: "n2"}}
+	speakers := []*speaker{{label: "Herald", node: "n1", herald: true, pprof: true, env: envs[0]}, {label: "MetalLB v0.16.2", node: "n2"}}
 	if baseline != "" {
-		speakers = append(speakers, &speaker{label: "Herald baseline", node: "n3", herald: true, pprof: baselinePprof})
+		speakers = append(speakers, &speaker{label: "Herald baseline", node: "n3", herald: true, pprof: baselinePprof, env: envs[1]})
 	}
 	for _, s := range speakers {
 		n, _ := l.Node(s.node)
@@ -207,7 +239,7 @@ func run(counts []int, workers int, baseline string, baselinePprof bool, profile
 		if s.label == "Herald baseline" {
 			bin = baseline
 		}
-		if s.process, err = startHeraldSpeaker(ctx, l, s.node, bin, s.pprof); err != nil {
+		if s.process, err = startHeraldSpeaker(ctx, l, s.node, bin, s.pprof, s.env); err != nil {
 			return err
 		}
 		s.metrics = netip.AddrPortFrom(n.IPv4, lab.MetricsPort)
@@ -237,13 +269,10 @@ func run(counts []int, workers int, baseline string, baselinePprof bool, profile
 			if err := waitSettled(ctx, p.PID, p.Log, s.herald, n); err != nil {
 				return fmt.Errorf("%s speaker at %d Services: %w (log %s)", s.label, n, err, p.Log)
 			}
-			smp := sample{settle: time.Since(t0), rss: procKB(p.PID, "VmRSS"), hwm: procKB(p.PID, "VmHWM"), heap: -1}
+			settle := time.Since(t0)
+			smp := readSample(ctx, l, s, p.PID)
+			smp.settle = settle
 			nsName, _ := l.Node(s.node)
-			if body, err := get(ctx, l, nsName.Namespace, "http://"+s.metrics.String()+"/metrics"); err == nil {
-				smp.heap = metricValue(body, "go_memstats_heap_inuse_bytes")
-			} else {
-				logf("%s metrics: %v", s.label, err)
-			}
 			if s.pprof {
 				body, err := get(ctx, l, nsName.Namespace, "http://"+s.metrics.String()+"/debug/pprof/heap")
 				if err != nil {
@@ -254,12 +283,37 @@ func run(counts []int, workers int, baseline string, baselinePprof bool, profile
 					return err
 				}
 			}
-			logf("%d Services, %s: VmRSS %s, VmHWM %s, heap in use %s (settled in %s)", n, s.label,
-				mib(smp.rss), mib(smp.hwm), mib(smp.heap), smp.settle.Round(time.Second))
+			logf("%d Services, %s: VmRSS %s (anon %s, file %s), VmHWM %s, heap in use %s (settled in %s)", n, s.label,
+				mib(smp.rss), mib(smp.anon), mib(smp.file), mib(smp.hwm), mib(smp.heap), smp.settle.Round(time.Second))
 			results[s.label] = append(results[s.label], smp)
 		}
 	}
-	table := renderTable(counts, speakers, results)
+	rows := make([]string, 0, len(counts)+1)
+	for _, n := range counts {
+		rows = append(rows, fmt.Sprintf("%d", n))
+	}
+	if rest > 0 && len(counts) > 0 {
+		// The runtime returns heap freed during the burst to the kernel
+		// gradually (its background scavenger), so the reading right
+		// after settling holds some of the burst; this one is the
+		// speaker at rest.
+		logf("at rest for %s ...", rest)
+		if err := sleep(ctx, rest); err != nil {
+			return err
+		}
+		rows = append(rows, fmt.Sprintf("%d, %s later", counts[len(counts)-1], rest))
+		for _, s := range speakers {
+			p := l.Process(s.process)
+			if p == nil || !p.Alive() {
+				return fmt.Errorf("%s speaker (%s) is not running", s.label, s.process)
+			}
+			smp := readSample(ctx, l, s, p.PID)
+			logf("at rest, %s: VmRSS %s (anon %s, file %s), VmHWM %s, heap in use %s", s.label,
+				mib(smp.rss), mib(smp.anon), mib(smp.file), mib(smp.hwm), mib(smp.heap))
+			results[s.label] = append(results[s.label], smp)
+		}
+	}
+	table := renderTable(rows, speakers, results)
 	fmt.Println()
 	fmt.Print(table)
 	if record != "" {
@@ -272,7 +326,7 @@ func run(counts []int, workers int, baseline string, baselinePprof bool, profile
 // template and runs bin as it, with plain-HTTP metrics (the benchmark
 // reads them from inside the node's namespace) and --pprof if asked;
 // it waits until /readyz answers.
-func startHeraldSpeaker(ctx context.Context, l *lab.Lab, node, bin string, pprof bool) (string, error) {
+func startHeraldSpeaker(ctx context.Context, l *lab.Lab, node, bin string, pprof bool, env []corev1.EnvVar) (string, error) {
 	pod, err := l.CreateDaemonSetPod(ctx, lab.MetalLBNamespace, lab.SpeakerDaemonSet, node)
 	if err != nil {
 		return "", err
@@ -289,6 +343,7 @@ func startHeraldSpeaker(ctx context.Context, l *lab.Lab, node, bin string, pprof
 		args = append(args, "--pprof")
 	}
 	c.Args = args
+	c.Env = append(c.Env, env...)
 	p, err := l.StartPod(ctx, pod, c.Name, bin)
 	if err != nil {
 		return "", err
@@ -630,13 +685,13 @@ func logf(format string, args ...any) {
 	fmt.Fprintf(os.Stderr, time.Now().UTC().Format("15:04:05 ")+format+"\n", args...)
 }
 
-func renderTable(counts []int, speakers []*speaker, results map[string][]sample) string {
+func renderTable(rows []string, speakers []*speaker, results map[string][]sample) string {
 	var b strings.Builder
 	host, _ := os.Hostname()
 	fmt.Fprintf(&b, "Measured %s on %s (%d CPUs shared with other work, %s/%s; load average at the end %s).\n\n",
 		time.Now().UTC().Format("2006-01-02 15:04 UTC"), host, runtime.NumCPU(), runtime.GOOS, runtime.GOARCH, loadAvg())
-	b.WriteString("| Services | speaker | VmRSS | VmHWM (peak) | Go heap in use | RSS vs MetalLB |\n|---|---|---|---|---|---|\n")
-	for i, n := range counts {
+	b.WriteString("| Services | speaker | VmRSS | RssAnon / RssFile | VmHWM (peak) | Go heap in use | RSS vs MetalLB |\n|---|---|---|---|---|---|---|\n")
+	for i, n := range rows {
 		ref := results["MetalLB v0.16.2"][i].rss
 		for _, s := range speakers {
 			smp := results[s.label][i]
@@ -644,7 +699,15 @@ func renderTable(counts []int, speakers []*speaker, results map[string][]sample)
 			if ref > 0 && smp.rss > 0 {
 				ratio = fmt.Sprintf("%.2f×", float64(smp.rss)/float64(ref))
 			}
-			fmt.Fprintf(&b, "| %d | %s | %s | %s | %s | %s |\n", n, s.label, mib(smp.rss), mib(smp.hwm), mib(smp.heap), ratio)
+			label := s.label
+			if len(s.env) > 0 {
+				var kv []string
+				for _, e := range s.env {
+					kv = append(kv, e.Name+"="+e.Value)
+				}
+				label += " (" + strings.Join(kv, " ") + ")"
+			}
+			fmt.Fprintf(&b, "| %s | %s | %s | %s / %s | %s | %s | %s |\n", n, label, mib(smp.rss), mib(smp.anon), mib(smp.file), mib(smp.hwm), mib(smp.heap), ratio)
 		}
 	}
 	return b.String()
