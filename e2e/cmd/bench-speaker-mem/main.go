@@ -139,13 +139,14 @@ func main() {
 type sample struct {
 	rss, hwm, heap int64 // bytes; -1 unknown
 	anon, file     int64 // RssAnon, RssFile (bytes; -1 unknown)
+	cpu            int64 // utime+stime since the process started (clock ticks, 100/s)
 	settle         time.Duration
 }
 
 // readSample reads pid's memory from /proc/<pid>/status and, if the
 // speaker's metrics answer, its Go heap in use.
 func readSample(ctx context.Context, l *lab.Lab, s *speaker, pid int) sample {
-	smp := sample{rss: procKB(pid, "VmRSS"), hwm: procKB(pid, "VmHWM"), anon: procKB(pid, "RssAnon"), file: procKB(pid, "RssFile"), heap: -1}
+	smp := sample{rss: procKB(pid, "VmRSS"), hwm: procKB(pid, "VmHWM"), anon: procKB(pid, "RssAnon"), file: procKB(pid, "RssFile"), cpu: cpuTicks(pid), heap: -1}
 	n, _ := l.Node(s.node)
 	if body, err := get(ctx, l, n.Namespace, "http://"+s.metrics.String()+"/metrics"); err == nil {
 		smp.heap = metricValue(body, "go_memstats_heap_inuse_bytes")
@@ -272,16 +273,8 @@ func run(counts []int, workers int, baseline string, baselinePprof bool, envs [2
 			settle := time.Since(t0)
 			smp := readSample(ctx, l, s, p.PID)
 			smp.settle = settle
-			nsName, _ := l.Node(s.node)
-			if s.pprof {
-				body, err := get(ctx, l, nsName.Namespace, "http://"+s.metrics.String()+"/debug/pprof/heap")
-				if err != nil {
-					return fmt.Errorf("%s heap profile: %w", s.label, err)
-				}
-				f := filepath.Join(profiles, fmt.Sprintf("heap-%s-%d.pb.gz", strings.ReplaceAll(strings.ToLower(s.label), " ", "-"), n))
-				if err := os.WriteFile(f, body, 0o644); err != nil {
-					return err
-				}
+			if err := saveProfile(ctx, l, s, profiles, fmt.Sprint(n)); err != nil {
+				return err
 			}
 			logf("%d Services, %s: VmRSS %s (anon %s, file %s), VmHWM %s, heap in use %s (settled in %s)", n, s.label,
 				mib(smp.rss), mib(smp.anon), mib(smp.file), mib(smp.hwm), mib(smp.heap), smp.settle.Round(time.Second))
@@ -308,6 +301,9 @@ func run(counts []int, workers int, baseline string, baselinePprof bool, envs [2
 				return fmt.Errorf("%s speaker (%s) is not running", s.label, s.process)
 			}
 			smp := readSample(ctx, l, s, p.PID)
+			if err := saveProfile(ctx, l, s, profiles, "rest"); err != nil {
+				return err
+			}
 			logf("at rest, %s: VmRSS %s (anon %s, file %s), VmHWM %s, heap in use %s", s.label,
 				mib(smp.rss), mib(smp.anon), mib(smp.file), mib(smp.hwm), mib(smp.heap))
 			results[s.label] = append(results[s.label], smp)
@@ -320,6 +316,21 @@ func run(counts []int, workers int, baseline string, baselinePprof bool, envs [2
 		return lab.ReplaceSection(record, "## Speaker memory", "# Performance", sectionIntro+table)
 	}
 	return nil
+}
+
+// saveProfile writes the speaker's heap profile (if it serves one) to
+// profiles/heap-<label>-<suffix>.pb.gz.
+func saveProfile(ctx context.Context, l *lab.Lab, s *speaker, profiles, suffix string) error {
+	if !s.pprof {
+		return nil
+	}
+	n, _ := l.Node(s.node)
+	body, err := get(ctx, l, n.Namespace, "http://"+s.metrics.String()+"/debug/pprof/heap")
+	if err != nil {
+		return fmt.Errorf("%s heap profile: %w", s.label, err)
+	}
+	f := filepath.Join(profiles, fmt.Sprintf("heap-%s-%s.pb.gz", strings.ReplaceAll(strings.ToLower(s.label), " ", "-"), suffix))
+	return os.WriteFile(f, body, 0o644)
 }
 
 // startHeraldSpeaker creates node's Pod from Herald's speaker DaemonSet
@@ -690,7 +701,7 @@ func renderTable(rows []string, speakers []*speaker, results map[string][]sample
 	host, _ := os.Hostname()
 	fmt.Fprintf(&b, "Measured %s on %s (%d CPUs shared with other work, %s/%s; load average at the end %s).\n\n",
 		time.Now().UTC().Format("2006-01-02 15:04 UTC"), host, runtime.NumCPU(), runtime.GOOS, runtime.GOARCH, loadAvg())
-	b.WriteString("| Services | speaker | VmRSS | RssAnon / RssFile | VmHWM (peak) | Go heap in use | RSS vs MetalLB |\n|---|---|---|---|---|---|---|\n")
+	b.WriteString("| Services | speaker | VmRSS | RssAnon / RssFile | VmHWM (peak) | Go heap in use | CPU since start | RSS vs MetalLB |\n|---|---|---|---|---|---|---|---|\n")
 	for i, n := range rows {
 		ref := results["MetalLB v0.16.2"][i].rss
 		for _, s := range speakers {
@@ -707,7 +718,11 @@ func renderTable(rows []string, speakers []*speaker, results map[string][]sample
 				}
 				label += " (" + strings.Join(kv, " ") + ")"
 			}
-			fmt.Fprintf(&b, "| %s | %s | %s | %s / %s | %s | %s | %s |\n", n, label, mib(smp.rss), mib(smp.anon), mib(smp.file), mib(smp.hwm), mib(smp.heap), ratio)
+			cpu := "?"
+			if smp.cpu >= 0 {
+				cpu = fmt.Sprintf("%.1f s", float64(smp.cpu)/100)
+			}
+			fmt.Fprintf(&b, "| %s | %s | %s | %s / %s | %s | %s | %s | %s |\n", n, label, mib(smp.rss), mib(smp.anon), mib(smp.file), mib(smp.hwm), mib(smp.heap), cpu, ratio)
 		}
 	}
 	return b.String()

@@ -1,0 +1,53 @@
+package speaker
+
+import (
+	"maps"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+)
+
+// TestLabelSetMatchesAsMap checks that label selectors give the same
+// answer on a labelSet as on the map it was made from.
+func TestLabelSetMatchesAsMap(t *testing.T) {
+	objLabels := []map[string]string{
+		nil,
+		{},
+		{"app": "web"},
+		{"app.kubernetes.io/name": "svc-1", "app.kubernetes.io/part-of": "shop", "tier": ""},
+		{"z": "1", "a": "2", "m": "3", "b": "4"},
+	}
+	selectors := []metav1.LabelSelector{
+		{},
+		{MatchLabels: map[string]string{"app": "web"}},
+		{MatchLabels: map[string]string{"app.kubernetes.io/part-of": "shop"}},
+		{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "tier", Operator: metav1.LabelSelectorOpExists}}},
+		{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "tier", Operator: metav1.LabelSelectorOpDoesNotExist}}},
+		{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "a", Operator: metav1.LabelSelectorOpIn, Values: []string{"2", "9"}}}},
+		{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "m", Operator: metav1.LabelSelectorOpNotIn, Values: []string{"3"}}}},
+	}
+	for _, m := range objLabels {
+		ls := newLabelSet(m, "svc-1")
+		if got := ls.Map(); !maps.Equal(got, m) {
+			t.Errorf("newLabelSet(%v).Map() = %v", m, got)
+		}
+		for _, s := range selectors {
+			sel, err := metav1.LabelSelectorAsSelector(&s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got, want := sel.Matches(ls), sel.Matches(labels.Set(m)); got != want {
+				t.Errorf("selector %v on %v: labelSet %v, map %v", sel, m, got, want)
+			}
+		}
+		for k, v := range m {
+			if got, ok := ls.Lookup(k); !ok || got != v {
+				t.Errorf("Lookup(%q) on %v = %q, %v", k, m, got, ok)
+			}
+		}
+		if ls.Has("absent") || ls.Get("absent") != "" {
+			t.Errorf("%v has a label it was not given", m)
+		}
+	}
+}
