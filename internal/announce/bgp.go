@@ -134,18 +134,18 @@ func bgpPath(ip netip.Addr, ad *config.BGPAdvertisement, peers []bgp.PeerConfig)
 // at bgp.MaxWeight; 0 means node has no endpoint that can serve (such a
 // node does not announce a Local Service).
 func LocalWeight(eps []Endpoint, node string, ip netip.Addr) uint32 {
-	family := 6
+	family := uint8(6)
 	if ip.Is4() || ip.Is4In6() {
 		family = 4
 	}
 	anyOfFamily := slices.ContainsFunc(eps, func(ep Endpoint) bool { return ep.Family == family })
 	var ready, serving uint32
-	seen := map[string]bool{}
+	seen := map[Target]bool{}
 	for _, ep := range eps {
 		if ep.NodeName != node || !ep.CanServe() || (anyOfFamily && ep.Family != family) {
 			continue
 		}
-		if ep.Target != "" {
+		if ep.Target != (Target{}) {
 			if seen[ep.Target] {
 				continue
 			}

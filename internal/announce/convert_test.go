@@ -1,14 +1,17 @@
 package announce
 
 import (
+	"fmt"
 	"net/netip"
 	"reflect"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
 	"github.com/herald-lb/herald/internal/annotations"
@@ -73,10 +76,10 @@ func TestEndpointsFromSlices(t *testing.T) {
 		{AddressType: discoveryv1.AddressTypeFQDN, Endpoints: []discoveryv1.Endpoint{{NodeName: ptr.To("n1")}}},
 	}
 	want := []Endpoint{
-		{NodeName: "n1", Ready: true, Family: 4, Target: "Pod/ns/web-1"},
+		{NodeName: "n1", Ready: true, Family: 4, Target: hashTarget("Pod/ns/web-1")},
 		{NodeName: "n2", Family: 4},
 		{NodeName: "n3", Serving: true, Family: 4},
-		{Ready: true, Family: 6, Target: "uid:u2"},
+		{Ready: true, Family: 6, Target: hashTarget("uid:u2")},
 		{NodeName: "n1", Ready: true},
 	}
 	got := EndpointsFromSlices(slices)
@@ -165,5 +168,77 @@ func TestReasonNames(t *testing.T) {
 	}
 	if reasonCount.String() != "unknown" {
 		t.Error("out of range reason")
+	}
+}
+
+// uidTarget is the Target of a targetRef with UID uid.
+func uidTarget(uid string) Target { return TargetOf(&corev1.ObjectReference{UID: types.UID(uid)}) }
+
+// TestTargetOf: targetRefs naming the same target give the same Target,
+// others different ones; a canonical UUID gives its own bytes; only nil
+// gives the zero Target.
+func TestTargetOf(t *testing.T) {
+	const u = "0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0"
+	want := Target{0x0f, 0x1e, 0x2d, 0x3c, 0x4b, 0x5a, 0x69, 0x78, 0x87, 0x96, 0xa5, 0xb4, 0xc3, 0xd2, 0xe1, 0xf0}
+	if got := uidTarget(u); got != want {
+		t.Errorf("TargetOf(UID %s) = %x, want %x", u, got, want)
+	}
+	if got := TargetOf(&corev1.ObjectReference{Kind: "Pod", Namespace: "ns", Name: "web", UID: u}); got != want {
+		t.Errorf("TargetOf(Pod with UID %s) = %x, want its UID's", u, got)
+	}
+	if got := TargetOf(nil); got != (Target{}) {
+		t.Errorf("TargetOf(nil) = %x, want the zero Target", got)
+	}
+	pod := func(kind, ns, name string) *corev1.ObjectReference {
+		return &corev1.ObjectReference{Kind: kind, Namespace: ns, Name: name}
+	}
+	// Every one names a different target (as the "uid:<uid>" and
+	// "<kind>/<namespace>/<name>" strings did).
+	refs := []*corev1.ObjectReference{
+		{UID: u},
+		{UID: types.UID(strings.ToUpper(u))},            // not canonical: hashed, not merged with u
+		{UID: "0f1e2d3c4b5a69788796a5b4c3d2e1f0"},       // no hyphens
+		{UID: "00000000-0000-0000-0000-000000000000"},   // the zero UUID: not "no target"
+		{UID: "0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1fg"},   // not hex
+		{UID: "0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0-x"}, // too long
+		{UID: "1"}, {UID: "2"},
+		pod("Pod", "ns", "web"), pod("Pod", "ns", "api"), pod("Pod", "other", "web"), pod("Node", "ns", "web"),
+		pod("", "", ""),
+	}
+	seen := map[Target]int{}
+	for i, r := range refs {
+		got := TargetOf(r)
+		if got != TargetOf(r.DeepCopy()) {
+			t.Errorf("%+v: TargetOf not deterministic", r)
+		}
+		if got == (Target{}) {
+			t.Errorf("%+v: zero Target", r)
+		}
+		if j, ok := seen[got]; ok {
+			t.Errorf("%+v and %+v: same Target %x", refs[j], r, got)
+		}
+		seen[got] = i
+	}
+}
+
+// BenchmarkEndpointsFromSlices reports the conversion's allocations for a
+// slice of three endpoints with Pod targetRefs with UIDs, as the
+// EndpointSlice controller writes: what a speaker keeps per slice. With a
+// string Target (48-byte Endpoint, one 48-byte "uid:<uid>" string each)
+// and a slice grown by append, that was 480 B in 6 allocations, 336 B of
+// them kept (the last slice, capacity 4, and the strings); with Target
+// [16]byte (40-byte Endpoint) and the slice made to size, 128 B in 1.
+func BenchmarkEndpointsFromSlices(b *testing.B) {
+	s := []discoveryv1.EndpointSlice{{AddressType: discoveryv1.AddressTypeIPv4}}
+	for i := range 3 {
+		s[0].Endpoints = append(s[0].Endpoints, discoveryv1.Endpoint{
+			Addresses: []string{fmt.Sprintf("10.0.0.%d", i)}, NodeName: ptr.To("n1"),
+			TargetRef: &corev1.ObjectReference{Kind: "Pod", Namespace: "ns", Name: fmt.Sprintf("web-%d", i),
+				UID: types.UID(fmt.Sprintf("0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f%d", i))},
+		})
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		_ = EndpointsFromSlices(s)
 	}
 }

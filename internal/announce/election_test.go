@@ -323,7 +323,7 @@ func TestSharingEndpointsDecideTheSame(t *testing.T) {
 	c.live = map[string]bool{"n1": true, "n2": true, "n3": true}
 	c.res.L2Advertisements = []v1beta1.L2Advertisement{l2ad("l2", "p")}
 	mixed := []Endpoint{
-		{NodeName: "n1", Ready: true, Family: 4, Target: "uid:1"}, {NodeName: "n1", Ready: true, Family: 4, Target: "uid:2"},
+		{NodeName: "n1", Ready: true, Family: 4, Target: uidTarget("1")}, {NodeName: "n1", Ready: true, Family: 4, Target: uidTarget("2")},
 		{NodeName: "n2"}, {NodeName: "n3", Serving: true}, {NodeName: "", Ready: true}, {NodeName: "n4", Ready: true},
 	}
 	want := []Endpoint{{NodeName: "n1", Ready: true}, {NodeName: "n3", Ready: true}, {NodeName: "", Ready: true}, {NodeName: "n4", Ready: true}}

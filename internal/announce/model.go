@@ -52,26 +52,34 @@ type Service struct {
 // Local reports whether externalTrafficPolicy is Local.
 func (s *Service) Local() bool { return s.ExternalTrafficPolicy == TrafficPolicyLocal }
 
-// Endpoint is one endpoint of a Service's EndpointSlices.
+// Endpoint is one endpoint of a Service's EndpointSlices (from
+// EndpointsFromSlices). It is 40 bytes on a 64-bit platform and holds no
+// pointer but NodeName's: a speaker keeps one per endpoint of every
+// Service (issue #16).
 type Endpoint struct {
 	// NodeName is the node the endpoint runs on, "" if unknown.
 	NodeName string
+	// Target identifies what the endpoint runs (its targetRef: TargetOf),
+	// the zero Target when the slice gives no targetRef. The weight of
+	// weighted ECMP counts a target listed in two slices of one family
+	// (while the EndpointSlice controller moves it) once.
+	Target Target
+	// Family is the address family of the endpoint's EndpointSlice: 4
+	// (IPv4), 6 (IPv6), 0 (FQDN or unknown). Only the weight of weighted
+	// ECMP uses it (endpoints of the announced IP's family).
+	Family uint8
 	// Ready is conditions.ready, with nil read as true (EndpointSlice API:
 	// "nil should be interpreted as true").
 	Ready bool
 	// Serving is conditions.serving (nil read as false).
 	Serving bool
-	// Family is the address family of the endpoint's EndpointSlice: 4
-	// (IPv4), 6 (IPv6), 0 (FQDN or unknown). Only the weight of weighted
-	// ECMP uses it (endpoints of the announced IP's family).
-	Family int
-	// Target identifies what the endpoint runs ("uid:<uid>" or
-	// "<kind>/<namespace>/<name>" of its targetRef), "" when the slice has
-	// no targetRef. The weight of weighted ECMP counts a target listed in
-	// two slices of one family (while the EndpointSlice controller moves it)
-	// once.
-	Target string
 }
+
+// Target identifies what an endpoint runs, for telling two endpoints of
+// one target apart from two targets: only its equality is read. It is
+// built from an endpoint's targetRef by TargetOf; the zero Target is "no
+// targetRef".
+type Target [16]byte
 
 // CanServe reports whether the endpoint can take traffic: ready, or serving
 // while terminating (MetalLB's EndpointCanServe).

@@ -47,12 +47,12 @@ func TestWeightedECMP(t *testing.T) {
 		{name: "only terminating serving endpoints: they count (kube-proxy falls back to them)", setup: on, svc: local(svc("ns/a", v4)),
 			eps: n1(Endpoint{Serving: true}, Endpoint{Serving: true}), paths: []bgp.Path{{Prefix: host, Weight: 2, WeightSource: "ns/a"}}, weight: 2},
 		{name: "a target listed twice counts once", setup: on, svc: local(svc("ns/a", v4)),
-			eps:   n1(Endpoint{Ready: true, Family: 4, Target: "uid:1"}, Endpoint{Ready: true, Family: 4, Target: "uid:1"}, Endpoint{Ready: true, Family: 4, Target: "uid:2"}),
+			eps:   n1(Endpoint{Ready: true, Family: 4, Target: uidTarget("1")}, Endpoint{Ready: true, Family: 4, Target: uidTarget("1")}, Endpoint{Ready: true, Family: 4, Target: uidTarget("2")}),
 			paths: []bgp.Path{{Prefix: host, Weight: 2, WeightSource: "ns/a"}}, weight: 2},
 		{name: "dual stack: each IP counts the endpoints of its family", setup: on, svc: local(svc("ns/a", v4, v6)),
-			eps: n1(Endpoint{Ready: true, Family: 4, Target: "uid:1"}, Endpoint{Ready: true, Family: 6, Target: "uid:1"},
-				Endpoint{Ready: true, Family: 4, Target: "uid:2"}, Endpoint{Ready: true, Family: 6, Target: "uid:2"},
-				Endpoint{Ready: true, Family: 6, Target: "uid:3"}),
+			eps: n1(Endpoint{Ready: true, Family: 4, Target: uidTarget("1")}, Endpoint{Ready: true, Family: 6, Target: uidTarget("1")},
+				Endpoint{Ready: true, Family: 4, Target: uidTarget("2")}, Endpoint{Ready: true, Family: 6, Target: uidTarget("2")},
+				Endpoint{Ready: true, Family: 6, Target: uidTarget("3")}),
 			paths: []bgp.Path{{Prefix: host, Weight: 2, WeightSource: "ns/a"}, {Prefix: pfx("2001:db8:1::77/128"), Weight: 3, WeightSource: "ns/a"}}, weight: 2},
 		{name: "only the annotated one of two advertisements", setup: func(c *cluster) {
 			b := weighted(bgpad("bgp-2", "p"))

@@ -238,8 +238,8 @@ func CacheOptions(namespace, node string, podSelector labels.Selector) cache.Opt
 // server (set them as the manager's client.CacheOptions.DisableFor): its own
 // status objects (ServiceL2Status, ServiceBGPStatus, BGPSessionState) and
 // ConfigurationState, which it lists rarely and must not read stale. The
-// cache holds this node's ServiceL2Status and ServiceBGPStatus without
-// their status (transformStatus), for the status writer's watch only.
+// cache holds this node's ServiceL2Status and ServiceBGPStatus only as
+// statusRefs (transformStatus), for the status writer's watch.
 func UncachedObjects() []client.Object {
 	return []client.Object{
 		&v1beta1.ServiceL2Status{}, &v1beta1.ServiceBGPStatus{}, &v1beta1.ConfigurationState{},

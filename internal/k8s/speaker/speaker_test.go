@@ -48,6 +48,7 @@ type testSpeaker struct {
 	bfd     *fakeBFD
 	bfdCh   chan BFDChange
 	spk     *Controller
+	mgr     manager.Manager
 }
 
 var speakerPods = labels.Set{"app": "herald-speaker"}
@@ -109,6 +110,7 @@ func startSpeakerProbed(t testing.TB, env *testenv.Env, ns, node string, members
 	if s.spk, err = Setup(mgr, opts); err != nil {
 		t.Fatal(err)
 	}
+	s.mgr = mgr
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- mgr.Start(ctx) }()

@@ -15,7 +15,7 @@ import (
 
 // The status writer watches this node's status objects (the manager cache
 // holds those labelled with this node, reduced to name, resourceVersion
-// and the Service: CacheOptions, transformStatus) and
+// and the Service: CacheOptions, transformStatus, statusRef) and
 // compares every event with its record of the objects (statusRecord):
 //
 //   - an event of its own write (the name and resourceVersion it wrote,
@@ -239,19 +239,16 @@ func kindName(k statusKindID) string {
 	return bgpStatusKind.name
 }
 
-// statusKeyOf is the Service key a cached status object's labels name (""
-// when they name none): its status's Service when the cache left the
-// labels out because they are the status's (slimStatus).
+// statusKeyOf is the Service key a status object's
+// metallb.io/service-namespace and service-name labels name ("" when they
+// name none). The cache holds statusRefs, which keep those labels' values.
 func statusKeyOf(o client.Object) string {
-	l := o.GetLabels()
-	ns, name := l[v1beta1.LabelServiceNamespace], l[v1beta1.LabelServiceName]
-	if l == nil {
-		switch o := o.(type) {
-		case *v1beta1.ServiceL2Status:
-			ns, name = o.Status.ServiceNamespace, o.Status.ServiceName
-		case *v1beta1.ServiceBGPStatus:
-			ns, name = o.Status.ServiceNamespace, o.Status.ServiceName
-		}
+	var ns, name string
+	if r, ok := o.(*statusRef); ok {
+		ns, name = r.serviceNamespace, r.serviceName
+	} else {
+		l := o.GetLabels()
+		ns, name = l[v1beta1.LabelServiceNamespace], l[v1beta1.LabelServiceName]
 	}
 	if ns == "" || name == "" {
 		return ""

@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
+	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/herald-lb/herald/api/v1beta1"
@@ -103,6 +104,42 @@ func TestStatusObjectsRepaired(t *testing.T) {
 		return l2, bgp
 	}
 	converged(t, "the status objects of web", "p1")
+
+	t.Run("cache holds statusRefs", func(t *testing.T) {
+		// What the informers hold and hand to the watch's handlers: a
+		// new handler is sent every object of the store.
+		l2, bgp := converged(t, "the status objects of web", "p1")
+		for _, o := range []client.Object{&l2, &bgp} {
+			inf, err := s.mgr.GetCache().GetInformer(ctx, o)
+			must(t, err)
+			var mu sync.Mutex
+			var got []any
+			reg, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{AddFunc: func(obj any) {
+				mu.Lock()
+				got = append(got, obj)
+				mu.Unlock()
+			}})
+			must(t, err)
+			poll.Until(t, statusRepairTimeout, "the cache sends "+o.GetName(), func() error {
+				mu.Lock()
+				defer mu.Unlock()
+				for _, obj := range got {
+					r, ok := obj.(*statusRef)
+					if !ok {
+						t.Fatalf("the informer of %T holds a %T, want a *statusRef", o, obj)
+					}
+					if r.GetName() == o.GetName() && r.GetNamespace() == o.GetNamespace() && r.GetResourceVersion() == o.GetResourceVersion() {
+						if g, w := statusKeyOf(r), statusKeyOf(o); g != w || g != f.svcN+"/web" {
+							t.Errorf("%s: statusKeyOf of the cached record %q, of the object %q", o.GetName(), g, w)
+						}
+						return nil
+					}
+				}
+				return fmt.Errorf("not among %d objects", len(got))
+			})
+			must(t, inf.RemoveEventHandler(reg))
+		}
+	})
 
 	t.Run("deleted", func(t *testing.T) {
 		l2, _ := converged(t, "the status objects of web", "p1")

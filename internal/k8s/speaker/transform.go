@@ -10,7 +10,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	toolscache "k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/herald-lb/herald/api/v1beta1"
 	"github.com/herald-lb/herald/internal/annotations"
@@ -38,14 +40,14 @@ import (
 //     nodeChanged (addresses), config.Build (name, labels).
 //   - Pod: speakerAddrs (deletionTimestamp, phase, podIP).
 //   - Secret: config.Build (type; data of basic-auth Secrets only).
-//   - ServiceL2Status, ServiceBGPStatus (this node's only): the status
-//     writer's watch, statusKeyOf (name, resourceVersion, the status's
-//     node and Service, and the metallb.io/node, service-name and
-//     service-namespace labels only when they differ from those: see
-//     slimStatus). The rest of the status is left out: the writer compares
-//     resourceVersions with its record and reads the API server when they
-//     differ. No reader may take these objects' labels for the stored
-//     ones: the kinds are read from the API server (UncachedObjects).
+//   - ServiceL2Status, ServiceBGPStatus (this node's only): kept as a
+//     statusRef (below), not as the object: what the status writer's
+//     watch reads (eventHandler, statusKeyOf): name, namespace,
+//     resourceVersion and the Service its metallb.io/service-namespace and
+//     service-name labels name. The status and the other labels are left
+//     out: the writer compares resourceVersions with its record and reads
+//     the API server when they differ, and the kinds are read from the
+//     API server (UncachedObjects), never from the cache.
 //
 // The configuration objects are only stripped of managed fields. Nothing writes a cached object of these kinds
 // back (an Update would drop what the transform left out): the speaker
@@ -215,60 +217,94 @@ func transformSecret(obj any) (any, error) {
 }
 
 // transformStatus is the ServiceL2Status and ServiceBGPStatus transform (see
-// above).
+// above): a status object becomes its *statusRef.
 func transformStatus(obj any) (any, error) {
+	var m *metav1.ObjectMeta
 	switch o := obj.(type) {
 	case *v1beta1.ServiceL2Status:
-		out := &v1beta1.ServiceL2Status{TypeMeta: o.TypeMeta}
-		out.ObjectMeta, out.Status.ServiceStatusCommon = slimStatus(&o.ObjectMeta, o.Status.ServiceStatusCommon)
-		return out, nil
+		m = &o.ObjectMeta
 	case *v1beta1.ServiceBGPStatus:
-		out := &v1beta1.ServiceBGPStatus{TypeMeta: o.TypeMeta}
-		out.ObjectMeta, out.Status.ServiceStatusCommon = slimStatus(&o.ObjectMeta, o.Status.ServiceStatusCommon)
-		return out, nil
+		m = &o.ObjectMeta
+	default:
+		return obj, nil // a tombstone, or a record already
 	}
-	return obj, nil
+	svcNS := m.Labels[v1beta1.LabelServiceNamespace]
+	return &statusRef{
+		name:             m.Name,
+		namespace:        *nodeNames.intern(&m.Namespace),
+		resourceVersion:  m.ResourceVersion,
+		serviceNamespace: *nodeNames.intern(&svcNS),
+		serviceName:      m.Labels[v1beta1.LabelServiceName],
+	}, nil
 }
 
-// statusLabelKeys are the labels transformStatus keeps.
-var statusLabelKeys = [...]string{v1beta1.LabelNode, v1beta1.LabelServiceName, v1beta1.LabelServiceNamespace}
-
-// slimStatus keeps a status object's name, namespace (one shared string:
-// Herald's), resourceVersion, node, Service and statusLabelKeys. The labels
-// are left out (nil) when they are those the status names (node,
-// serviceName, serviceNamespace), as the speaker writes them: a labels map
-// costs more than the rest of the object, and statusKeyOf reads the
-// Service from the status then.
-func slimStatus(m *metav1.ObjectMeta, c v1beta1.ServiceStatusCommon) (metav1.ObjectMeta, v1beta1.ServiceStatusCommon) {
-	c.Node = *nodeNames.intern(&c.Node)
-	out := metav1.ObjectMeta{Name: m.Name, Namespace: *nodeNames.intern(&m.Namespace), ResourceVersion: m.ResourceVersion}
-	if labelsOfStatus(m.Labels, c) {
-		return out, c
-	}
-	for _, k := range statusLabelKeys {
-		v, ok := m.Labels[k]
-		if !ok {
-			continue
-		}
-		if out.Labels == nil {
-			out.Labels = make(map[string]string, len(statusLabelKeys))
-		}
-		if k == v1beta1.LabelNode {
-			v = *nodeNames.intern(&v)
-		}
-		out.Labels[k] = v
-	}
-	return out, c
+// statusRef is what the speaker's cache keeps of a ServiceL2Status or
+// ServiceBGPStatus of this node: the status transform's result, in place
+// of the object. It holds the object's name, namespace (Herald's, shared)
+// and resourceVersion, and the Service its metallb.io/service-namespace
+// and service-name labels name: all that the status writer's watch reads
+// (eventHandler, statusKeyOf). The kind is the informer's (eventHandler
+// is registered per kind). It is 80 bytes (five strings): a record
+// embedding a metav1.ObjectMeta (232 bytes alone) would take a 288-byte
+// allocation, the typed object with slim metadata the cache kept before a
+// 352-byte one (about 1.7 MB at 5,000 Services). So it implements
+// metav1.Object itself (noMeta): the informer's store keys it by
+// namespace and name, and controller-runtime's handler passes it on as a
+// client.Object. Nothing lists it from the cache (the kinds are
+// read from the API server: UncachedObjects).
+type statusRef struct {
+	noMeta
+	name, namespace, resourceVersion string
+	// serviceNamespace, serviceName: the values of the object's
+	// metallb.io/service-namespace and service-name labels ("" when
+	// absent); statusKeyOf.
+	serviceNamespace, serviceName string
 }
 
-// labelsOfStatus reports whether labels has each of statusLabelKeys with
-// the value c names.
-func labelsOfStatus(labels map[string]string, c v1beta1.ServiceStatusCommon) bool {
-	node, ok1 := labels[v1beta1.LabelNode]
-	name, ok2 := labels[v1beta1.LabelServiceName]
-	ns, ok3 := labels[v1beta1.LabelServiceNamespace]
-	return ok1 && ok2 && ok3 && node == c.Node && name == c.ServiceName && ns == c.ServiceNamespace
+// GetObjectKind: a record carries no type meta (nothing reads it).
+func (r *statusRef) GetObjectKind() schema.ObjectKind { return schema.EmptyObjectKind }
+
+// DeepCopyObject copies the record (runtime.Object).
+func (r *statusRef) DeepCopyObject() runtime.Object {
+	c := *r
+	return &c
 }
+
+func (r *statusRef) GetName() string             { return r.name }
+func (r *statusRef) SetName(v string)            { r.name = v }
+func (r *statusRef) GetNamespace() string        { return r.namespace }
+func (r *statusRef) SetNamespace(v string)       { r.namespace = v }
+func (r *statusRef) GetResourceVersion() string  { return r.resourceVersion }
+func (r *statusRef) SetResourceVersion(v string) { r.resourceVersion = v }
+
+// noMeta is the rest of metav1.Object for statusRef: the metadata the
+// transform left out reads as unset, and setting it does nothing.
+type noMeta struct{}
+
+func (noMeta) GetGenerateName() string                       { return "" }
+func (noMeta) SetGenerateName(string)                        {}
+func (noMeta) GetUID() types.UID                             { return "" }
+func (noMeta) SetUID(types.UID)                              {}
+func (noMeta) GetGeneration() int64                          { return 0 }
+func (noMeta) SetGeneration(int64)                           {}
+func (noMeta) GetSelfLink() string                           { return "" }
+func (noMeta) SetSelfLink(string)                            {}
+func (noMeta) GetCreationTimestamp() metav1.Time             { return metav1.Time{} }
+func (noMeta) SetCreationTimestamp(metav1.Time)              {}
+func (noMeta) GetDeletionTimestamp() *metav1.Time            { return nil }
+func (noMeta) SetDeletionTimestamp(*metav1.Time)             {}
+func (noMeta) GetDeletionGracePeriodSeconds() *int64         { return nil }
+func (noMeta) SetDeletionGracePeriodSeconds(*int64)          {}
+func (noMeta) GetLabels() map[string]string                  { return nil }
+func (noMeta) SetLabels(map[string]string)                   {}
+func (noMeta) GetAnnotations() map[string]string             { return nil }
+func (noMeta) SetAnnotations(map[string]string)              {}
+func (noMeta) GetFinalizers() []string                       { return nil }
+func (noMeta) SetFinalizers([]string)                        {}
+func (noMeta) GetOwnerReferences() []metav1.OwnerReference   { return nil }
+func (noMeta) SetOwnerReferences([]metav1.OwnerReference)    {}
+func (noMeta) GetManagedFields() []metav1.ManagedFieldsEntry { return nil }
+func (noMeta) SetManagedFields([]metav1.ManagedFieldsEntry)  {}
 
 // slimMeta keeps the identity of an object (name, namespace, UID,
 // resourceVersion, generation: what the cache, events and object
@@ -285,7 +321,7 @@ func slimMeta(m *metav1.ObjectMeta, labels, annotations map[string]string) metav
 
 // interner hands out one shared *string per distinct value, for the node
 // names that every endpoint repeats (nodeNames; also Herald's namespace
-// and the node label of the cached status objects). It holds at most maxInterned values
+// and the Service namespaces of the cached status objects). It holds at most maxInterned values
 // (then returns copies), so unbounded input cannot grow it without bound.
 type interner struct {
 	mu   sync.Mutex
@@ -319,4 +355,5 @@ var (
 	_ toolscache.TransformFunc = transformPod
 	_ toolscache.TransformFunc = transformSecret
 	_ toolscache.TransformFunc = transformStatus
+	_ client.Object            = (*statusRef)(nil)
 )

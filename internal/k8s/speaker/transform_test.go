@@ -371,11 +371,12 @@ func TestTransformSecretKeepsPeerPasswords(t *testing.T) {
 	}
 }
 
-// TestTransformStatusKeepsWatchInputs: the status writer's watch reads the
-// same name, resourceVersion and Service (statusKeyOf) from transformed
-// status objects as from full ones, whether their labels are the status's
-// (then left out), edited, partly removed or the status is empty; the
-// status itself, beyond its node and Service, is gone.
+// TestTransformStatusKeepsWatchInputs: a status object becomes a
+// *statusRef from which the status writer's watch reads the same name,
+// namespace, resourceVersion and Service (statusKeyOf) as from the full
+// object, whether its labels are the status's, edited, partly removed or
+// the status is empty; the status, the other labels and the rest of the
+// metadata are gone.
 func TestTransformStatusKeepsWatchInputs(t *testing.T) {
 	common := v1beta1.ServiceStatusCommon{Node: "n1", ServiceName: "web", ServiceNamespace: "shop"}
 	lbl := func(node, name, ns string) map[string]string {
@@ -388,15 +389,16 @@ func TestTransformStatusKeepsWatchInputs(t *testing.T) {
 		return l
 	}
 	tests := []struct {
-		name     string
-		labels   map[string]string
-		status   v1beta1.ServiceStatusCommon
-		noLabels bool // the transform leaves the labels out
+		name    string
+		labels  map[string]string
+		status  v1beta1.ServiceStatusCommon
+		wantKey string
 	}{
-		{"labels of the status", lbl("n1", "web", "shop"), common, true},
-		{"empty status", lbl("n1", "web", "shop"), v1beta1.ServiceStatusCommon{}, false},
-		{"relabelled for another Service", lbl("n1", "api", "shop"), common, false},
-		{"service labels removed", lbl("n1", "", ""), common, false},
+		{"labels of the status", lbl("n1", "web", "shop"), common, "shop/web"},
+		{"empty status", lbl("n1", "web", "shop"), v1beta1.ServiceStatusCommon{}, "shop/web"},
+		{"relabelled for another Service", lbl("n1", "api", "shop"), common, "shop/api"},
+		{"service labels removed", lbl("n1", "", ""), common, ""},
+		{"service name label removed", lbl("n1", "", "shop"), common, ""},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -404,26 +406,30 @@ func TestTransformStatusKeepsWatchInputs(t *testing.T) {
 			l2.Status.ServiceStatusCommon, l2.Status.Interfaces = tc.status, []v1beta1.InterfaceInfo{{Name: "eth0"}}
 			bgp := &v1beta1.ServiceBGPStatus{ObjectMeta: fullMeta("herald", "bgp-a", tc.labels, nil)}
 			bgp.Status.ServiceStatusCommon, bgp.Status.Peers = tc.status, []string{"p1"}
-			for _, pair := range [][2]client.Object{
-				{l2, mustTransform(t, transformStatus, l2.DeepCopy())},
-				{bgp, mustTransform(t, transformStatus, bgp.DeepCopy())},
-			} {
-				full, slim := pair[0], pair[1]
-				if g, w := statusKeyOf(slim), statusKeyOf(full); g != w {
-					t.Errorf("%s: statusKeyOf(transformed) = %q, want %q", full.GetName(), g, w)
+			for _, full := range []client.Object{l2, bgp} {
+				out, err := transformStatus(full.DeepCopyObject())
+				if err != nil {
+					t.Fatal(err)
+				}
+				slim, ok := out.(*statusRef)
+				if !ok {
+					t.Fatalf("%s: transform returned %T, want *statusRef", full.GetName(), out)
+				}
+				if g, w := statusKeyOf(slim), statusKeyOf(full); g != w || g != tc.wantKey {
+					t.Errorf("%s: statusKeyOf(transformed) = %q, of the full object %q, want %q", full.GetName(), g, w, tc.wantKey)
 				}
 				if slim.GetName() != full.GetName() || slim.GetNamespace() != full.GetNamespace() || slim.GetResourceVersion() != full.GetResourceVersion() {
 					t.Errorf("%s: transformed identity %s/%s@%s", full.GetName(), slim.GetNamespace(), slim.GetName(), slim.GetResourceVersion())
 				}
-				if (slim.GetLabels() == nil) != tc.noLabels || slim.GetLabels()["app"] != "" || slim.GetAnnotations() != nil || slim.GetOwnerReferences() != nil {
-					t.Errorf("%s: transformed labels %v, annotations %v", full.GetName(), slim.GetLabels(), slim.GetAnnotations())
+				if k, err := toolscache.MetaNamespaceKeyFunc(slim); err != nil || k != "herald/"+full.GetName() {
+					t.Errorf("%s: store key %q, %v", full.GetName(), k, err)
 				}
-			}
-			if s := mustTransform(t, transformStatus, l2.DeepCopy()); s.Status.Interfaces != nil || s.Status.ServiceStatusCommon != tc.status {
-				t.Errorf("transformed ServiceL2Status status %+v", s.Status)
-			}
-			if s := mustTransform(t, transformStatus, bgp.DeepCopy()); s.Status.Peers != nil || s.Status.ServiceStatusCommon != tc.status {
-				t.Errorf("transformed ServiceBGPStatus status %+v", s.Status)
+				if slim.GetLabels() != nil || slim.GetAnnotations() != nil || slim.GetUID() != "" || slim.GetGeneration() != 0 {
+					t.Errorf("%s: transformed labels %v, annotations %v, UID %q", full.GetName(), slim.GetLabels(), slim.GetAnnotations(), slim.GetUID())
+				}
+				if c := slim.DeepCopyObject().(*statusRef); *c != *slim || c == slim {
+					t.Errorf("%s: DeepCopyObject = %+v, want a copy of %+v", full.GetName(), c, slim)
+				}
 			}
 		})
 	}
