@@ -29,8 +29,8 @@ import (
 //     resourceVersion), its labels and announce.ServiceFromK8s of it
 //     (type, externalTrafficPolicy, loadBalancerClass, the allow-shared-ip
 //     annotations, labels, ingress IPs), which the decisions, the
-//     ingress-IP index (indexServiceIP), the shared-address views,
-//     mapService, mayAnnounce and serviceChanged read.
+//     ingress-IP index (indexServiceIP), the shared-address views, the
+//     balanced election, mapService, mayAnnounce and serviceChanged read.
 //   - EndpointSlice: kept as a sliceRecord (below), not as an
 //     EndpointSlice: its identity, its Service's name (the
 //     kubernetes.io/service-name label, for the Service index and
@@ -302,8 +302,10 @@ func slimMeta(m *metav1.ObjectMeta, labels map[string]string) metav1.ObjectMeta 
 
 // interner hands out one shared *string per distinct value, for the node
 // names that every endpoint repeats (nodeNames; also Herald's namespace
-// and the node label of the cached status objects). It holds at most maxInterned values
-// (then returns copies), so unbounded input cannot grow it without bound.
+// and the node label of the cached status objects), and for the
+// allow-shared-ip keys of the Service records (sharingKeys). Each holds at
+// most maxInterned values (then returns copies), so unbounded input cannot
+// grow it without bound.
 type interner struct {
 	mu   sync.Mutex
 	vals map[string]*string
