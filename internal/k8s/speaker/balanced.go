@@ -10,7 +10,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -115,12 +114,9 @@ func (s *Controller) eventHandler(mapFn handler.MapFunc) handler.EventHandler {
 // withdrawn), it is of type LoadBalancer, or this speaker has state for it.
 // Events of other Services (ClusterIP Services and their EndpointSlices,
 // most of a cluster's churn) then cost no recompute.
-func (s *Controller) mayAnnounce(ctx context.Context, key types.NamespacedName) bool {
-	var svc corev1.Service
-	if err := s.client.Get(ctx, key, &svc); err != nil {
-		return true
-	}
-	if svc.Spec.Type == corev1.ServiceTypeLoadBalancer {
+func (s *Controller) mayAnnounce(_ context.Context, key types.NamespacedName) bool {
+	svc, err := s.service(key.String())
+	if err != nil || svc == nil || svc.svc.LoadBalancer {
 		return true
 	}
 	s.balanced.mu.Lock()
@@ -163,13 +159,12 @@ func (s *Controller) l2Winners() map[netip.Addr]string {
 // live members, endpoints), stores it, and returns the keys whose Services
 // hold an address whose winner changed. Only LoadBalancer Services of our
 // class are read further (their EndpointSlices, from the cache index).
-func (s *Controller) recomputeBalanced(ctx context.Context, snap *config.Snapshot, view *clusterView, svcs []corev1.Service) ([]string, error) {
+func (s *Controller) recomputeBalanced(ctx context.Context, snap *config.Snapshot, view *clusterView, svcs []*serviceRecord) ([]string, error) {
 	b := s.balanced
 	start := time.Now()
 	services := make([]announce.SharedService, 0, len(svcs))
-	for i := range svcs {
-		o := &svcs[i]
-		sv := announce.ServiceFromK8s(o)
+	for _, o := range svcs {
+		sv := o.svc
 		if !sv.LoadBalancer || sv.LoadBalancerClass != s.opts.Announce.LoadBalancerClass || len(sv.IPs) == 0 {
 			continue
 		}
@@ -223,14 +218,8 @@ func (s *Controller) reconcileBalanced(ctx context.Context) (reconcile.Result, e
 		s.balanced.addPending(keysOf(pending)...)
 		return reconcile.Result{}, err
 	}
-	var svcs corev1.ServiceList
-	// Read only (recomputeBalanced copies what it keeps): no deep copy of
-	// every cached Service per pass.
-	if err := s.client.List(ctx, &svcs, client.UnsafeDisableDeepCopy); err != nil {
-		s.balanced.addPending(keysOf(pending)...)
-		return reconcile.Result{}, fmt.Errorf("list Services: %w", err)
-	}
-	redo, err := s.recomputeBalanced(ctx, snap, view, svcs.Items)
+	// The cached records, read only: no copy of every Service per pass.
+	redo, err := s.recomputeBalanced(ctx, snap, view, s.allServices())
 	if err != nil {
 		s.balanced.addPending(keysOf(pending)...)
 		return reconcile.Result{}, err

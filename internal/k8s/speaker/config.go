@@ -10,7 +10,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/herald-lb/herald/internal/announce"
 	"github.com/herald-lb/herald/internal/bgp"
@@ -117,13 +116,10 @@ func (s *Controller) reconcileAll(ctx context.Context, snap *config.Snapshot, vi
 		// Every Service is decided below: what was pending is covered.
 		s.balanced.takePending()
 	}
-	var svcs corev1.ServiceList
-	// Only the keys are read: no copy of every Service per pass.
-	if err := s.client.List(ctx, &svcs, client.UnsafeDisableDeepCopy); err != nil {
-		return fmt.Errorf("list Services: %w", err)
-	}
+	// The cached records, read only: no copy of every Service per pass.
+	svcs := s.allServices()
 	if s.balanced != nil {
-		if _, err := s.recomputeBalanced(ctx, snap, view, svcs.Items); err != nil {
+		if _, err := s.recomputeBalanced(ctx, snap, view, svcs); err != nil {
 			return err
 		}
 	}
@@ -144,8 +140,8 @@ func (s *Controller) reconcileAll(ctx context.Context, snap *config.Snapshot, vi
 		s.statusListed = true
 	}
 	keys := map[string]bool{}
-	for i := range svcs.Items {
-		keys[svcs.Items[i].Namespace+"/"+svcs.Items[i].Name] = true
+	for _, r := range svcs {
+		keys[r.svc.Key] = true
 	}
 	for k := range existing {
 		keys[k] = true

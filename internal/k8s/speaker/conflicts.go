@@ -1,10 +1,8 @@
 package speaker
 
 import (
-	"context"
 	"net"
 	"net/netip"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 )
@@ -39,19 +37,13 @@ func (s *Controller) L2Conflict(ip netip.Addr, mac net.HardwareAddr, iface strin
 		return
 	}
 	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
 		for _, key := range keys {
-			nn, ok := splitKey(key)
-			if !ok {
+			svc, err := s.service(key)
+			if svc == nil {
+				s.log.Debug("no event for layer 2 conflict: the Service is not in the cache", "service", key, "ip", ip, "error", err)
 				continue
 			}
-			var svc corev1.Service
-			if err := s.client.Get(ctx, nn, &svc); err != nil {
-				s.log.Debug("no event for layer 2 conflict", "service", key, "ip", ip, "error", err)
-				continue
-			}
-			s.event(&svc, corev1.EventTypeWarning, reasonL2Conflict,
+			s.event(svc, corev1.EventTypeWarning, reasonL2Conflict,
 				"another host (MAC %s) answered for %s on interface %s of node %s, which announces it; re-announced",
 				mac, ip, iface, s.opts.NodeName)
 		}

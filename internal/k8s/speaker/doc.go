@@ -37,7 +37,8 @@
 // decides every Service, without the delay.
 //
 // For each Service the reconciler gathers announce.Input from the cache
-// (the Service, its EndpointSlices through a field index, every Node, the
+// (the Service's and its EndpointSlices' records, already converted,
+// through the informers' indexers (transform.go), every Node, the
 // Services sharing its IPs from a view per address that the decisions of
 // its holders share until one of them changes (sharedview.go), the live
 // speakers), calls announce.Decide, and

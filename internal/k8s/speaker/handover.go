@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
@@ -390,8 +389,8 @@ func (s *Controller) watchHandover(b *builder.TypedBuilder[reconcile.Request]) *
 // holder that sends no release, leave the address unanswered until then.
 func (s *Controller) handoverRequests(ctx context.Context, ip netip.Addr) []reconcile.Request {
 	h := s.handover
-	var list corev1.ServiceList
-	if err := s.client.List(ctx, &list, client.MatchingFields{indexServiceIP: ip.String()}); err != nil {
+	list, err := s.servicesWithIP(ip)
+	if err != nil {
 		d := h.listFailed(ip)
 		s.log.Warn("layer 2 hand-over: cannot list the Services of an address; deciding them again later",
 			"ip", ip, "retryIn", d, "error", err)
@@ -399,9 +398,9 @@ func (s *Controller) handoverRequests(ctx context.Context, ip netip.Addr) []reco
 		return nil
 	}
 	h.listed(ip)
-	reqs := make([]reconcile.Request, 0, len(list.Items))
-	for i := range list.Items {
-		reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
+	reqs := make([]reconcile.Request, 0, len(list))
+	for _, r := range list {
+		reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(r)})
 	}
 	return reqs
 }

@@ -13,10 +13,10 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	toolscache "k8s.io/client-go/tools/cache"
 
 	"github.com/herald-lb/herald/api/v1beta1"
 	"github.com/herald-lb/herald/internal/announce"
@@ -465,9 +465,17 @@ func TestHandOverGlueProbe(t *testing.T) {
 func TestHandoverRequestsListFails(t *testing.T) {
 	f := newPureFixture(t)
 	s := f.controller("n1", time.Minute)
-	fl := &failingLister{}
+	fl := &failingIndexer{Indexer: toolscache.NewIndexer(toolscache.MetaNamespaceKeyFunc, toolscache.Indexers{indexServiceIP: serviceIPs})}
+	web, err := transformService(&corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web"},
+		Status: corev1.ServiceStatus{LoadBalancer: corev1.LoadBalancerStatus{Ingress: []corev1.LoadBalancerIngress{{IP: f.ip.String()}}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := fl.Add(web); err != nil {
+		t.Fatal(err)
+	}
 	fl.fails.Store(1)
-	s.client = fl
+	s.svcs = fl
 	s.log = slog.New(newCountingHandler())
 	if reqs := s.handoverRequests(context.Background(), f.ip); reqs != nil {
 		t.Fatalf("requests %v from a failed List", reqs)
@@ -491,19 +499,17 @@ func TestHandoverRequestsListFails(t *testing.T) {
 	}
 }
 
-// failingLister fails List while fails > 0, then lists one Service.
-type failingLister struct {
-	client.Client
+// failingIndexer fails ByIndex while fails > 0, then reads its Indexer.
+type failingIndexer struct {
+	toolscache.Indexer
 	fails atomic.Int32
 }
 
-func (l *failingLister) List(_ context.Context, list client.ObjectList, _ ...client.ListOption) error {
+func (l *failingIndexer) ByIndex(name, value string) ([]any, error) {
 	if l.fails.Add(-1) >= 0 {
-		return errors.New("cache not synced")
+		return nil, errors.New("index failed")
 	}
-	sl := list.(*corev1.ServiceList)
-	sl.Items = []corev1.Service{{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web"}}}
-	return nil
+	return l.Indexer.ByIndex(name, value)
 }
 
 // pureFixture builds decision inputs for a two-node cluster with one layer

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -137,22 +136,22 @@ func (s *Controller) reconcileService(ctx context.Context, snap *config.Snapshot
 		s.services[key] = st
 	}
 
-	var svc corev1.Service
 	var d announce.Decision
-	var input *announce.Input // nil for a deleted Service
-	found := true
-	if err := s.client.Get(ctx, nsName, &svc); apierrors.IsNotFound(err) {
-		found = false
-		d = announce.Decision{Service: key, Reason: announce.ReasonServiceDeleted}
-	} else if err != nil {
+	var input *announce.Input  // nil for a deleted Service
+	svc, err := s.service(key) // read only
+	if err != nil {
 		return reconcile.Result{}, fmt.Errorf("get Service %s: %w", key, err)
+	}
+	found := svc != nil
+	if !found {
+		d = announce.Decision{Service: key, Reason: announce.ReasonServiceDeleted}
 	} else {
 		in := announce.Input{
 			Config:  snap,
 			Node:    s.opts.NodeName,
 			Nodes:   view.nodes,
 			Live:    view.live,
-			Service: announce.ServiceFromK8s(&svc),
+			Service: svc.svc,
 			Options: s.opts.Announce,
 			// Decide checks that the layer 2 winner has one of the
 			// advertisements' interfaces (noMatchingInterface).
@@ -160,7 +159,6 @@ func (s *Controller) reconcileService(ctx context.Context, snap *config.Snapshot
 			// The balanced election's winners (nil: the plain election).
 			L2Winners: s.l2Winners(),
 		}
-		var err error
 		if in.Endpoints, err = s.endpoints(ctx, svc.Namespace, svc.Name); err != nil {
 			return reconcile.Result{}, err
 		}
@@ -204,7 +202,7 @@ func (s *Controller) reconcileService(ctx context.Context, snap *config.Snapshot
 			if err := s.opts.L2.SetOwner(key, targets); err != nil {
 				st.l2Applied = false
 				if found {
-					s.event(&svc, corev1.EventTypeWarning, reasonAnnounceFailed, "failed to announce from node %s with protocol %s: %v", s.opts.NodeName, protoL2, err)
+					s.event(svc, corev1.EventTypeWarning, reasonAnnounceFailed, "failed to announce from node %s with protocol %s: %v", s.opts.NodeName, protoL2, err)
 				}
 				log.Error("layer 2 announcement failed", "error", err)
 				return reconcile.Result{}, fmt.Errorf("announce %s in layer 2: %w", key, err)
@@ -253,7 +251,7 @@ func (s *Controller) reconcileService(ctx context.Context, snap *config.Snapshot
 		// (a new loadBalancerIP): the newest nodeAssigned event names what
 		// the node announces, as MetalLB's withdraw and re-announce does.
 		if hasProtocol(now, p) && (!hasProtocol(prev, p) || !slices.Equal(ipsOf(prev, p), ipsOf(now, p))) && found {
-			s.event(&svc, corev1.EventTypeNormal, reasonNodeAssigned, "%s", announce.NodeAssignedMessage(s.opts.NodeName, p.String(), ipsOf(now, p)))
+			s.event(svc, corev1.EventTypeNormal, reasonNodeAssigned, "%s", announce.NodeAssignedMessage(s.opts.NodeName, p.String(), ipsOf(now, p)))
 			log.Info("announcing", "protocol", p.String(), "ips", ipsOf(now, p))
 		}
 		if !hasProtocol(now, p) && hasProtocol(prev, p) {
@@ -266,7 +264,7 @@ func (s *Controller) reconcileService(ctx context.Context, snap *config.Snapshot
 	}
 	s.reportNotAnnounced(log, st, na, func(format string, args ...any) {
 		if found {
-			s.event(&svc, corev1.EventTypeWarning, reasonAnnounceFailed, format, args...)
+			s.event(svc, corev1.EventTypeWarning, reasonAnnounceFailed, format, args...)
 		}
 	})
 
@@ -309,14 +307,9 @@ func (s *Controller) common(svc types.NamespacedName) v1beta1.ServiceStatusCommo
 }
 
 // announceFailed emits announceFailed on the Service key, if it exists.
-func (s *Controller) announceFailed(ctx context.Context, key, protocol string, err error) {
-	nsName, ok := splitKey(key)
-	if !ok {
-		return
-	}
-	var svc corev1.Service
-	if s.client.Get(ctx, nsName, &svc) == nil {
-		s.event(&svc, corev1.EventTypeWarning, reasonAnnounceFailed, "failed to announce from node %s with protocol %s: %v", s.opts.NodeName, protocol, err)
+func (s *Controller) announceFailed(_ context.Context, key, protocol string, err error) {
+	if svc, _ := s.service(key); svc != nil {
+		s.event(svc, corev1.EventTypeWarning, reasonAnnounceFailed, "failed to announce from node %s with protocol %s: %v", s.opts.NodeName, protocol, err)
 	}
 }
 
@@ -452,9 +445,10 @@ func (s *Controller) logDecision(log *slog.Logger, d *announce.Decision) {
 	}
 }
 
-func (s *Controller) event(obj *corev1.Service, eventtype, reason, format string, args ...any) {
+// event emits an event on the Service of the cached record svc.
+func (s *Controller) event(svc *serviceRecord, eventtype, reason, format string, args ...any) {
 	if s.opts.Recorder != nil {
-		s.opts.Recorder.Eventf(obj, eventtype, reason, format, args...)
+		s.opts.Recorder.Eventf(svc.eventObject(), eventtype, reason, format, args...)
 	}
 }
 

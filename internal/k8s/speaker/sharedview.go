@@ -7,9 +7,6 @@ import (
 	"slices"
 	"sync"
 
-	corev1 "k8s.io/api/core/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-
 	"github.com/herald-lb/herald/internal/announce"
 )
 
@@ -121,18 +118,17 @@ func (s *Controller) holders(ctx context.Context, ip netip.Addr) ([]announce.Sha
 	if token == nil {
 		return hs, nil
 	}
-	var list corev1.ServiceList
-	if err := s.client.List(ctx, &list, client.MatchingFields{indexServiceIP: ip.String()}, client.UnsafeDisableDeepCopy); err != nil {
+	list, err := s.servicesWithIP(ip)
+	if err != nil {
 		return nil, fmt.Errorf("list Services with IP %s: %w", ip, err)
 	}
-	if len(list.Items) < 2 {
+	if len(list) < 2 {
 		s.shared.store(ip, token, nil)
 		return nil, nil
 	}
-	hs = make([]announce.SharedService, 0, len(list.Items))
+	hs = make([]announce.SharedService, 0, len(list))
 	var nodeSets [][]announce.Endpoint // distinct endpoint summaries of this view
-	for i := range list.Items {
-		o := &list.Items[i]
+	for _, o := range list {
 		eps, err := s.endpoints(ctx, o.Namespace, o.Name)
 		if err != nil {
 			return nil, err
@@ -143,7 +139,7 @@ func (s *Controller) holders(ctx context.Context, ip netip.Addr) ([]announce.Sha
 		} else if len(nodeSets) < 8 {
 			nodeSets = append(nodeSets, sum)
 		}
-		hs = append(hs, announce.SharedService{Service: announce.ServiceFromK8s(o), Endpoints: sum})
+		hs = append(hs, announce.SharedService{Service: o.svc, Endpoints: sum})
 	}
 	s.shared.store(ip, token, hs)
 	return hs, nil

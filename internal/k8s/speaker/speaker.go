@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"reflect"
 	"slices"
 	"strings"
@@ -47,10 +48,10 @@ func special(name string) reconcile.Request {
 	return reconcile.Request{NamespacedName: types.NamespacedName{Name: name}}
 }
 
-// Index names of the manager's field indexer.
+// Index names of the informers' indexers (setupIndexes).
 const (
 	indexSliceService = "herald.speaker/service"    // EndpointSlice -> "ns/service"
-	indexServiceIP    = "herald.speaker/ingress-ip" // Service -> each ingress IP
+	indexServiceIP    = "herald.speaker/ingress-ip" // Service -> each ingress IP (netip.Addr.String)
 )
 
 // Controller is the speaker's reconcile loop (one controller-runtime
@@ -62,7 +63,10 @@ type Controller struct {
 	apiReader client.Reader // uncached reads
 	// slices is the EndpointSlice informer's store of sliceRecords,
 	// indexed by indexSliceService (setupIndexes). Read only.
-	slices    toolscache.Indexer
+	slices toolscache.Indexer
+	// svcs is the Service informer's store of serviceRecords, indexed by
+	// indexServiceIP (setupIndexes). Read only.
+	svcs      toolscache.Indexer
 	tracker   *configload.Tracker
 	cfgMetric *configload.Metrics
 	reporter  *configload.Reporter
@@ -194,7 +198,7 @@ func Setup(mgr manager.Manager, opts Options) (*Controller, error) {
 	if opts.BalancedL2 {
 		s.balanced = newBalancedState(opts.BalanceDelay)
 	}
-	if s.slices, err = setupIndexes(mgr); err != nil {
+	if s.slices, s.svcs, err = setupIndexes(mgr); err != nil {
 		return nil, err
 	}
 	s.status = newStatusWriter(s) // before the controller: it watches for the writer
@@ -230,36 +234,90 @@ func Setup(mgr manager.Manager, opts Options) (*Controller, error) {
 	return s, nil
 }
 
-// setupIndexes adds the Service index by ingress IP (a field index of
-// the manager's cache) and the EndpointSlice index by Service
-// (indexSliceService, on the informer itself: the cache holds sliceRecords,
-// which controller-runtime's field indexes and reader cannot take), and
-// returns the EndpointSlice informer's store.
-func setupIndexes(mgr manager.Manager) (toolscache.Indexer, error) {
-	ctx := context.Background()
-	inf, err := mgr.GetCache().GetInformer(ctx, &discoveryv1.EndpointSlice{})
+// setupIndexes adds the EndpointSlice index by Service
+// (indexSliceService) and the Service index by ingress IP
+// (indexServiceIP), both on the informers themselves: the cache holds
+// sliceRecords and serviceRecords, which controller-runtime's field
+// indexes and reader cannot take. It returns the EndpointSlice and the
+// Service informers' stores.
+func setupIndexes(mgr manager.Manager) (sliceIdx, svcIdx toolscache.Indexer, err error) {
+	if sliceIdx, err = informerIndex(mgr, &discoveryv1.EndpointSlice{}, toolscache.Indexers{indexSliceService: sliceService}); err != nil {
+		return nil, nil, fmt.Errorf("index EndpointSlices by Service: %w", err)
+	}
+	if svcIdx, err = informerIndex(mgr, &corev1.Service{}, toolscache.Indexers{indexServiceIP: serviceIPs}); err != nil {
+		return nil, nil, fmt.Errorf("index Services by ingress IP: %w", err)
+	}
+	return sliceIdx, svcIdx, nil
+}
+
+// informerIndex adds indexers to the informer of obj's kind and returns its
+// store.
+func informerIndex(mgr manager.Manager, obj client.Object, indexers toolscache.Indexers) (toolscache.Indexer, error) {
+	inf, err := mgr.GetCache().GetInformer(context.Background(), obj)
 	if err != nil {
-		return nil, fmt.Errorf("EndpointSlice informer: %w", err)
+		return nil, fmt.Errorf("%T informer: %w", obj, err)
 	}
 	shared, ok := inf.(toolscache.SharedIndexInformer)
 	if !ok {
-		return nil, fmt.Errorf("EndpointSlice informer is a %T, not a client-go SharedIndexInformer", inf)
+		return nil, fmt.Errorf("%T informer is a %T, not a client-go SharedIndexInformer", obj, inf)
 	}
-	if err := shared.AddIndexers(toolscache.Indexers{indexSliceService: sliceService}); err != nil {
-		return nil, fmt.Errorf("index EndpointSlices by Service: %w", err)
-	}
-	idx := mgr.GetFieldIndexer()
-	if err := idx.IndexField(ctx, &corev1.Service{}, indexServiceIP, func(o client.Object) []string {
-		svc := o.(*corev1.Service)
-		var ips []string
-		for _, ip := range announce.ServiceFromK8s(svc).IPs {
-			ips = append(ips, ip.String())
-		}
-		return ips
-	}); err != nil {
-		return nil, fmt.Errorf("index Services by ingress IP: %w", err)
+	if err := shared.AddIndexers(indexers); err != nil {
+		return nil, err
 	}
 	return shared.GetIndexer(), nil
+}
+
+// serviceIPs is the indexServiceIP index function: a serviceRecord's
+// ingress IPs (netip.Addr.String).
+func serviceIPs(obj any) ([]string, error) {
+	r, ok := obj.(*serviceRecord)
+	if !ok || len(r.svc.IPs) == 0 {
+		return nil, nil
+	}
+	ips := make([]string, len(r.svc.IPs))
+	for i, ip := range r.svc.IPs {
+		ips[i] = ip.String()
+	}
+	return ips, nil
+}
+
+// service returns the cached record of the Service key ("namespace/name"),
+// nil when the cache has none (deleted, or not yet seen). Read only.
+func (s *Controller) service(key string) (*serviceRecord, error) {
+	o, ok, err := s.svcs.GetByKey(key)
+	if err != nil || !ok {
+		return nil, err
+	}
+	r, ok := o.(*serviceRecord)
+	if !ok {
+		return nil, fmt.Errorf("the cache holds Service %s as a %T, not a record", key, o)
+	}
+	return r, nil
+}
+
+// servicesWithIP returns the cached records of the Services holding ip
+// (indexServiceIP). Read only.
+func (s *Controller) servicesWithIP(ip netip.Addr) ([]*serviceRecord, error) {
+	objs, err := s.svcs.ByIndex(indexServiceIP, ip.String())
+	if err != nil {
+		return nil, err
+	}
+	return records(objs), nil
+}
+
+// allServices returns the records of every cached Service. Read only.
+func (s *Controller) allServices() []*serviceRecord {
+	return records(s.svcs.List())
+}
+
+func records(objs []any) []*serviceRecord {
+	out := make([]*serviceRecord, 0, len(objs))
+	for _, o := range objs {
+		if r, ok := o.(*serviceRecord); ok {
+			out = append(out, r)
+		}
+	}
+	return out
 }
 
 // sliceService is the indexSliceService index function: a sliceRecord's
@@ -412,8 +470,8 @@ func (s *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reco
 // mapService queues a Service and every Service sharing one of its IPs.
 func (s *Controller) mapService(ctx context.Context, o client.Object) []reconcile.Request {
 	reqs := []reconcile.Request{{NamespacedName: client.ObjectKeyFromObject(o)}}
-	if svc, ok := o.(*corev1.Service); ok {
-		reqs = append(reqs, s.sharers(ctx, svc)...)
+	if r, ok := o.(*serviceRecord); ok {
+		reqs = append(reqs, s.sharers(r)...)
 	}
 	return reqs
 }
@@ -428,27 +486,26 @@ func (s *Controller) mapSlice(ctx context.Context, o client.Object) []reconcile.
 	name := r.service
 	key := types.NamespacedName{Namespace: o.GetNamespace(), Name: name}
 	reqs := []reconcile.Request{{NamespacedName: key}}
-	var svc corev1.Service
-	if err := s.client.Get(ctx, key, &svc); err == nil {
-		reqs = append(reqs, s.sharers(ctx, &svc)...)
+	if r, err := s.service(key.String()); r != nil && err == nil {
+		reqs = append(reqs, s.sharers(r)...)
 	}
 	return reqs
 }
 
 // sharers returns the other Services holding one of svc's IPs. svc changed
 // (or its endpoints did): the views of its IPs are invalidated first.
-func (s *Controller) sharers(ctx context.Context, svc *corev1.Service) []reconcile.Request {
+func (s *Controller) sharers(svc *serviceRecord) []reconcile.Request {
 	var reqs []reconcile.Request
-	ips := announce.ServiceFromK8s(svc).IPs
+	ips := svc.svc.IPs
 	s.shared.invalidate(ips)
 	for _, ip := range ips {
-		var list corev1.ServiceList
-		if err := s.client.List(ctx, &list, client.MatchingFields{indexServiceIP: ip.String()}, client.UnsafeDisableDeepCopy); err != nil {
+		list, err := s.servicesWithIP(ip)
+		if err != nil {
 			continue
 		}
-		for i := range list.Items {
-			if list.Items[i].Namespace != svc.Namespace || list.Items[i].Name != svc.Name {
-				reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
+		for _, r := range list {
+			if r.svc.Key != svc.svc.Key {
+				reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(r)})
 			}
 		}
 	}
@@ -456,9 +513,9 @@ func (s *Controller) sharers(ctx context.Context, svc *corev1.Service) []reconci
 }
 
 func serviceChanged(e event.UpdateEvent) bool {
-	o, ok1 := e.ObjectOld.(*corev1.Service)
-	n, ok2 := e.ObjectNew.(*corev1.Service)
-	return !ok1 || !ok2 || !reflect.DeepEqual(announce.ServiceFromK8s(o), announce.ServiceFromK8s(n))
+	o, ok1 := e.ObjectOld.(*serviceRecord)
+	n, ok2 := e.ObjectNew.(*serviceRecord)
+	return !ok1 || !ok2 || !reflect.DeepEqual(o.svc, n.svc)
 }
 
 // heraldAnnotationsChanged reports a change of a configuration object's

@@ -325,6 +325,18 @@ func TestSpeakerThroughAPIServer(t *testing.T) {
 		w.t = t
 		w.expectL2(win)
 		w.expectBGP("n1", "n2")
+		// The Service informer keeps the Service as its record (transform.go),
+		// with the decision's view of it.
+		for _, sp := range w.speakers {
+			o, ok, err := sp.spk.svcs.GetByKey(svcNS + "/web")
+			r, isRec := o.(*serviceRecord)
+			if err != nil || !ok || !isRec {
+				t.Fatalf("%s: the Service informer holds %T (found %v, %v), want a *serviceRecord", sp.name, o, ok, err)
+			}
+			if r.svc.Key != svcNS+"/web" || !r.svc.LoadBalancer || !slices.Equal(r.svc.IPs, []netip.Addr{w.ip}) || r.UID != svc.UID {
+				t.Errorf("%s: record %+v of Service %s", sp.name, r, svc.UID)
+			}
+		}
 		poll.Until(t, 30*time.Second, "events and metric", func() error {
 			if !w.speakers[win].rec.has(`Service/web Normal nodeAssigned: announcing from node "` + win + `" with protocol "layer2": 198.51.100.10`) {
 				return errors.New("no layer2 nodeAssigned event from the winner")

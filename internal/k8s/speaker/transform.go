@@ -15,9 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/herald-lb/herald/api/v1beta1"
-	"github.com/herald-lb/herald/internal/annotations"
 	"github.com/herald-lb/herald/internal/announce"
-	"github.com/herald-lb/herald/internal/k8s/intern"
 )
 
 // The speaker's informers keep, of the kinds it holds many of (Services,
@@ -28,9 +26,13 @@ import (
 // (docs/performance.md, "Speaker memory"). What each keeps is what these
 // read (the tests compare their results on full and transformed objects):
 //
-//   - Service: announce.ServiceFromK8s (labels, type, externalTrafficPolicy,
-//     loadBalancerClass, the allow-shared-ip annotations, ingress IPs),
-//     the ingress-IP index, events (name, namespace, UID, resourceVersion).
+//   - Service: kept as a serviceRecord (below), not as a Service: its
+//     identity (for the cache and events: name, namespace, UID,
+//     resourceVersion), its labels and announce.ServiceFromK8s of it
+//     (type, externalTrafficPolicy, loadBalancerClass, the allow-shared-ip
+//     annotations, labels, ingress IPs), which the decisions, the
+//     ingress-IP index (indexServiceIP), the shared-address views, the
+//     balanced election, mapService, mayAnnounce and serviceChanged read.
 //   - EndpointSlice: kept as a sliceRecord (below), not as an
 //     EndpointSlice: its identity, its Service's name (the
 //     kubernetes.io/service-name label, for the Service index and
@@ -51,63 +53,78 @@ import (
 //
 // The configuration objects are only stripped of managed fields. Nothing writes a cached object of these kinds
 // back (an Update would drop what the transform left out): the speaker
-// never writes Services, EndpointSlices, Nodes or Pods.
+// never writes Services, EndpointSlices, Nodes or Pods. The records are
+// read through their informers' indexers only, and readers get the stored
+// records: they must not change them.
 
-// transformService is the Service transform (see above).
+// serviceRecord is what the speaker's cache keeps of a Service: the
+// Service transform's result, in place of the object. It holds the
+// Service's identity (name, namespace, UID, resourceVersion, generation,
+// deletionTimestamp: what the cache keys and events use; name and
+// namespace are substrings of svc.Key, one string for the three), its
+// labels (the same map as svc.Labels) and svc, announce.ServiceFromK8s of
+// the Service (type, externalTrafficPolicy, loadBalancerClass, the
+// allow-shared-ip annotation, labels and ingress IPs): a decision, the
+// ingress-IP index, the shared-address views and serviceChanged read it
+// without converting again, and the cache holds no ServiceSpec, ingress
+// struct or annotation map per Service. It is read only through the
+// informer's indexer (Controller.service, servicesWithIP, allServices):
+// controller-runtime's cache reader cannot get or list it as Services,
+// and nothing in the speaker does.
+type serviceRecord struct {
+	metav1.ObjectMeta
+	// svc is announce.ServiceFromK8s of the Service, its slices clipped
+	// and its sharing key interned. Read only: readers get the stored
+	// record, not a copy.
+	svc announce.Service
+}
+
+// GetObjectKind: a record carries no type meta (nothing reads it).
+func (r *serviceRecord) GetObjectKind() schema.ObjectKind { return schema.EmptyObjectKind }
+
+// DeepCopyObject copies the record (runtime.Object).
+func (r *serviceRecord) DeepCopyObject() runtime.Object {
+	c := &serviceRecord{svc: r.svc}
+	r.DeepCopyInto(&c.ObjectMeta)
+	c.svc.Labels = c.Labels // a copy of the same map
+	c.svc.IPs = slices.Clone(r.svc.IPs)
+	c.svc.InvalidIPs = slices.Clone(r.svc.InvalidIPs)
+	return c
+}
+
+// eventObject is the object the Service's events are about: the Service's
+// kind and identity only (an event recorder reads no more of it). Records
+// are not in the scheme, so events cannot name them.
+func (r *serviceRecord) eventObject() *corev1.Service {
+	return &corev1.Service{
+		TypeMeta: metav1.TypeMeta{Kind: "Service", APIVersion: "v1"},
+		ObjectMeta: metav1.ObjectMeta{Name: r.Name, Namespace: r.Namespace, UID: r.UID,
+			ResourceVersion: r.ResourceVersion},
+	}
+}
+
+// transformService is the Service transform (see above): a Service
+// becomes its *serviceRecord.
 func transformService(obj any) (any, error) {
 	s, ok := obj.(*corev1.Service)
 	if !ok {
-		return obj, nil // e.g. a DeletedFinalStateUnknown tombstone
+		return obj, nil // a tombstone, or a record already
 	}
-	out := &corev1.Service{
-		TypeMeta:   s.TypeMeta,
-		ObjectMeta: slimMeta(&s.ObjectMeta, s.Labels, sharingAnnotations(s.Annotations)),
-		Spec: corev1.ServiceSpec{
-			Type:                  s.Spec.Type,
-			ExternalTrafficPolicy: s.Spec.ExternalTrafficPolicy,
-			LoadBalancerClass:     s.Spec.LoadBalancerClass,
-		},
+	svc := announce.ServiceFromK8s(s)
+	svc.IPs = slices.Clip(svc.IPs)
+	svc.InvalidIPs = slices.Clip(svc.InvalidIPs)
+	if svc.SharingKey != "" {
+		svc.SharingKey = *sharingKeys.intern(&svc.SharingKey)
 	}
-	if n := len(s.Status.LoadBalancer.Ingress); n > 0 {
-		out.Status.LoadBalancer.Ingress = make([]corev1.LoadBalancerIngress, 0, n)
-		for _, ing := range s.Status.LoadBalancer.Ingress {
-			out.Status.LoadBalancer.Ingress = append(out.Status.LoadBalancer.Ingress, corev1.LoadBalancerIngress{IP: ing.IP})
-		}
-	}
-	return out, nil
+	r := &serviceRecord{ObjectMeta: slimMeta(&s.ObjectMeta, s.Labels), svc: svc}
+	// One string for the key, the namespace and the name.
+	r.Namespace, r.Name = svc.Key[:len(s.Namespace)], svc.Key[len(s.Namespace)+1:]
+	return r, nil
 }
 
-// sharingAnnotations returns the IP-sharing annotations of a (nil when
-// there are none): the only annotations announce.ServiceFromK8s reads
-// (annotations.SharingKey). The others, e.g. kubectl's
-// last-applied-configuration (a copy of the whole object) or the address
-// requests only the controller reads, are dropped.
-//
-// A Service with one of them gets a map shared with every Service holding
-// the same annotation and value (sharingMaps): many Services share one
-// key, and the cache's objects are never written to (reads get deep
-// copies).
-func sharingAnnotations(a map[string]string) map[string]string {
-	var out map[string]string
-	var key, value string
-	for _, k := range []string{annotations.AllowSharedIP, annotations.AllowSharedIPDeprecated} {
-		if v, ok := a[k]; ok {
-			if out == nil {
-				out = make(map[string]string, 1)
-			}
-			out[k] = v
-			key, value = k, v
-		}
-	}
-	if len(out) == 1 {
-		return sharingMaps.Single(key, value, out)
-	}
-	return out
-}
-
-// sharingMaps are the shared allow-shared-ip annotation maps, one per
-// (key, value), at most maxInterned.
-var sharingMaps = intern.NewMaps(maxInterned)
+// sharingKeys are the interned allow-shared-ip keys: many Services share
+// one.
+var sharingKeys = &interner{vals: map[string]*string{}}
 
 // sliceRecord is what the speaker's cache keeps of an EndpointSlice: the
 // EndpointSlice transform's result, in place of the object. It holds the
@@ -153,7 +170,7 @@ func transformEndpointSlice(obj any) (any, error) {
 		}
 	}
 	return &sliceRecord{
-		ObjectMeta: slimMeta(&s.ObjectMeta, nil, nil),
+		ObjectMeta: slimMeta(&s.ObjectMeta, nil),
 		service:    s.Labels[discoveryv1.LabelServiceName],
 		endpoints:  slices.Clip(eps),
 	}, nil
@@ -167,7 +184,7 @@ func transformNode(obj any) (any, error) {
 	}
 	out := &corev1.Node{
 		TypeMeta:   n.TypeMeta,
-		ObjectMeta: slimMeta(&n.ObjectMeta, n.Labels, nil),
+		ObjectMeta: slimMeta(&n.ObjectMeta, n.Labels),
 	}
 	for _, t := range n.Spec.Taints {
 		if t.Key == announce.OutOfServiceTaint {
@@ -193,7 +210,7 @@ func transformPod(obj any) (any, error) {
 	}
 	return &corev1.Pod{
 		TypeMeta:   p.TypeMeta,
-		ObjectMeta: slimMeta(&p.ObjectMeta, p.Labels, nil),
+		ObjectMeta: slimMeta(&p.ObjectMeta, p.Labels),
 		Status:     corev1.PodStatus{Phase: p.Status.Phase, PodIP: p.Status.PodIP},
 	}, nil
 }
@@ -209,7 +226,7 @@ func transformSecret(obj any) (any, error) {
 	if !ok {
 		return obj, nil
 	}
-	out := &corev1.Secret{TypeMeta: s.TypeMeta, ObjectMeta: slimMeta(&s.ObjectMeta, s.Labels, nil), Type: s.Type}
+	out := &corev1.Secret{TypeMeta: s.TypeMeta, ObjectMeta: slimMeta(&s.ObjectMeta, s.Labels), Type: s.Type}
 	if s.Type == corev1.SecretTypeBasicAuth {
 		out.Data, out.StringData = s.Data, s.StringData
 	}
@@ -308,21 +325,23 @@ func (noMeta) SetManagedFields([]metav1.ManagedFieldsEntry)  {}
 
 // slimMeta keeps the identity of an object (name, namespace, UID,
 // resourceVersion, generation: what the cache, events and object
-// references use), its deletion timestamp, and the given labels and
-// annotations; managed fields, owner references, finalizers and the rest
+// references use), its deletion timestamp and the given labels;
+// annotations, managed fields, owner references, finalizers and the rest
 // are left out.
-func slimMeta(m *metav1.ObjectMeta, labels, annotations map[string]string) metav1.ObjectMeta {
+func slimMeta(m *metav1.ObjectMeta, labels map[string]string) metav1.ObjectMeta {
 	return metav1.ObjectMeta{
 		Name: m.Name, Namespace: m.Namespace, UID: m.UID, ResourceVersion: m.ResourceVersion,
 		Generation: m.Generation, DeletionTimestamp: m.DeletionTimestamp,
-		Labels: labels, Annotations: annotations,
+		Labels: labels,
 	}
 }
 
 // interner hands out one shared *string per distinct value, for the node
 // names that every endpoint repeats (nodeNames; also Herald's namespace
-// and the Service namespaces of the cached status objects). It holds at most maxInterned values
-// (then returns copies), so unbounded input cannot grow it without bound.
+// and the Service namespaces of the cached status objects), and for the
+// allow-shared-ip keys of the Service records (sharingKeys). Each holds at
+// most maxInterned values (then returns copies), so unbounded input cannot
+// grow it without bound.
 type interner struct {
 	mu   sync.Mutex
 	vals map[string]*string

@@ -2,6 +2,8 @@ package speaker
 
 import (
 	"context"
+	"fmt"
+	"net/netip"
 	"reflect"
 	"slices"
 	"strings"
@@ -12,7 +14,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/reference"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
@@ -47,10 +51,27 @@ func mustTransform[T any](t *testing.T, f func(any) (any, error), obj *T) *T {
 	return o
 }
 
+// transformTo is mustTransform for a transform whose result is a record
+// of type *T.
+func transformTo[T any](t *testing.T, f func(any) (any, error), obj any) *T {
+	t.Helper()
+	out, err := f(obj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o, ok := out.(*T)
+	if !ok {
+		t.Fatalf("transform returned %T", out)
+	}
+	return o
+}
+
 // TestTransformServiceKeepsDecisionInputs: on Services that set every field
-// announce.ServiceFromK8s reads (and many it does not), the transformed
-// Service converts to the same announce.Service, so every decision, the
-// ingress-IP index and serviceChanged see the same input; the rest is gone.
+// announce.ServiceFromK8s reads (and many it does not), the transform gives
+// a *serviceRecord whose announce.Service is that of the full Service, so
+// every decision, the ingress-IP index (serviceIPs) and serviceChanged see
+// the same input; the record keeps the Service's identity (cache key,
+// events) and labels, DeepCopyObject copies it, and the rest is gone.
 func TestTransformServiceKeepsDecisionInputs(t *testing.T) {
 	base := func(name string) *corev1.Service {
 		return &corev1.Service{
@@ -98,27 +119,61 @@ func TestTransformServiceKeepsDecisionInputs(t *testing.T) {
 
 	for _, full := range cases {
 		t.Run(full.Name, func(t *testing.T) {
-			slim := mustTransform(t, transformService, full.DeepCopy())
-			if got, want := announce.ServiceFromK8s(slim), announce.ServiceFromK8s(full); !reflect.DeepEqual(got, want) {
-				t.Errorf("ServiceFromK8s(transformed) = %+v, want %+v", got, want)
+			rec := transformTo[serviceRecord](t, transformService, full.DeepCopy())
+			want := announce.ServiceFromK8s(full)
+			if !reflect.DeepEqual(rec.svc, want) {
+				t.Errorf("record's Service = %+v, want ServiceFromK8s = %+v", rec.svc, want)
+			}
+			var wantIPs []string
+			for _, ip := range want.IPs {
+				wantIPs = append(wantIPs, ip.String())
+			}
+			if got, _ := serviceIPs(rec); !slices.Equal(got, wantIPs) {
+				t.Errorf("indexServiceIP values %q, want %q", got, wantIPs)
 			}
 			for _, other := range cases {
-				e := updateEvent(full, other)
-				if got, want := serviceChanged(updateEvent(slim, mustTransform(t, transformService, other.DeepCopy()))), serviceChanged(e); got != want {
-					t.Errorf("serviceChanged(%s -> %s) = %v transformed, %v full", full.Name, other.Name, got, want)
+				wantChanged := !reflect.DeepEqual(want, announce.ServiceFromK8s(other))
+				if got := serviceChanged(updateEvent(rec, transformTo[serviceRecord](t, transformService, other.DeepCopy()))); got != wantChanged {
+					t.Errorf("serviceChanged(%s -> %s) = %v, want %v (the full Services' inputs differ: %v)", full.Name, other.Name, got, wantChanged, wantChanged)
 				}
 			}
 			// Identity (cache key, events, object references) stays.
-			if slim.Name != full.Name || slim.Namespace != full.Namespace || slim.UID != full.UID || slim.ResourceVersion != full.ResourceVersion {
-				t.Errorf("identity changed: %+v", slim.ObjectMeta)
+			if rec.Name != full.Name || rec.Namespace != full.Namespace || rec.UID != full.UID || rec.ResourceVersion != full.ResourceVersion ||
+				rec.Generation != full.Generation || !reflect.DeepEqual(rec.Labels, full.Labels) {
+				t.Errorf("identity changed: %+v", rec.ObjectMeta)
+			}
+			if k, _ := toolscache.MetaNamespaceKeyFunc(rec); k != want.Key {
+				t.Errorf("cache key %q, want %q", k, want.Key)
+			}
+			ev := rec.eventObject()
+			if ev.Kind != "Service" || ev.APIVersion != "v1" || ev.Name != full.Name || ev.Namespace != full.Namespace ||
+				ev.UID != full.UID || ev.ResourceVersion != full.ResourceVersion {
+				t.Errorf("event object %+v", ev)
+			}
+			// The reference an event recorder makes (eventrec): what kubectl
+			// describe service matches the Service's events by.
+			ref, err := reference.GetReference(clientgoscheme.Scheme, ev)
+			if err != nil || ref.Kind != "Service" || ref.APIVersion != "v1" || ref.Name != full.Name || ref.Namespace != full.Namespace ||
+				ref.UID != full.UID || ref.ResourceVersion != full.ResourceVersion {
+				t.Errorf("event reference %+v, %v", ref, err)
 			}
 			// What no decision reads is gone.
-			if _, ok := slim.Annotations["kubectl.kubernetes.io/last-applied-configuration"]; ok || slim.ManagedFields != nil ||
-				slim.OwnerReferences != nil || slim.Spec.Ports != nil || slim.Spec.Selector != nil || slim.Spec.ClusterIP != "" {
-				t.Errorf("transformed Service keeps fields nothing reads: %+v", slim)
+			if rec.Annotations != nil || rec.ManagedFields != nil || rec.OwnerReferences != nil || rec.Finalizers != nil {
+				t.Errorf("record keeps metadata nothing reads: %+v", rec.ObjectMeta)
 			}
-			if _, ok := slim.Annotations["metallb.io/address-pool"]; ok {
-				t.Errorf("transformed Service keeps the address-pool annotation (only the controller reads it): %v", slim.Annotations)
+			// DeepCopyObject: equal, and sharing nothing that can be written.
+			cp, ok := rec.DeepCopyObject().(*serviceRecord)
+			if !ok || !reflect.DeepEqual(cp, rec) {
+				t.Fatalf("DeepCopyObject = %+v, want %+v", cp, rec)
+			}
+			if len(cp.svc.IPs) > 0 {
+				cp.svc.IPs[0] = netip.IPv6Loopback()
+			}
+			if cp.Labels != nil {
+				cp.Labels["app"] = "changed"
+			}
+			if !reflect.DeepEqual(rec.svc, want) {
+				t.Errorf("writing the copy changed the record: %+v", rec.svc)
 			}
 		})
 	}
@@ -482,5 +537,109 @@ func TestEndpointsOfSeveralSlices(t *testing.T) {
 		if !reflect.DeepEqual(byNode(got), byNode(tc.want)) {
 			t.Errorf("endpoints of %s = %+v, want %+v", tc.svc, got, tc.want)
 		}
+	}
+}
+
+// TestServiceRecordsDecideAsFullServices: the decisions of Services read
+// from the cache's records (Controller.service, the ingress-IP index and
+// the shared-address views of Controller.sharing, Controller.endpoints)
+// are those of the full Services: announced or not, the layer 2 winner,
+// shared addresses (one sharing key, another key, none) and
+// externalTrafficPolicy Local.
+func TestServiceRecordsDecideAsFullServices(t *testing.T) {
+	f := newPureFixture(t)
+	shared, alone := netip.MustParseAddr("198.51.100.3"), netip.MustParseAddr("198.51.100.4")
+	svc := func(name string, ip netip.Addr, key string, local bool) *corev1.Service {
+		s := &corev1.Service{
+			ObjectMeta: fullMeta("ns", name, map[string]string{"app": name}, map[string]string{"kubectl.kubernetes.io/last-applied-configuration": "{}"}),
+			Spec:       corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, Ports: []corev1.ServicePort{{Port: 80}}},
+			Status: corev1.ServiceStatus{LoadBalancer: corev1.LoadBalancerStatus{Ingress: []corev1.LoadBalancerIngress{
+				{IP: ip.String(), IPMode: ptr.To(corev1.LoadBalancerIPModeVIP)}}}},
+		}
+		if key != "" {
+			s.Annotations["metallb.io/allow-shared-ip"] = key
+		}
+		if local {
+			s.Spec.ExternalTrafficPolicy = corev1.ServiceExternalTrafficPolicyLocal
+		}
+		return s
+	}
+	full := []*corev1.Service{
+		svc("a", shared, "k", false), svc("b", shared, "k", true), svc("c", shared, "other", false),
+		svc("d", alone, "", true), svc("e", alone, "", false),
+	}
+	nodeport := svc("np", alone, "", false)
+	nodeport.Spec.Type = corev1.ServiceTypeNodePort
+	full = append(full, nodeport)
+	endpointsOn := map[string][]string{"a": {"n1"}, "b": {"n2"}, "c": {"n1", "n2"}, "d": {"n2"}, "e": {"n1"}, "np": {"n1"}}
+	slicesOf := map[string][]discoveryv1.EndpointSlice{}
+	svcIdx := toolscache.NewIndexer(toolscache.MetaNamespaceKeyFunc, toolscache.Indexers{indexServiceIP: serviceIPs})
+	sliceIdx := toolscache.NewIndexer(toolscache.MetaNamespaceKeyFunc, toolscache.Indexers{indexSliceService: sliceService})
+	for _, s := range full {
+		r, err := transformService(s.DeepCopy())
+		if err != nil {
+			t.Fatal(err)
+		}
+		must(t, svcIdx.Add(r))
+		sl := discoveryv1.EndpointSlice{
+			ObjectMeta:  metav1.ObjectMeta{Name: s.Name + "-1", Namespace: "ns", Labels: map[string]string{discoveryv1.LabelServiceName: s.Name}},
+			AddressType: discoveryv1.AddressTypeIPv4,
+		}
+		for i, n := range endpointsOn[s.Name] {
+			sl.Endpoints = append(sl.Endpoints, discoveryv1.Endpoint{Addresses: []string{fmt.Sprintf("10.0.0.%d", i+1)}, NodeName: ptr.To(n),
+				TargetRef: &corev1.ObjectReference{Kind: "Pod", Namespace: "ns", Name: fmt.Sprintf("%s-%d", s.Name, i)}})
+		}
+		slicesOf[s.Name] = []discoveryv1.EndpointSlice{sl}
+		r, err = transformEndpointSlice(sl.DeepCopy())
+		if err != nil {
+			t.Fatal(err)
+		}
+		must(t, sliceIdx.Add(r))
+	}
+	byKey := func(ss []announce.SharedService) []announce.SharedService {
+		out := slices.Clone(ss)
+		slices.SortFunc(out, func(a, b announce.SharedService) int { return strings.Compare(a.Service.Key, b.Service.Key) })
+		return out
+	}
+	ctx := context.Background()
+	for _, node := range []string{"n1", "n2"} {
+		s := &Controller{svcs: svcIdx, slices: sliceIdx}
+		for _, o := range full {
+			// From the full objects, as the speaker decided before records.
+			want := f.input(node, map[string]bool{"n1": true, "n2": true})
+			want.Service = announce.ServiceFromK8s(o)
+			want.Endpoints = announce.EndpointsFromSlices(slicesOf[o.Name])
+			want.Sharing = nil
+			for _, other := range full {
+				sv := announce.ServiceFromK8s(other)
+				if other != o && slices.ContainsFunc(sv.IPs, func(ip netip.Addr) bool { return slices.Contains(want.Service.IPs, ip) }) {
+					want.Sharing = append(want.Sharing, announce.SharedService{Service: sv,
+						Endpoints: announce.SharingEndpoints(announce.EndpointsFromSlices(slicesOf[other.Name]))})
+				}
+			}
+			// From the records, as reconcileService reads them.
+			rec, err := s.service("ns/" + o.Name)
+			if err != nil || rec == nil {
+				t.Fatalf("service(ns/%s) = %v, %v", o.Name, rec, err)
+			}
+			got := f.input(node, map[string]bool{"n1": true, "n2": true})
+			got.Service = rec.svc
+			if got.Endpoints, err = s.endpoints(ctx, rec.Namespace, rec.Name); err != nil {
+				t.Fatal(err)
+			}
+			if got.Sharing, err = s.sharing(ctx, &got.Service); err != nil {
+				t.Fatal(err)
+			}
+			got.Sharing, want.Sharing = byKey(got.Sharing), byKey(want.Sharing)
+			if !reflect.DeepEqual(got.Sharing, want.Sharing) {
+				t.Errorf("%s on %s: sharing %+v from records, %+v from the Services", o.Name, node, got.Sharing, want.Sharing)
+			}
+			if g, w := announce.Decide(got), announce.Decide(want); !reflect.DeepEqual(g, w) {
+				t.Errorf("%s on %s: decision %+v from the record, %+v from the Service", o.Name, node, g, w)
+			}
+		}
+	}
+	if r, err := (&Controller{svcs: svcIdx}).service("ns/gone"); r != nil || err != nil {
+		t.Errorf("service(ns/gone) = %v, %v; want none", r, err)
 	}
 }
