@@ -132,10 +132,11 @@ func svc(key string, ips ...string) Service {
 func local(s Service) Service { s.ExternalTrafficPolicy = TrafficPolicyLocal; return s }
 
 func withLabels(s Service, kv ...string) Service {
-	s.Labels = labels.Set{}
+	set := labels.Set{}
 	for i := 0; i+1 < len(kv); i += 2 {
-		s.Labels[kv[i]] = kv[i+1]
+		set[kv[i]] = kv[i+1]
 	}
+	s.Labels = set
 	return s
 }
 

@@ -38,8 +38,10 @@ type Service struct {
 	// InvalidIPs are ingress ip fields that do not parse; any makes the
 	// whole Service ReasonInvalidIP.
 	InvalidIPs []string
-	// Labels are metadata.labels, matched by serviceSelectors.
-	Labels labels.Set
+	// Labels are metadata.labels, matched by serviceSelectors (a
+	// labels.Set from ServiceFromK8s; the speaker's cache keeps a more
+	// compact form). nil matches as no labels.
+	Labels labels.Labels
 	// ExternalTrafficPolicy; "" means Cluster.
 	ExternalTrafficPolicy TrafficPolicy
 	// SharingKey is the metallb.io/allow-shared-ip annotation (or its

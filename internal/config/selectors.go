@@ -73,10 +73,13 @@ func sortedCopy(s []string) []string {
 }
 
 // matchesAny reports whether set matches at least one selector; an empty
-// list matches everything.
+// list matches everything, and a nil set is no labels.
 func matchesAny(sels []labels.Selector, set labels.Labels) bool {
 	if len(sels) == 0 {
 		return true
+	}
+	if set == nil {
+		set = labels.Set(nil) // no labels
 	}
 	for _, s := range sels {
 		if s.Matches(set) {

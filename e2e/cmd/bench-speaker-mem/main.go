@@ -753,7 +753,10 @@ MetalLB's native BGP mode announces no IPv6 pool, and the lab's IPv4 range
 for Service addresses is one /24. The controllers are stopped; the benchmark writes
 the addresses. At each N (cumulative) every speaker has announced every
 Service and is idle; VmRSS and VmHWM are /proc/<pid>/status, the Go heap is
-go_memstats_heap_inuse_bytes from its /metrics. No GOMEMLIMIT (the lab sets
-no memory limit), GOGC 100.
+go_memstats_heap_inuse_bytes from its /metrics, RssAnon and RssFile (the
+binary's pages) from /proc/<pid>/status, CPU the process's utime+stime since
+it started; the last row is read -rest later with nothing changing. No
+GOMEMLIMIT (the lab sets no memory limit); Herald's speakers run with the
+DaemonSet's GOGC (50) unless named otherwise.
 
 `

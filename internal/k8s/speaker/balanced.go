@@ -168,7 +168,7 @@ func (s *Controller) recomputeBalanced(ctx context.Context, snap *config.Snapsho
 		if !sv.LoadBalancer || sv.LoadBalancerClass != s.opts.Announce.LoadBalancerClass || len(sv.IPs) == 0 {
 			continue
 		}
-		eps, err := s.endpoints(ctx, o.Namespace, o.Name)
+		eps, err := s.endpoints(ctx, o.namespace, o.name)
 		if err != nil {
 			return nil, err
 		}

@@ -159,7 +159,7 @@ func (s *Controller) reconcileService(ctx context.Context, snap *config.Snapshot
 			// The balanced election's winners (nil: the plain election).
 			L2Winners: s.l2Winners(),
 		}
-		if in.Endpoints, err = s.endpoints(ctx, svc.Namespace, svc.Name); err != nil {
+		if in.Endpoints, err = s.endpoints(ctx, svc.namespace, svc.name); err != nil {
 			return reconcile.Result{}, err
 		}
 		if in.Sharing, err = s.sharing(ctx, &in.Service); err != nil {

@@ -129,7 +129,7 @@ func (s *Controller) holders(ctx context.Context, ip netip.Addr) ([]announce.Sha
 	hs = make([]announce.SharedService, 0, len(list))
 	var nodeSets [][]announce.Endpoint // distinct endpoint summaries of this view
 	for _, o := range list {
-		eps, err := s.endpoints(ctx, o.Namespace, o.Name)
+		eps, err := s.endpoints(ctx, o.namespace, o.name)
 		if err != nil {
 			return nil, err
 		}

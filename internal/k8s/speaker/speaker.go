@@ -327,7 +327,7 @@ func sliceService(obj any) ([]string, error) {
 	if !ok || r.service == "" {
 		return nil, nil
 	}
-	return []string{r.Namespace + "/" + r.service}, nil
+	return []string{r.namespace + "/" + r.service}, nil
 }
 
 func (s *Controller) setupController(mgr manager.Manager) error {

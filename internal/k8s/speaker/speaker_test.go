@@ -333,7 +333,7 @@ func TestSpeakerThroughAPIServer(t *testing.T) {
 			if err != nil || !ok || !isRec {
 				t.Fatalf("%s: the Service informer holds %T (found %v, %v), want a *serviceRecord", sp.name, o, ok, err)
 			}
-			if r.svc.Key != svcNS+"/web" || !r.svc.LoadBalancer || !slices.Equal(r.svc.IPs, []netip.Addr{w.ip}) || r.UID != svc.UID {
+			if r.svc.Key != svcNS+"/web" || !r.svc.LoadBalancer || !slices.Equal(r.svc.IPs, []netip.Addr{w.ip}) || r.uid != svc.UID {
 				t.Errorf("%s: record %+v of Service %s", sp.name, r, svc.UID)
 			}
 		}

@@ -72,24 +72,32 @@ import (
 // controller-runtime's cache reader cannot get or list it as Services,
 // and nothing in the speaker does.
 type serviceRecord struct {
-	metav1.ObjectMeta
-	// svc is announce.ServiceFromK8s of the Service, its slices clipped
-	// and its sharing key interned. Read only: readers get the stored
-	// record, not a copy.
+	recordMeta
+	// svc is announce.ServiceFromK8s of the Service, its labels a
+	// labelSet, its slices clipped and its sharing key interned. Read
+	// only: readers get the stored record, not a copy.
 	svc announce.Service
 }
 
 // GetObjectKind: a record carries no type meta (nothing reads it).
 func (r *serviceRecord) GetObjectKind() schema.ObjectKind { return schema.EmptyObjectKind }
 
-// DeepCopyObject copies the record (runtime.Object).
+// DeepCopyObject copies the record (runtime.Object). The labelSet is
+// shared: nothing changes one.
 func (r *serviceRecord) DeepCopyObject() runtime.Object {
-	c := &serviceRecord{svc: r.svc}
-	r.DeepCopyInto(&c.ObjectMeta)
-	c.svc.Labels = c.Labels // a copy of the same map
+	c := &serviceRecord{recordMeta: r.recordMeta, svc: r.svc}
 	c.svc.IPs = slices.Clone(r.svc.IPs)
 	c.svc.InvalidIPs = slices.Clone(r.svc.InvalidIPs)
 	return c
+}
+
+// GetLabels returns a copy of the Service's labels (metav1.Object; the
+// speaker reads them as svc.Labels).
+func (r *serviceRecord) GetLabels() map[string]string {
+	if ls, ok := r.svc.Labels.(labelSet); ok {
+		return ls.Map()
+	}
+	return nil
 }
 
 // eventObject is the object the Service's events are about: the Service's
@@ -98,8 +106,8 @@ func (r *serviceRecord) DeepCopyObject() runtime.Object {
 func (r *serviceRecord) eventObject() *corev1.Service {
 	return &corev1.Service{
 		TypeMeta: metav1.TypeMeta{Kind: "Service", APIVersion: "v1"},
-		ObjectMeta: metav1.ObjectMeta{Name: r.Name, Namespace: r.Namespace, UID: r.UID,
-			ResourceVersion: r.ResourceVersion},
+		ObjectMeta: metav1.ObjectMeta{Name: r.name, Namespace: r.namespace, UID: r.uid,
+			ResourceVersion: r.resourceVersion},
 	}
 }
 
@@ -116,9 +124,10 @@ func transformService(obj any) (any, error) {
 	if svc.SharingKey != "" {
 		svc.SharingKey = *sharingKeys.intern(&svc.SharingKey)
 	}
-	r := &serviceRecord{ObjectMeta: slimMeta(&s.ObjectMeta, s.Labels), svc: svc}
+	r := &serviceRecord{recordMeta: newRecordMeta(&s.ObjectMeta), svc: svc}
 	// One string for the key, the namespace and the name.
-	r.Namespace, r.Name = svc.Key[:len(s.Namespace)], svc.Key[len(s.Namespace)+1:]
+	r.namespace, r.name = svc.Key[:len(s.Namespace)], svc.Key[len(s.Namespace)+1:]
+	r.svc.Labels = newLabelSet(s.Labels, r.name)
 	return r, nil
 }
 
@@ -138,7 +147,7 @@ var sharingKeys = &interner{vals: map[string]*string{}}
 // (Controller.endpoints, by indexSliceService): controller-runtime's cache
 // reader cannot list it as EndpointSlices, and nothing in the speaker does.
 type sliceRecord struct {
-	metav1.ObjectMeta
+	recordMeta
 	// service is the Service's name, in the slice's namespace.
 	service string
 	// endpoints are announce.EndpointsFromSlices of the slice, node names
@@ -151,9 +160,7 @@ func (r *sliceRecord) GetObjectKind() schema.ObjectKind { return schema.EmptyObj
 
 // DeepCopyObject copies the record (runtime.Object).
 func (r *sliceRecord) DeepCopyObject() runtime.Object {
-	c := &sliceRecord{service: r.service, endpoints: slices.Clone(r.endpoints)}
-	r.DeepCopyInto(&c.ObjectMeta)
-	return c
+	return &sliceRecord{recordMeta: r.recordMeta, service: r.service, endpoints: slices.Clone(r.endpoints)}
 }
 
 // transformEndpointSlice is the EndpointSlice transform (see above): an
@@ -170,7 +177,7 @@ func transformEndpointSlice(obj any) (any, error) {
 		}
 	}
 	return &sliceRecord{
-		ObjectMeta: slimMeta(&s.ObjectMeta, nil),
+		recordMeta: newRecordMeta(&s.ObjectMeta),
 		service:    s.Labels[discoveryv1.LabelServiceName],
 		endpoints:  slices.Clip(eps),
 	}, nil
@@ -294,8 +301,31 @@ func (r *statusRef) SetNamespace(v string)       { r.namespace = v }
 func (r *statusRef) GetResourceVersion() string  { return r.resourceVersion }
 func (r *statusRef) SetResourceVersion(v string) { r.resourceVersion = v }
 
-// noMeta is the rest of metav1.Object for statusRef: the metadata the
-// transform left out reads as unset, and setting it does nothing.
+// recordMeta is the metadata serviceRecord and sliceRecord keep: name,
+// namespace, UID and resourceVersion (what the informer's store keys,
+// events and the tests read), 64 bytes where a metav1.ObjectMeta takes
+// 232. The rest of metav1.Object reads as unset (noMeta).
+type recordMeta struct {
+	noMeta
+	name, namespace, resourceVersion string
+	uid                              types.UID
+}
+
+func newRecordMeta(m *metav1.ObjectMeta) recordMeta {
+	return recordMeta{name: m.Name, namespace: *nodeNames.intern(&m.Namespace), resourceVersion: m.ResourceVersion, uid: m.UID}
+}
+
+func (r *recordMeta) GetName() string             { return r.name }
+func (r *recordMeta) SetName(v string)            { r.name = v }
+func (r *recordMeta) GetNamespace() string        { return r.namespace }
+func (r *recordMeta) SetNamespace(v string)       { r.namespace = v }
+func (r *recordMeta) GetResourceVersion() string  { return r.resourceVersion }
+func (r *recordMeta) SetResourceVersion(v string) { r.resourceVersion = v }
+func (r *recordMeta) GetUID() types.UID           { return r.uid }
+func (r *recordMeta) SetUID(v types.UID)          { r.uid = v }
+
+// noMeta is the rest of metav1.Object for the records: the metadata the
+// transforms left out reads as unset, and setting it does nothing.
 type noMeta struct{}
 
 func (noMeta) GetGenerateName() string                       { return "" }
