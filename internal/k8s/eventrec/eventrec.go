@@ -27,7 +27,8 @@
 //     since the previous line.
 //
 // The memory is bounded: the queue, and the correlator's three LRU caches
-// of 4,096 entries each (client-go's maxLruCacheEntries). client-go's
+// of 4,096 entries each (client-go's maxLruCacheEntries; the speaker's
+// 512: SpeakerCorrelatorCacheSize). client-go's
 // events.k8s.io/v1 broadcaster (tools/events), which the controller used
 // before, keeps a deep copy of every event it sent for 6 to 12 minutes,
 // with no bound on their number: about 1.9 KiB per Service in a burst of
@@ -152,7 +153,19 @@ type Options struct {
 	// level, one line per event written; nil discards them. The caller
 	// names the part (no identity key is added).
 	Log *slog.Logger
+	// CorrelatorCacheSize is the number of entries of each of the
+	// correlator's three LRU caches; 0 means client-go's 4,096. An
+	// identical event about an object no longer in the cache is a new
+	// Event (count 1), not a count added to the earlier one.
+	CorrelatorCacheSize int
 }
+
+// SpeakerCorrelatorCacheSize is the speaker's CorrelatorCacheSize (For):
+// the speaker runs on every node, and at 4,096 entries the caches held
+// about 5.6 MB of its 25 MB live heap with 5,000 Services
+// (docs/performance.md, "Speaker memory"); 512 still folds repeated events
+// about the 512 Services it last reported on.
+const SpeakerCorrelatorCacheSize = 512
 
 // Recorder writes core/v1 Events through a bounded queue and one worker
 // (see the package doc). Its methods are safe for concurrent use; a nil
@@ -196,12 +209,16 @@ type Cluster interface {
 // controller-runtime's metrics registry. Call Stop after mgr.Start
 // returns.
 func For(mgr Cluster, component string, log *slog.Logger) (*Recorder, error) {
-	return New(mgr.GetConfig(), mgr.GetScheme(), Options{Component: component, Log: log})
+	o := Options{Component: component, Log: log}
+	if component == Speaker {
+		o.CorrelatorCacheSize = SpeakerCorrelatorCacheSize
+	}
+	return New(mgr.GetConfig(), mgr.GetScheme(), o)
 }
 
 // New returns a Recorder writing core/v1 Events with cfg, making object
 // references with scheme. Its worker runs until Stop. It fails when
-// Component is empty, QueueSize is negative, the client cannot be built or
+// Component is empty, QueueSize or CorrelatorCacheSize is negative, the client cannot be built or
 // the counter cannot be registered.
 func New(cfg *rest.Config, scheme *runtime.Scheme, o Options) (*Recorder, error) {
 	if o.Component == "" {
@@ -209,6 +226,9 @@ func New(cfg *rest.Config, scheme *runtime.Scheme, o Options) (*Recorder, error)
 	}
 	if o.QueueSize < 0 {
 		return nil, fmt.Errorf("eventrec: Options.QueueSize %d is negative", o.QueueSize)
+	}
+	if o.CorrelatorCacheSize < 0 {
+		return nil, fmt.Errorf("eventrec: Options.CorrelatorCacheSize %d is negative", o.CorrelatorCacheSize)
 	}
 	size := o.QueueSize
 	if size == 0 {
@@ -251,7 +271,7 @@ func New(cfg *rest.Config, scheme *runtime.Scheme, o Options) (*Recorder, error)
 		ctx:        ctx,
 		cancel:     cancel,
 		done:       make(chan struct{}),
-		correlator: record.NewEventCorrelatorWithOptions(record.CorrelatorOptions{}),
+		correlator: record.NewEventCorrelatorWithOptions(record.CorrelatorOptions{LRUCacheSize: o.CorrelatorCacheSize}),
 		retryDelay: firstRetryDelay,
 	}
 	go r.run()

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -486,4 +487,50 @@ func TestEventfWritten(t *testing.T) {
 	release <- struct{}{}
 	rec.Stop(context.Background())
 	noDrops(t, rec)
+}
+
+// TestCorrelatorCacheSize: an identical event about an object still in the
+// correlator's cache adds to the earlier Event's count; with
+// CorrelatorCacheSize 2, once events about two other objects have pushed
+// the object out, it is a new Event. Both on a real API server.
+func TestCorrelatorCacheSize(t *testing.T) {
+	env := testenv.Start(t)
+	ctx := context.Background()
+	for _, tc := range []struct {
+		size       int
+		wantEvents int // Events about svc-00000
+		wantCount  int32
+	}{
+		{size: 0, wantEvents: 1, wantCount: 2}, // client-go's 4,096
+		{size: 2, wantEvents: 2, wantCount: 1},
+	} {
+		t.Run(fmt.Sprint(tc.size), func(t *testing.T) {
+			ns := env.Namespace(t)
+			rec, err := New(env.Config, env.Scheme, Options{Component: Speaker, Registerer: prometheus.NewRegistry(), CorrelatorCacheSize: tc.size})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { rec.Stop(ctx) })
+			for _, i := range []int{0, 1, 2, 0} {
+				if err := rec.EventfWritten(ctx, serviceRef(ns, i), corev1.EventTypeNormal, "nodeAssigned", "announcing from node %q", "n1"); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var evs corev1.EventList
+			if err := env.Client.List(ctx, &evs, client.InNamespace(ns), client.MatchingFields{"involvedObject.name": serviceRef(ns, 0).Name}); err != nil {
+				t.Fatal(err)
+			}
+			var counts []int32
+			for _, e := range evs.Items {
+				counts = append(counts, e.Count)
+			}
+			if len(evs.Items) != tc.wantEvents || !slices.Contains(counts, tc.wantCount) {
+				t.Errorf("CorrelatorCacheSize %d: Events about svc-00000 with counts %v, want %d Events, one with count %d", tc.size, counts, tc.wantEvents, tc.wantCount)
+			}
+			noDrops(t, rec)
+		})
+	}
+	if _, err := New(env.Config, env.Scheme, Options{Component: Speaker, CorrelatorCacheSize: -1}); err == nil {
+		t.Error("New accepted a negative CorrelatorCacheSize")
+	}
 }
