@@ -254,9 +254,7 @@ func transformStatus(obj any) (any, error) {
 	}
 	svcNS := m.Labels[v1beta1.LabelServiceNamespace]
 	return &statusRef{
-		name:             m.Name,
-		namespace:        *nodeNames.intern(&m.Namespace),
-		resourceVersion:  m.ResourceVersion,
+		objectKey:        objectKey{name: m.Name, namespace: *nodeNames.intern(&m.Namespace), resourceVersion: m.ResourceVersion},
 		serviceNamespace: *nodeNames.intern(&svcNS),
 		serviceName:      m.Labels[v1beta1.LabelServiceName],
 	}, nil
@@ -277,8 +275,7 @@ func transformStatus(obj any) (any, error) {
 // client.Object. Nothing lists it from the cache (the kinds are
 // read from the API server: UncachedObjects).
 type statusRef struct {
-	noMeta
-	name, namespace, resourceVersion string
+	objectKey
 	// serviceNamespace, serviceName: the values of the object's
 	// metallb.io/service-namespace and service-name labels ("" when
 	// absent); statusKeyOf.
@@ -294,35 +291,36 @@ func (r *statusRef) DeepCopyObject() runtime.Object {
 	return &c
 }
 
-func (r *statusRef) GetName() string             { return r.name }
-func (r *statusRef) SetName(v string)            { r.name = v }
-func (r *statusRef) GetNamespace() string        { return r.namespace }
-func (r *statusRef) SetNamespace(v string)       { r.namespace = v }
-func (r *statusRef) GetResourceVersion() string  { return r.resourceVersion }
-func (r *statusRef) SetResourceVersion(v string) { r.resourceVersion = v }
+// objectKey is the metadata every record keeps: name, namespace and
+// resourceVersion (what the informer's store keys and the status watch
+// compares). The rest of metav1.Object reads as unset (noMeta).
+type objectKey struct {
+	noMeta
+	name, namespace, resourceVersion string
+}
+
+func (r *objectKey) GetName() string             { return r.name }
+func (r *objectKey) SetName(v string)            { r.name = v }
+func (r *objectKey) GetNamespace() string        { return r.namespace }
+func (r *objectKey) SetNamespace(v string)       { r.namespace = v }
+func (r *objectKey) GetResourceVersion() string  { return r.resourceVersion }
+func (r *objectKey) SetResourceVersion(v string) { r.resourceVersion = v }
 
 // recordMeta is the metadata serviceRecord and sliceRecord keep: name,
 // namespace, UID and resourceVersion (what the informer's store keys,
 // events and the tests read), 64 bytes where a metav1.ObjectMeta takes
 // 232. The rest of metav1.Object reads as unset (noMeta).
 type recordMeta struct {
-	noMeta
-	name, namespace, resourceVersion string
-	uid                              types.UID
+	objectKey
+	uid types.UID
 }
 
 func newRecordMeta(m *metav1.ObjectMeta) recordMeta {
-	return recordMeta{name: m.Name, namespace: *nodeNames.intern(&m.Namespace), resourceVersion: m.ResourceVersion, uid: m.UID}
+	return recordMeta{objectKey: objectKey{name: m.Name, namespace: *nodeNames.intern(&m.Namespace), resourceVersion: m.ResourceVersion}, uid: m.UID}
 }
 
-func (r *recordMeta) GetName() string             { return r.name }
-func (r *recordMeta) SetName(v string)            { r.name = v }
-func (r *recordMeta) GetNamespace() string        { return r.namespace }
-func (r *recordMeta) SetNamespace(v string)       { r.namespace = v }
-func (r *recordMeta) GetResourceVersion() string  { return r.resourceVersion }
-func (r *recordMeta) SetResourceVersion(v string) { r.resourceVersion = v }
-func (r *recordMeta) GetUID() types.UID           { return r.uid }
-func (r *recordMeta) SetUID(v types.UID)          { r.uid = v }
+func (r *recordMeta) GetUID() types.UID  { return r.uid }
+func (r *recordMeta) SetUID(v types.UID) { r.uid = v }
 
 // noMeta is the rest of metav1.Object for the records: the metadata the
 // transforms left out reads as unset, and setting it does nothing.

@@ -42,19 +42,11 @@ func fullMeta(ns, name string, labels, annotations map[string]string) metav1.Obj
 
 func mustTransform[T any](t *testing.T, f func(any) (any, error), obj *T) *T {
 	t.Helper()
-	out, err := f(obj)
-	if err != nil {
-		t.Fatal(err)
-	}
-	o, ok := out.(*T)
-	if !ok {
-		t.Fatalf("transform returned %T", out)
-	}
-	return o
+	return transformTo[T](t, f, obj)
 }
 
-// transformTo is mustTransform for a transform whose result is a record
-// of type *T.
+// transformTo returns f(obj), failing t unless it is a *T (the object
+// transformed, or the record it becomes).
 func transformTo[T any](t *testing.T, f func(any) (any, error), obj any) *T {
 	t.Helper()
 	out, err := f(obj)
