@@ -164,7 +164,9 @@ type Options struct {
 // the speaker runs on every node, and at 4,096 entries the caches held
 // about 5.6 MB of its 25 MB live heap with 5,000 Services
 // (docs/performance.md, "Speaker memory"); 512 still folds repeated events
-// about the 512 Services it last reported on.
+// about the 512 Services it last reported on. The size also bounds the
+// per-object spam filter: an object pushed out of the cache starts again
+// with a full allowance (docs/troubleshooting.md).
 const SpeakerCorrelatorCacheSize = 512
 
 // Recorder writes core/v1 Events through a bounded queue and one worker

@@ -2,6 +2,8 @@ package speaker
 
 import (
 	"maps"
+	"runtime"
+	"unsafe"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -28,7 +30,7 @@ func TestLabelSetMatchesAsMap(t *testing.T) {
 		{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "m", Operator: metav1.LabelSelectorOpNotIn, Values: []string{"3"}}}},
 	}
 	for _, m := range objLabels {
-		ls := newLabelSet(m, "svc-1")
+		ls := newLabelSet(m)
 		if got := ls.Map(); !maps.Equal(got, m) {
 			t.Errorf("newLabelSet(%v).Map() = %v", m, got)
 		}
@@ -50,4 +52,22 @@ func TestLabelSetMatchesAsMap(t *testing.T) {
 			t.Errorf("%v has a label it was not given", m)
 		}
 	}
+}
+
+// TestLabelSetSharesAcrossCollections: a label made after a garbage
+// collection shares the canonical strings of one made before it while the
+// first set is alive (the handles keep them), so a speaker whose Services
+// arrive one at a time holds each common key and value once.
+func TestLabelSetSharesAcrossCollections(t *testing.T) {
+	m := map[string]string{"app.kubernetes.io/part-of": "shop"}
+	first := newLabelSet(m)
+	runtime.GC()
+	runtime.GC()
+	second := newLabelSet(maps.Clone(m))
+	k1, _ := first.Lookup("app.kubernetes.io/part-of")
+	k2, _ := second.Lookup("app.kubernetes.io/part-of")
+	if unsafe.StringData(k1) != unsafe.StringData(k2) {
+		t.Error("a label set made after a collection holds its own copies of the strings")
+	}
+	runtime.KeepAlive(first)
 }

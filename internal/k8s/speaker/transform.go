@@ -59,18 +59,17 @@ import (
 
 // serviceRecord is what the speaker's cache keeps of a Service: the
 // Service transform's result, in place of the object. It holds the
-// Service's identity (name, namespace, UID, resourceVersion, generation,
-// deletionTimestamp: what the cache keys and events use; name and
-// namespace are substrings of svc.Key, one string for the three), its
-// labels (the same map as svc.Labels) and svc, announce.ServiceFromK8s of
+// Service's identity (recordMeta: name, namespace, UID, resourceVersion:
+// what the cache keys and events use; name and namespace are substrings of
+// svc.Key, one string for the three) and svc, announce.ServiceFromK8s of
 // the Service (type, externalTrafficPolicy, loadBalancerClass, the
-// allow-shared-ip annotation, labels and ingress IPs): a decision, the
-// ingress-IP index, the shared-address views and serviceChanged read it
-// without converting again, and the cache holds no ServiceSpec, ingress
-// struct or annotation map per Service. It is read only through the
-// informer's indexer (Controller.service, servicesWithIP, allServices):
-// controller-runtime's cache reader cannot get or list it as Services,
-// and nothing in the speaker does.
+// allow-shared-ip annotation, ingress IPs, and the labels as a labelSet):
+// a decision, the ingress-IP index, the shared-address views and
+// serviceChanged read it without converting again, and the cache holds no
+// ServiceSpec, ingress struct, label or annotation map per Service. It is
+// read only through the informer's indexer (Controller.service,
+// servicesWithIP, allServices): controller-runtime's cache reader cannot
+// get or list it as Services, and nothing in the speaker does.
 type serviceRecord struct {
 	recordMeta
 	// svc is announce.ServiceFromK8s of the Service, its labels a
@@ -124,10 +123,10 @@ func transformService(obj any) (any, error) {
 	if svc.SharingKey != "" {
 		svc.SharingKey = *sharingKeys.intern(&svc.SharingKey)
 	}
-	r := &serviceRecord{recordMeta: newRecordMeta(&s.ObjectMeta), svc: svc}
 	// One string for the key, the namespace and the name.
-	r.namespace, r.name = svc.Key[:len(s.Namespace)], svc.Key[len(s.Namespace)+1:]
-	r.svc.Labels = newLabelSet(s.Labels, r.name)
+	r := &serviceRecord{svc: svc, recordMeta: recordMeta{uid: s.UID, objectKey: objectKey{
+		namespace: svc.Key[:len(s.Namespace)], name: svc.Key[len(s.Namespace)+1:], resourceVersion: s.ResourceVersion}}}
+	r.svc.Labels = newLabelSet(s.Labels)
 	return r, nil
 }
 
