@@ -3,8 +3,8 @@ package speaker
 import (
 	"maps"
 	"runtime"
-	"unsafe"
 	"testing"
+	"unsafe"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
