@@ -254,3 +254,31 @@ func TestChartNetworkPolicies(t *testing.T) {
 		egress:  [][]string{{"TCP/443", "TCP/7947", "UDP/7947"}},
 	})
 }
+
+// TestChartSpeakerGOGC: the speaker runs with GOGC from speaker.goGC (50 by
+// default, a number or a string, none for ""), the controller without it
+// (issue #16: the speaker's memory counts once per node).
+func TestChartSpeakerGOGC(t *testing.T) {
+	for _, tc := range []struct {
+		sets []string
+		want string // "" = no GOGC
+	}{
+		{nil, "50"},
+		{[]string{"speaker.goGC=75"}, "75"},
+		{[]string{"speaker.goGC=off"}, "off"},
+		{[]string{"speaker.goGC="}, ""},
+	} {
+		objs := parseObjects(t, helmTemplate(t, "herald", ns, tc.sets...))
+		var ds appsv1.DaemonSet
+		find(t, objs, "DaemonSet", ns, "herald-speaker").into(t, &ds)
+		e, ok := envOf(container(t, ds.Spec.Template.Spec, "speaker"))["GOGC"]
+		if got := e.Value; ok != (tc.want != "") || got != tc.want {
+			t.Errorf("%v: speaker GOGC %q (set %v), want %q", tc.sets, got, ok, tc.want)
+		}
+		var d appsv1.Deployment
+		find(t, objs, "Deployment", ns, "herald-controller").into(t, &d)
+		if e, ok := envOf(container(t, d.Spec.Template.Spec, "controller"))["GOGC"]; ok {
+			t.Errorf("%v: the controller has GOGC %q", tc.sets, e.Value)
+		}
+	}
+}
